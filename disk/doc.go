@@ -1,0 +1,79 @@
+// Package disk is Depot's partition log, laid out on disk as Kafka lays it
+// out: segments of record batches with a sparse offset index and a time
+// index each, checkpoint files per log directory, and a small FS seam so
+// tests can crash the file system or fail the n-th operation.
+//
+// Nothing in the package starts a goroutine or takes a lock, and nothing is
+// safe for concurrent use: the actor that owns a log serialises access to
+// it. (MemFS, the test file system, is the exception: it is guarded by a
+// mutex so a test may inspect it.)
+//
+// # Directory layout
+//
+// A log directory holds one directory per partition replica, named
+// "<topic>-<partition>" (PartitionDirName; parsed by splitting on the last
+// '-', since topic names may contain '-'), plus the checkpoint files:
+//
+//	<logdir>/
+//	    recovery-point-offset-checkpoint
+//	    log-start-offset-checkpoint
+//	    orders-0/
+//	        00000000000000000000.log
+//	        00000000000000000000.index
+//	        00000000000000000000.timeindex
+//	        00000000000000368769.log
+//	        00000000000000368769.index
+//	        00000000000000368769.timeindex
+//
+// A segment's files are named by its base offset (the offset of its first
+// record) in 20 zero-padded decimal digits followed by the extension
+// (SegmentFileName, ParseSegmentFileName). The .log holds Kafka RecordBatch
+// v2 batches back to back (package wire). Topic names follow Kafka's rule:
+// 1 to 249 characters of [a-zA-Z0-9._-], neither "." nor "..".
+//
+// # Offset index (.index)
+//
+// A sparse map from offset to byte position in the .log, one entry about
+// every 4 KiB of log. The file is a sequence of 8-byte entries, nothing
+// else (no header, no preallocation):
+//
+//	offset  size  field
+//	0       4     relative offset, uint32 big-endian: offset - baseOffset
+//	4       4     position, uint32 big-endian: byte position of the batch in the .log
+//
+// Both fields strictly increase from entry to entry. A file whose size is
+// not a multiple of 8 or whose entries do not increase is corrupt.
+//
+// # Time index (.timeindex)
+//
+// A sparse map from timestamp to offset, a sequence of 12-byte entries:
+//
+//	offset  size  field
+//	0       8     timestamp, int64 big-endian, milliseconds since the Unix epoch, >= 0
+//	8       4     relative offset, uint32 big-endian: offset - baseOffset
+//
+// Timestamps strictly increase; offsets never decrease. A file whose size
+// is not a multiple of 12, or that breaks these rules, is corrupt.
+//
+// These layouts are Kafka's and are never to change: OffsetIndexEntrySize
+// and TimeIndexEntrySize are part of the format. Indexes are derived data:
+// after an unclean stop, or when a file is corrupt, they are rebuilt from
+// the .log.
+//
+// # Checkpoint files
+//
+// recovery-point-offset-checkpoint and log-start-offset-checkpoint are
+// text in Kafka's format, one line per partition of the log directory,
+// sorted by topic then partition, every line ending in '\n':
+//
+//	0                  version, always 0
+//	2                  count N of the entries that follow
+//	orders 0 368769    topic, partition, offset separated by one space
+//	orders 1 12
+//
+// Numbers are decimal without sign or leading zeros. A checkpoint is
+// replaced atomically: written to "<path>.tmp", synced, renamed over the
+// old file, and the directory synced (WriteCheckpoint). A missing file
+// reads as empty; anything else malformed is a *CorruptionError carrying
+// the path and the byte position of the damage.
+package disk

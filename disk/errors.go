@@ -1,0 +1,62 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors of the package. Callers compare with errors.Is: the
+// package wraps them with %w to add the path or operation.
+var (
+	// ErrClosed is returned by any operation on a closed log, segment or index.
+	ErrClosed = errors.New("disk: log closed")
+	// ErrOffsetOutOfRange is returned for an offset outside the log.
+	ErrOffsetOutOfRange = errors.New("disk: offset out of range")
+	// ErrNotFound is returned when a segment, partition or file is missing.
+	ErrNotFound = errors.New("disk: not found")
+	// ErrInjected is the error an ErrorFS injects.
+	ErrInjected = errors.New("disk: injected error")
+	// ErrInvalidName is returned for a topic, partition directory or segment
+	// file name that does not follow the naming rules of the package doc.
+	ErrInvalidName = errors.New("disk: invalid name")
+	// ErrInvalidEntry is returned by an index Append whose entry would break
+	// the order of the index or does not fit its fields. Nothing is written.
+	ErrInvalidEntry = errors.New("disk: invalid index entry")
+)
+
+// CorruptionError reports damaged bytes in a file of the log: a torn or
+// malformed index, time index or checkpoint. Offset is the byte position in
+// the file where the damage was found. Decoders of in-memory bytes leave
+// Path empty; the functions that read files fill it in.
+type CorruptionError struct {
+	Path   string
+	Offset int64
+	Err    error
+}
+
+// Error returns "disk: corruption in PATH at byte N: ERR".
+func (e *CorruptionError) Error() string {
+	path := e.Path
+	if path == "" {
+		path = "(bytes)"
+	}
+	return fmt.Sprintf("disk: corruption in %s at byte %d: %v", path, e.Offset, e.Err)
+}
+
+// Unwrap returns the underlying cause.
+func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// corruptf builds a *CorruptionError without a path.
+func corruptf(offset int64, format string, args ...any) *CorruptionError {
+	return &CorruptionError{Offset: offset, Err: fmt.Errorf(format, args...)}
+}
+
+// withPath sets the path of a *CorruptionError and returns other errors
+// unchanged.
+func withPath(err error, path string) error {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		return &CorruptionError{Path: path, Offset: ce.Offset, Err: ce.Err}
+	}
+	return err
+}

@@ -1,0 +1,49 @@
+package disk
+
+import (
+	"io"
+	"os"
+)
+
+// File is an open file of an FS. Logs append with Write and read with ReadAt;
+// index files are rewritten with WriteAt and cut with Truncate.
+type File interface {
+	io.ReaderAt
+	io.Writer
+	io.WriterAt
+	io.Closer
+	// Sync makes the file's written bytes durable (fsync).
+	Sync() error
+	// Truncate changes the file's size. The write position is unaffected:
+	// callers that append after a truncate Seek first.
+	Truncate(size int64) error
+	// Seek sets the position of the next Write.
+	Seek(offset int64, whence int) (int64, error)
+	// Size is the file's current size.
+	Size() (int64, error)
+	// Name is the path the file was opened with.
+	Name() string
+}
+
+// FS is the file system a log lives on: the OS, or a memory file system in
+// tests that can crash and lose what was not synced, and fail on demand.
+// Paths are slash-separated as for package os.
+type FS interface {
+	// OpenFile opens name with os.O_* flags (O_RDONLY, O_RDWR, O_CREATE,
+	// O_EXCL, O_TRUNC, O_APPEND are honoured).
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Remove deletes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll deletes a directory and everything in it.
+	RemoveAll(name string) error
+	// Rename moves oldname to newname, replacing newname if it exists.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(name string, perm os.FileMode) error
+	// ReadDir returns the names of the entries of a directory, sorted.
+	ReadDir(name string) ([]string, error)
+	// Stat returns information about a file or directory.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the directory's entries (creates, renames, removes) durable.
+	SyncDir(name string) error
+}

@@ -1,0 +1,130 @@
+package disk_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/depot-dev/depot/disk"
+	"github.com/stretchr/testify/require"
+)
+
+// The fuzz targets check that decoders never panic, that they fail only
+// with a *CorruptionError inside the input, and that what decodes encodes
+// back to the same bytes. Seeds come from f.Add and testdata/fuzz/.
+
+func requireCorruption(t *testing.T, err error, size int) {
+	t.Helper()
+	var ce *disk.CorruptionError
+	require.True(t, errors.As(err, &ce), "not a *CorruptionError: %v", err)
+	require.GreaterOrEqual(t, ce.Offset, int64(0))
+	require.LessOrEqual(t, ce.Offset, int64(size))
+}
+
+func FuzzDecodeOffsetIndex(f *testing.F) {
+	f.Add([]byte{}, int64(0))
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 2, 0, 0, 0x20, 0}, int64(100))
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0x10, 0, 0, 0, 0, 1, 0, 0, 0x20, 0}, int64(0))
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0x10}, int64(5))
+	f.Fuzz(func(t *testing.T, b []byte, base int64) {
+		if base < 0 || base > 1<<62 {
+			base &= 1<<62 - 1
+		}
+		entries, err := disk.DecodeOffsetIndex(b, base)
+		if err != nil {
+			requireCorruption(t, err, len(b))
+			return
+		}
+		require.Len(t, entries, len(b)/disk.OffsetIndexEntrySize)
+		var out []byte
+		for i, e := range entries {
+			if i > 0 {
+				require.Greater(t, e.Offset, entries[i-1].Offset)
+				require.Greater(t, e.Position, entries[i-1].Position)
+			}
+			out = disk.AppendOffsetEntry(out, e, base)
+		}
+		require.True(t, bytes.Equal(b, out), "re-encoding differs")
+	})
+}
+
+func FuzzDecodeTimeIndex(f *testing.F) {
+	f.Add([]byte{}, int64(0))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 1}, int64(10))
+	f.Add([]byte{0x80, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1}, int64(0))
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0}, int64(0))
+	f.Fuzz(func(t *testing.T, b []byte, base int64) {
+		if base < 0 || base > 1<<62 {
+			base &= 1<<62 - 1
+		}
+		entries, err := disk.DecodeTimeIndex(b, base)
+		if err != nil {
+			requireCorruption(t, err, len(b))
+			return
+		}
+		require.Len(t, entries, len(b)/disk.TimeIndexEntrySize)
+		var out []byte
+		for i, e := range entries {
+			require.GreaterOrEqual(t, e.Timestamp, int64(0))
+			if i > 0 {
+				require.Greater(t, e.Timestamp, entries[i-1].Timestamp)
+				require.GreaterOrEqual(t, e.Offset, entries[i-1].Offset)
+			}
+			out = disk.AppendTimeEntry(out, e, base)
+		}
+		require.True(t, bytes.Equal(b, out), "re-encoding differs")
+	})
+}
+
+func FuzzDecodeCheckpoint(f *testing.F) {
+	f.Add([]byte("0\n0\n"))
+	f.Add([]byte("0\n2\norders 0 12\norders 1 7\n"))
+	f.Add([]byte("0\n2\nb 1 2\na 0 1\n"))
+	f.Add([]byte("0\n1\nmy-topic 2147483647 9223372036854775807\n"))
+	f.Add([]byte("0\n3\na 0 1\n"))
+	f.Add([]byte("0\n1\na 0 1\na 0 2\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		offsets, err := disk.DecodeCheckpoint(b)
+		if err != nil {
+			requireCorruption(t, err, len(b))
+			return
+		}
+		out, err := disk.AppendCheckpoint(nil, offsets)
+		require.NoError(t, err, "what decodes must encode")
+		again, err := disk.DecodeCheckpoint(out)
+		require.NoError(t, err)
+		require.Equal(t, offsets, again)
+		require.Len(t, out, len(b), "the encoding only reorders lines")
+	})
+}
+
+func FuzzParsePartitionDirName(f *testing.F) {
+	for _, s := range []string{"orders-0", "my-topic-12", "a--1", "orders-03", "orders-", "-1", "x-2147483648", "..-1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		tp, err := disk.ParsePartitionDirName(name)
+		if err != nil {
+			require.ErrorIs(t, err, disk.ErrInvalidName)
+			return
+		}
+		require.True(t, disk.ValidTopicName(tp.Topic))
+		require.GreaterOrEqual(t, tp.Partition, int32(0))
+		require.Equal(t, name, disk.PartitionDirName(tp))
+	})
+}
+
+func FuzzParseSegmentFileName(f *testing.F) {
+	for _, s := range []string{"00000000000000000000.log", "00000000000000000042.log.deleted", "99999999999999999999.log", "0.log", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		base, ext, err := disk.ParseSegmentFileName(name)
+		if err != nil {
+			require.ErrorIs(t, err, disk.ErrInvalidName)
+			return
+		}
+		require.GreaterOrEqual(t, base, int64(0))
+		require.Equal(t, name, disk.SegmentFileName(base, ext))
+	})
+}
