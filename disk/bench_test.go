@@ -1,0 +1,133 @@
+package disk
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// benchBatch is 64 records of 1 KiB: a 64 KiB batch.
+func benchBatch(b *testing.B) []byte {
+	return makeBatch(b, 64, 1024, 1)
+}
+
+func BenchmarkAppend(b *testing.B) {
+	batch := benchBatch(b)
+	l := openLog(b, OS, filepath.Join(b.TempDir(), "t-0"), testOptions(newClock(), nil))
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := l.Append(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	require.NoError(b, l.Close())
+}
+
+func BenchmarkBaselineWrite(b *testing.B) {
+	batch := benchBatch(b)
+	f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+	require.NoError(b, err)
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.Write(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	require.NoError(b, f.Close())
+}
+
+// readLogBytes is the size of the log the read benchmarks scan.
+const readLogBytes = 256 << 20
+
+func BenchmarkRead(b *testing.B) {
+	batch := benchBatch(b)
+	l := openLog(b, OS, filepath.Join(b.TempDir(), "t-0"), testOptions(newClock(), func(c *Config) { c.SegmentBytes = 64 << 20 }))
+	for n := 0; n < readLogBytes/len(batch); n++ {
+		_, err := l.Append(batch)
+		require.NoError(b, err)
+	}
+	const maxBytes = 1 << 20
+	buf := make([]byte, 0, 2*maxBytes)
+	b.SetBytes(maxBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var offset int64
+	for i := 0; i < b.N; i++ {
+		if offset >= l.EndOffset() {
+			offset = 0
+		}
+		got, err := l.Read(offset, maxBytes, buf[:0])
+		if err != nil || len(got) == 0 {
+			b.Fatal(err, len(got))
+		}
+		offset += int64(len(got)/len(batch)) * 64
+	}
+	b.StopTimer()
+	require.NoError(b, l.Close())
+}
+
+func BenchmarkBaselineRead(b *testing.B) {
+	batch := benchBatch(b)
+	f, err := os.Create(filepath.Join(b.TempDir(), "baseline"))
+	require.NoError(b, err)
+	for n := 0; n < readLogBytes/len(batch); n++ {
+		_, err := f.Write(batch)
+		require.NoError(b, err)
+	}
+	const maxBytes = 1 << 20
+	chunk := maxBytes / len(batch) * len(batch)
+	buf := make([]byte, 2*maxBytes)
+	b.SetBytes(maxBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var pos int64
+	for i := 0; i < b.N; i++ {
+		if pos+int64(chunk) > readLogBytes {
+			pos = 0
+		}
+		if _, err := f.ReadAt(buf[:chunk], pos); err != nil {
+			b.Fatal(err)
+		}
+		pos += int64(chunk)
+	}
+	b.StopTimer()
+	require.NoError(b, f.Close())
+}
+
+// BenchmarkLookup reads one batch at a random offset of a log of small
+// records (10-byte values, 1000 per batch) in small segments.
+func BenchmarkLookup(b *testing.B) {
+	for _, records := range []int{100_000, 1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("records=%d", records), func(b *testing.B) {
+			batch := makeBatch(b, 1000, 10, 1)
+			l := openLog(b, OS, filepath.Join(b.TempDir(), "t-0"), testOptions(newClock(), func(c *Config) { c.SegmentBytes = 1 << 20 }))
+			for n := 0; n < records/1000; n++ {
+				_, err := l.Append(batch)
+				require.NoError(b, err)
+			}
+			b.Logf("%d records in %d segments", l.EndOffset(), len(l.Segments()))
+			rng := rand.New(rand.NewPCG(1, 2))
+			buf := make([]byte, 0, 2*len(batch))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				got, err := l.Read(rng.Int64N(l.EndOffset()), 1, buf[:0])
+				if err != nil || len(got) != len(batch) {
+					b.Fatal(err, len(got))
+				}
+			}
+			b.StopTimer()
+			require.NoError(b, l.Close())
+		})
+	}
+}

@@ -1,0 +1,769 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/wire"
+)
+
+// ErrNotOneBatch is returned by Append for bytes that are not exactly one
+// record batch.
+var ErrNotOneBatch = errors.New("disk: append wants exactly one batch")
+
+// Log is a partition's log, Kafka's LocalLog: a directory of segments
+// ordered by base offset, the last of them active (appended to). It owns
+// offsets: the log start offset, the log end offset, and the recovery point
+// below which everything is synced.
+//
+// Not safe for concurrent use: the owning partition actor serialises all
+// calls. It starts no goroutines; time arrives through Options.Now, and
+// MaybeRoll and ApplyRetention are called on the owner's timer ticks.
+type Log struct {
+	fs     FS
+	dir    string
+	config Config
+	now    func() time.Time
+	logger *logrus.Entry
+
+	segments      []*segment // by base offset; never empty while open
+	startOffset   int64
+	recoveryPoint int64
+	// dirDirty is set when segment files were created since the directory
+	// was last synced.
+	dirDirty      bool
+	lastFlushTime int64 // unix ms
+	closed        bool
+	// failed is the first I/O error of a mutating call: the log's files may
+	// no longer match its state, so later mutations refuse, as Kafka takes a
+	// log directory offline.
+	failed error
+
+	header [wire.HeaderSize]byte // scratch for reading headers
+}
+
+// AppendResult describes an appended batch.
+type AppendResult struct {
+	BaseOffset   int64
+	LastOffset   int64
+	MaxTimestamp int64
+	// Position is the batch's byte position in its segment.
+	Position int64
+}
+
+// Slice is a byte range of a segment file holding whole batches.
+type Slice struct {
+	File     File
+	Position int64
+	Size     int64
+}
+
+// SegmentInfo describes a segment.
+type SegmentInfo struct {
+	BaseOffset   int64
+	NextOffset   int64
+	Size         int64
+	MaxTimestamp int64  // -1 when the segment holds no timestamp
+	Path         string // of the .log
+}
+
+func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
+
+// check returns ErrClosed on a closed log.
+func (l *Log) check() error {
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// checkWrite returns ErrClosed on a closed log and the sticky error of a
+// failed one.
+func (l *Log) checkWrite() error {
+	if l.closed {
+		return ErrClosed
+	}
+	if l.failed != nil {
+		return fmt.Errorf("disk: log %s failed earlier: %w", l.dir, l.failed)
+	}
+	return nil
+}
+
+// fail records err as the log's sticky failure and returns it.
+func (l *Log) fail(err error) error {
+	if err != nil && l.failed == nil {
+		l.failed = err
+		l.logger.WithError(err).Error("log failed")
+	}
+	return err
+}
+
+// Dir returns the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// StartOffset returns the log start offset, the first offset readable.
+func (l *Log) StartOffset() int64 { return l.startOffset }
+
+// EndOffset returns the log end offset: the offset the next append gets.
+func (l *Log) EndOffset() int64 { return l.active().nextOffset }
+
+// RecoveryPoint returns the offset below which the log is synced.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint }
+
+// Size returns the bytes of all segments.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.segments {
+		n += s.size
+	}
+	return n
+}
+
+// Segments describes the segments, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	infos := make([]SegmentInfo, len(l.segments))
+	for i, s := range l.segments {
+		infos[i] = SegmentInfo{BaseOffset: s.baseOffset, NextOffset: s.nextOffset, Size: s.size, MaxTimestamp: s.maxTimestamp, Path: s.path}
+	}
+	return infos
+}
+
+// segmentIndex returns the index of the segment holding offset: the last
+// whose base offset is <= offset (binary search), or -1.
+func (l *Log) segmentIndex(offset int64) int {
+	return segmentFor(l.segments, offset)
+}
+
+// segmentFor is the binary search over base offsets behind segmentIndex.
+func segmentFor(segments []*segment, offset int64) int {
+	return sort.Search(len(segments), func(i int) bool { return segments[i].baseOffset > offset }) - 1
+}
+
+// Append appends exactly one record batch. It validates the batch
+// (wire.Validate: header, length, CRC, record count), rewrites its base
+// offset in place to EndOffset (the caller's slice is modified), rolls first
+// if the batch would take the active segment past segment.bytes or the
+// segment is older than segment.ms, writes it with one Write call, adds
+// index entries every index.interval.bytes, and flushes as flush.messages
+// and flush.ms ask.
+func (l *Log) Append(batch []byte) (AppendResult, error) {
+	if err := l.checkWrite(); err != nil {
+		return AppendResult{}, err
+	}
+	h, err := wire.Validate(batch)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("disk: append: %w", err)
+	}
+	if h.Size() != len(batch) {
+		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes followed by %d more", ErrNotOneBatch, h.Size(), len(batch)-h.Size())
+	}
+	seg := l.active()
+	base := seg.nextOffset
+	if l.shouldRoll(seg, int64(len(batch)), int64(h.LastOffsetDelta)) {
+		if err := l.roll(); err != nil {
+			return AppendResult{}, err
+		}
+		seg = l.active()
+	}
+	wire.SetBaseOffset(batch, base)
+	h.BaseOffset = base
+	position, err := seg.append(batch, &h, l.config.IndexIntervalBytes, l.now().UnixMilli())
+	if err != nil {
+		return AppendResult{}, l.fail(err)
+	}
+	res := AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp, Position: position}
+	if err := l.maybeFlush(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// shouldRoll decides whether a batch of size bytes spanning lastDelta
+// offsets goes into a new segment.
+func (l *Log) shouldRoll(seg *segment, size, lastDelta int64) bool {
+	if seg.empty() {
+		return false
+	}
+	if seg.size+size > l.config.SegmentBytes {
+		return true
+	}
+	if seg.nextOffset+lastDelta-seg.baseOffset > maxRelativeOffset {
+		return true
+	}
+	return l.expired(seg)
+}
+
+// expired reports whether seg's first batch was appended more than
+// segment.ms ago. The age counts from the append, not from the batch's own
+// timestamp, so a producer's old timestamps do not roll every batch into a
+// segment of its own; a segment recovered from disk counts from its first
+// batch's timestamp.
+func (l *Log) expired(seg *segment) bool {
+	if seg.rollTimestamp < 0 {
+		return false
+	}
+	age := l.now().UnixMilli() - seg.rollTimestamp
+	return age > l.config.SegmentMs.Milliseconds()
+}
+
+func (l *Log) maybeFlush() error {
+	unflushed := l.EndOffset() - l.recoveryPoint
+	if unflushed >= l.config.FlushMessages ||
+		l.config.FlushMs != math.MaxInt64 && l.now().UnixMilli()-l.lastFlushTime >= l.config.FlushMs.Milliseconds() {
+		return l.Flush(l.EndOffset())
+	}
+	return nil
+}
+
+// Roll starts a new segment at EndOffset. It does nothing when the active
+// segment is empty.
+func (l *Log) Roll() error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	if l.active().empty() {
+		return nil
+	}
+	return l.roll()
+}
+
+// MaybeRoll rolls the active segment if it is older than segment.ms; the
+// owner calls it on a timer tick, so a quiet partition's segment still
+// becomes deletable.
+func (l *Log) MaybeRoll() error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	seg := l.active()
+	if seg.empty() || !l.expired(seg) {
+		return nil
+	}
+	return l.roll()
+}
+
+func (l *Log) roll() error {
+	old := l.active()
+	if err := old.sealTimeIndex(); err != nil {
+		return l.fail(err)
+	}
+	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
+	if err != nil {
+		return l.fail(err)
+	}
+	l.segments = append(l.segments, seg)
+	l.dirDirty = true
+	l.logger.WithFields(logrus.Fields{"segment": seg.path, "base_offset": seg.baseOffset}).Info("rolled segment")
+	return nil
+}
+
+// Flush makes durable every segment holding offsets below upTo (its .log
+// and indexes), oldest first, then the directory if segments were created
+// since the last flush, and raises the recovery point to upTo (at most
+// EndOffset). Many appends share one Flush: a group commit.
+func (l *Log) Flush(upTo int64) error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	if upTo > l.EndOffset() {
+		upTo = l.EndOffset()
+	}
+	if upTo <= l.recoveryPoint && !l.dirDirty {
+		return nil
+	}
+	if upTo > l.recoveryPoint {
+		first := max(l.segmentIndex(l.recoveryPoint), 0)
+		for _, s := range l.segments[first:] {
+			if s.baseOffset >= upTo {
+				break
+			}
+			if err := s.sync(); err != nil {
+				return l.fail(err)
+			}
+		}
+	}
+	if l.dirDirty {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail(fmt.Errorf("disk: sync directory %s: %w", l.dir, err))
+		}
+		l.dirDirty = false
+	}
+	if upTo > l.recoveryPoint {
+		l.recoveryPoint = upTo
+	}
+	l.lastFlushTime = l.now().UnixMilli()
+	return nil
+}
+
+// Sync flushes everything: Flush(EndOffset()).
+func (l *Log) Sync() error { return l.Flush(l.EndOffset()) }
+
+// checkRange returns ErrOffsetOutOfRange unless StartOffset <= offset <= EndOffset.
+func (l *Log) checkRange(offset int64) error {
+	if offset < l.startOffset || offset > l.EndOffset() {
+		return fmt.Errorf("%w: %d not in [%d, %d] of %s", ErrOffsetOutOfRange, offset, l.startOffset, l.EndOffset(), l.dir)
+	}
+	return nil
+}
+
+// locate returns the segment index and position of the batch holding
+// offset, which must be in [StartOffset, EndOffset).
+func (l *Log) locate(offset int64) (int, int64, wire.Header, error) {
+	i := l.segmentIndex(offset)
+	for i >= 0 && offset >= l.segments[i].nextOffset {
+		// An empty or short segment cannot hold offset; the next one does.
+		i++
+		if i == len(l.segments) {
+			return 0, 0, wire.Header{}, fmt.Errorf("%w: %d", ErrOffsetOutOfRange, offset)
+		}
+	}
+	if i < 0 {
+		return 0, 0, wire.Header{}, fmt.Errorf("%w: %d below the first segment", ErrOffsetOutOfRange, offset)
+	}
+	position, h, err := l.segments[i].find(l.header[:], offset)
+	return i, position, h, err
+}
+
+// Slice returns the file range of the whole batches Read would return: it
+// starts at the batch holding offset and takes batches while they fit in
+// maxBytes, at least one. The range never crosses a segment. Only headers
+// are checked (magic, lengths, dense offsets), not CRCs: the bytes are meant
+// for sendfile. offset == EndOffset gives an empty Slice.
+func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
+	if err := l.check(); err != nil {
+		return Slice{}, err
+	}
+	if err := l.checkRange(offset); err != nil {
+		return Slice{}, err
+	}
+	if offset == l.EndOffset() {
+		seg := l.active()
+		return Slice{File: seg.log, Position: seg.size}, nil
+	}
+	i, position, h, err := l.locate(offset)
+	if err != nil {
+		return Slice{}, err
+	}
+	seg := l.segments[i]
+	end := position + int64(h.Size())
+	next := h.NextOffset()
+	for end < seg.size {
+		nh, err := seg.readHeader(l.header[:], end, next)
+		if err != nil {
+			return Slice{}, err
+		}
+		if end+int64(nh.Size())-position > int64(maxBytes) {
+			break
+		}
+		end += int64(nh.Size())
+		next = nh.NextOffset()
+	}
+	return Slice{File: seg.log, Position: position, Size: end - position}, nil
+}
+
+// Read appends to dst the stored bytes of whole batches starting at the
+// batch that holds offset, up to maxBytes in all, continuing into later
+// segments; always at least one whole batch when offset < EndOffset, even
+// one larger than maxBytes (Kafka's KIP-74), and nothing when offset ==
+// EndOffset. Every batch is checked (header, dense offsets, CRC) before it
+// is returned: damage gives a *CorruptionError with the segment's path and
+// byte position, and no bytes of the damaged batch (the good batches before
+// it are returned, the next Read reports the damage). Offsets outside [StartOffset, EndOffset]
+// give ErrOffsetOutOfRange.
+func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
+	if err := l.check(); err != nil {
+		return dst, err
+	}
+	if err := l.checkRange(offset); err != nil {
+		return dst, err
+	}
+	if offset == l.EndOffset() {
+		return dst, nil
+	}
+	i, position, h, err := l.locate(offset)
+	if err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	limit := max(int64(maxBytes), int64(h.Size()))
+	want := h.BaseOffset
+	for {
+		seg := l.segments[i]
+		n := min(limit-int64(len(dst)-start), seg.size-position)
+		var whole bool
+		dst, want, whole, err = l.readBatches(seg, position, n, want, dst)
+		if err != nil {
+			var ce *CorruptionError
+			if len(dst) > start && errors.As(err, &ce) {
+				// Return the good batches; the next read reports the damage.
+				return dst, nil
+			}
+			return dst[:start], err
+		}
+		i++
+		if !whole || i == len(l.segments) || int64(len(dst)-start) >= limit {
+			return dst, nil
+		}
+		position = 0
+	}
+}
+
+// readBatches reads n bytes of seg from position into dst and keeps the
+// whole batches among them, checking each; whole reports whether the read
+// reached the end of the segment with no partial batch cut off. On damage
+// it returns the good batches before it with the *CorruptionError.
+func (l *Log) readBatches(seg *segment, position, n, want int64, dst []byte) ([]byte, int64, bool, error) {
+	if n <= 0 {
+		return dst, want, position >= seg.size, nil
+	}
+	start := len(dst)
+	dst = grow(dst, int(n))
+	buf := dst[start : start+int(n)]
+	if _, err := seg.log.ReadAt(buf, position); err != nil {
+		return dst[:start], want, false, fmt.Errorf("disk: read %s at %d: %w", seg.path, position, err)
+	}
+	var used int64
+	for used < n {
+		b := buf[used:]
+		at := position + used
+		if len(b) < wire.LogOverhead {
+			break
+		}
+		size, err := wire.PeekSize(b)
+		if err != nil {
+			return dst[:start+int(used)], want, false, seg.corrupt(at, err)
+		}
+		if at+int64(size) > seg.size {
+			return dst[:start+int(used)], want, false, seg.corrupt(at, fmt.Errorf("%w: batch of %d bytes runs past the end of the segment (%d bytes)", wire.ErrShort, size, seg.size))
+		}
+		if size > len(b) {
+			break
+		}
+		h, err := wire.Validate(b[:size])
+		if err != nil {
+			return dst[:start+int(used)], want, false, seg.corrupt(at, err)
+		}
+		if h.BaseOffset != want {
+			return dst[:start+int(used)], want, false, seg.corrupt(at, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want))
+		}
+		want = h.NextOffset()
+		used += int64(size)
+	}
+	return dst[:start+int(used)], want, position+used == seg.size, nil
+}
+
+// grow extends dst's capacity by n bytes and its length to len+n.
+func grow(dst []byte, n int) []byte {
+	if cap(dst)-len(dst) < n {
+		nd := make([]byte, len(dst), len(dst)+n)
+		copy(nd, dst)
+		dst = nd
+	}
+	return dst[:len(dst)+n]
+}
+
+// ScanHeaders calls fn with the header of every batch from the one holding
+// from to the end of the log, reading only headers (no CRC check), as
+// rebuilding producer state needs. from below StartOffset starts at the
+// first batch. A malformed header gives a *CorruptionError; an error from fn
+// stops the scan and is returned.
+func (l *Log) ScanHeaders(from int64, fn func(h wire.Header) error) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	from = max(from, l.startOffset)
+	if from >= l.EndOffset() {
+		return nil
+	}
+	i, position, h, err := l.locate(from)
+	if err != nil {
+		return err
+	}
+	for ; i < len(l.segments); i++ {
+		seg := l.segments[i]
+		if i > 0 && position == 0 {
+			if seg.empty() {
+				continue
+			}
+			if h, err = seg.readHeader(l.header[:], 0, seg.baseOffset); err != nil {
+				return err
+			}
+		}
+		for {
+			if err := fn(h); err != nil {
+				return err
+			}
+			position += int64(h.Size())
+			if position >= seg.size {
+				break
+			}
+			if h, err = seg.readHeader(l.header[:], position, h.NextOffset()); err != nil {
+				return err
+			}
+		}
+		position = 0
+	}
+	return nil
+}
+
+// OffsetForTimestamp returns the first offset at or after StartOffset whose
+// record timestamp is >= ts, and that timestamp, as Kafka's ListOffsets: the
+// segments' largest timestamps pick the segment, its time index gives where
+// to start, batch max timestamps pick the batch and its records give the
+// offset. ErrNotFound when no record is that late.
+func (l *Log) OffsetForTimestamp(ts int64) (int64, int64, error) {
+	if err := l.check(); err != nil {
+		return 0, 0, err
+	}
+	first := max(l.segmentIndex(l.startOffset), 0)
+	for _, seg := range l.segments[first:] {
+		if seg.maxTimestamp < ts || seg.empty() {
+			continue
+		}
+		offset, timestamp, err := l.searchTimestamp(seg, ts)
+		if err == nil || !errors.Is(err, ErrNotFound) {
+			return offset, timestamp, err
+		}
+	}
+	return 0, 0, fmt.Errorf("%w: no record at or after timestamp %d in %s", ErrNotFound, ts, l.dir)
+}
+
+// searchTimestamp finds the first record of seg at or after StartOffset
+// with a timestamp >= ts.
+func (l *Log) searchTimestamp(seg *segment, ts int64) (int64, int64, error) {
+	// Every batch up to a time index entry's offset has timestamps <= its
+	// timestamp, so the last entry below ts is a safe place to start.
+	from := max(seg.timeIndex.Lookup(ts-1).Offset, l.startOffset, seg.baseOffset)
+	if from >= seg.nextOffset {
+		return 0, 0, ErrNotFound
+	}
+	position, h, err := seg.find(l.header[:], from)
+	if err != nil {
+		return 0, 0, err
+	}
+	var buf []byte
+	for {
+		if h.MaxTimestamp >= ts && h.LastOffset() >= l.startOffset {
+			buf = grow(buf[:0], h.Size())
+			if _, err := seg.log.ReadAt(buf, position); err != nil {
+				return 0, 0, fmt.Errorf("disk: read %s at %d: %w", seg.path, position, err)
+			}
+			found := errors.New("found")
+			var offset, timestamp int64
+			err := wire.Records(buf, func(r wire.Record) error {
+				if r.Timestamp >= ts && r.Offset >= l.startOffset {
+					offset, timestamp = r.Offset, r.Timestamp
+					return found
+				}
+				return nil
+			})
+			if err == found {
+				return offset, timestamp, nil
+			}
+			if err != nil {
+				return 0, 0, seg.corrupt(position, err)
+			}
+		}
+		position += int64(h.Size())
+		if position >= seg.size {
+			return 0, 0, ErrNotFound
+		}
+		if h, err = seg.readHeader(l.header[:], position, h.NextOffset()); err != nil {
+			return 0, 0, err
+		}
+	}
+}
+
+// TruncateTo removes the end of the log: afterwards EndOffset() <= offset
+// and every batch entirely below offset is still there. A batch holding
+// offset goes whole. Later segments are deleted, the last kept one and its
+// indexes are cut, and the recovery point comes down with the end. When no
+// batch at or above StartOffset would remain, the log is emptied and starts
+// again at min(offset, StartOffset), as Kafka's truncateFullyAndStartAt.
+// The truncation is durable when TruncateTo returns.
+func (l *Log) TruncateTo(offset int64) error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	if offset >= l.EndOffset() {
+		return nil
+	}
+	if l.startOffset >= l.EndOffset() {
+		return l.truncateFully(offset)
+	}
+	_, _, first, err := l.locate(l.startOffset)
+	if err != nil {
+		return err
+	}
+	if offset <= first.LastOffset() {
+		return l.truncateFully(min(offset, l.startOffset))
+	}
+	keep := len(l.segments)
+	for keep > 1 && l.segments[keep-1].baseOffset >= offset {
+		keep--
+	}
+	if err := l.removeSegments(l.segments[keep:]); err != nil {
+		return err
+	}
+	l.segments = l.segments[:keep]
+	seg := l.active()
+	if offset < seg.nextOffset {
+		if err := seg.truncateTo(l.header[:], offset, l.config.IndexIntervalBytes); err != nil {
+			return l.fail(err)
+		}
+	} else if _, err := seg.log.Seek(seg.size, 0); err != nil {
+		return l.fail(fmt.Errorf("disk: seek %s: %w", seg.path, err))
+	}
+	if err := seg.sync(); err != nil {
+		return l.fail(err)
+	}
+	l.recoveryPoint = min(l.recoveryPoint, l.EndOffset())
+	return l.syncDir()
+}
+
+// truncateFully deletes every segment and starts an empty log at offset.
+func (l *Log) truncateFully(offset int64) error {
+	if err := l.removeSegments(l.segments); err != nil {
+		return err
+	}
+	l.segments = l.segments[:0]
+	seg, err := createSegment(l.fs, l.dir, offset)
+	if err != nil {
+		return l.fail(err)
+	}
+	l.segments = append(l.segments, seg)
+	l.startOffset = offset
+	l.recoveryPoint = offset
+	l.logger.WithField("offset", offset).Info("log emptied")
+	return l.syncDir()
+}
+
+// removeSegments deletes the files of segs.
+func (l *Log) removeSegments(segs []*segment) error {
+	for _, s := range segs {
+		if err := s.remove(); err != nil {
+			return l.fail(err)
+		}
+		l.dirDirty = true
+	}
+	return nil
+}
+
+// syncDir makes the directory's entries durable.
+func (l *Log) syncDir() error {
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail(fmt.Errorf("disk: sync directory %s: %w", l.dir, err))
+	}
+	l.dirDirty = false
+	return nil
+}
+
+// dropOldest deletes the n oldest segments (never the active one) and
+// raises the start offset to the new first segment.
+func (l *Log) dropOldest(n int) error {
+	if n <= 0 {
+		return nil
+	}
+	if err := l.removeSegments(l.segments[:n]); err != nil {
+		return err
+	}
+	l.segments = append(l.segments[:0], l.segments[n:]...)
+	l.startOffset = max(l.startOffset, l.segments[0].baseOffset)
+	return l.syncDir()
+}
+
+// DeleteBefore raises the log start offset to offset, which must not pass
+// EndOffset (ErrOffsetOutOfRange), and deletes the segments lying entirely
+// below it. When that includes the active segment, a new empty one is
+// rolled first. A lower offset than StartOffset does nothing.
+func (l *Log) DeleteBefore(offset int64) error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	if offset > l.EndOffset() {
+		return fmt.Errorf("%w: delete before %d past the end %d of %s", ErrOffsetOutOfRange, offset, l.EndOffset(), l.dir)
+	}
+	if offset <= l.startOffset {
+		return nil
+	}
+	l.startOffset = offset
+	if seg := l.active(); !seg.empty() && seg.nextOffset <= offset {
+		if err := l.roll(); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for n < len(l.segments)-1 && l.segments[n].nextOffset <= offset {
+		n++
+	}
+	return l.dropOldest(n)
+}
+
+// ApplyRetention deletes whole segments, oldest first, never the active
+// one: those whose largest timestamp is more than retention.ms before Now,
+// then more while the log is larger than retention.bytes (a log exactly at
+// the limit keeps them all). It raises StartOffset to the first remaining
+// segment.
+func (l *Log) ApplyRetention() (int, error) {
+	if err := l.checkWrite(); err != nil {
+		return 0, err
+	}
+	n := 0
+	if l.config.RetentionMs >= 0 {
+		now := l.now().UnixMilli()
+		for n < len(l.segments)-1 && now-l.segments[n].maxTimestamp > l.config.RetentionMs.Milliseconds() {
+			n++
+		}
+	}
+	if l.config.RetentionBytes >= 0 {
+		size := l.Size()
+		for _, s := range l.segments[:n] {
+			size -= s.size
+		}
+		for n < len(l.segments)-1 && size > l.config.RetentionBytes {
+			size -= l.segments[n].size
+			n++
+		}
+	}
+	if n > 0 {
+		l.logger.WithField("segments", n).Info("retention deleted segments")
+	}
+	return n, l.dropOldest(n)
+}
+
+// Close syncs the log and closes its files; later calls return ErrClosed.
+func (l *Log) Close() error {
+	if l.closed {
+		return ErrClosed
+	}
+	var err error
+	if l.failed == nil {
+		err = l.Sync()
+	}
+	for _, s := range l.segments {
+		if cerr := s.close(); err == nil && cerr != nil {
+			err = fmt.Errorf("disk: close %s: %w", s.path, cerr)
+		}
+	}
+	l.closed = true
+	return err
+}
+
+// Delete closes the log without syncing and removes its directory.
+func (l *Log) Delete() error {
+	if l.closed {
+		return ErrClosed
+	}
+	for _, s := range l.segments {
+		_ = s.close()
+	}
+	l.closed = true
+	if err := l.fs.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("disk: delete %s: %w", l.dir, err)
+	}
+	return nil
+}

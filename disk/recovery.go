@@ -1,0 +1,385 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/wire"
+)
+
+// scanChunk is how much of a segment recovery reads at a time.
+const scanChunk = 1 << 20
+
+// Open opens the log in dir, creating the directory if missing, and
+// recovers it as Kafka's LogLoader does:
+//
+//   - stray .tmp and .deleted files, and indexes without a .log, are removed;
+//   - the last segment, and every segment that may hold offsets at or above
+//     opts.RecoveryPoint, is validated batch by batch from its start (header,
+//     magic, length, CRC, dense offsets); at the first torn or corrupt batch
+//     the segment is cut there (logged at Warn with path and byte position)
+//     and any later segments are deleted; its indexes are rebuilt;
+//   - other segments are trusted, but their indexes are rebuilt when missing,
+//     damaged, or pointing past the segment;
+//   - segments entirely below opts.LogStartOffset are deleted, and a log
+//     ending before it is emptied to start there;
+//   - an empty directory gives one empty segment at opts.LogStartOffset.
+//
+// Everything recovered is synced before Open returns, so RecoveryPoint is
+// then EndOffset.
+func Open(fs FS, dir string, opts Options) (*Log, error) {
+	opts.setDefaults()
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if err := createDir(fs, dir); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		fs:     fs,
+		dir:    dir,
+		config: opts.Config,
+		now:    opts.Now,
+		logger: opts.Logger.WithField("dir", dir),
+	}
+	l.lastFlushTime = l.now().UnixMilli()
+	if err := l.load(opts); err != nil {
+		for _, s := range l.segments {
+			_ = s.close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// createDir creates dir and any missing parents, and syncs the parent of
+// each directory it created so that the directory survives a crash.
+func createDir(fs FS, dir string) error {
+	var created []string
+	for d := path.Clean(dir); ; d = path.Dir(d) {
+		if _, err := fs.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("disk: stat %s: %w", d, err)
+		}
+		created = append(created, d)
+		if d == path.Dir(d) {
+			break
+		}
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("disk: create %s: %w", dir, err)
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := fs.SyncDir(path.Dir(created[i])); err != nil {
+			return fmt.Errorf("disk: sync directory %s: %w", path.Dir(created[i]), err)
+		}
+	}
+	return nil
+}
+
+// load lists dir, opens and recovers the segments.
+func (l *Log) load(opts Options) error {
+	bases, err := l.listSegments()
+	if err != nil {
+		return err
+	}
+	for i, base := range bases {
+		seg, err := openSegment(l.fs, l.dir, base)
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, seg)
+		last := i == len(bases)-1
+		var nextBase int64 = -1
+		if !last {
+			nextBase = bases[i+1]
+		}
+		if last || nextBase > opts.RecoveryPoint || seg.size == 0 {
+			intact, err := l.recoverSegment(seg, false)
+			if err != nil {
+				return err
+			}
+			if !last {
+				if err := seg.sealTimeIndex(); err != nil {
+					return err
+				}
+			}
+			if !last && (!intact || seg.nextOffset != nextBase) {
+				l.logger.WithFields(logrus.Fields{"segment": seg.path, "next_offset": seg.nextOffset, "dropped": len(bases) - i - 1}).
+					Warn("recovery: deleting the segments after a cut segment")
+				if err := l.removeBases(bases[i+1:]); err != nil {
+					return err
+				}
+				break
+			}
+			continue
+		}
+		seg.nextOffset = nextBase
+		if err := l.loadIndexes(seg); err != nil {
+			return err
+		}
+	}
+	if len(l.segments) == 0 {
+		seg, err := createSegment(l.fs, l.dir, opts.LogStartOffset)
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, seg)
+		l.dirDirty = true
+	}
+	n := 0
+	for n < len(l.segments)-1 && l.segments[n].nextOffset <= opts.LogStartOffset {
+		n++
+	}
+	if err := l.removeSegments(l.segments[:n]); err != nil {
+		return err
+	}
+	l.segments = append(l.segments[:0], l.segments[n:]...)
+	l.startOffset = max(opts.LogStartOffset, l.segments[0].baseOffset)
+	l.recoveryPoint = min(opts.RecoveryPoint, l.EndOffset())
+	if opts.LogStartOffset > l.EndOffset() {
+		l.logger.WithFields(logrus.Fields{"log_start_offset": opts.LogStartOffset, "end_offset": l.EndOffset()}).
+			Warn("recovery: log ends before its start offset; emptying it")
+		if err := l.truncateFully(opts.LogStartOffset); err != nil {
+			return err
+		}
+	}
+	for _, s := range l.segments {
+		if _, err := s.log.Seek(s.size, io.SeekStart); err != nil {
+			return fmt.Errorf("disk: seek %s: %w", s.path, err)
+		}
+	}
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	l.failed = nil
+	return nil
+}
+
+// listSegments returns the base offsets of the .log files of the directory,
+// sorted, after removing stray files.
+func (l *Log) listSegments() ([]int64, error) {
+	names, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("disk: list %s: %w", l.dir, err)
+	}
+	logs := map[int64]bool{}
+	var indexes []string
+	var stray []string
+	for _, name := range names {
+		base, ext, err := ParseSegmentFileName(name)
+		switch {
+		case strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted"):
+			stray = append(stray, name)
+		case err != nil:
+			// Not ours (a checkpoint, a lock): leave it.
+		case ext == logExt:
+			logs[base] = true
+		case ext == indexExt || ext == timeIndexExt:
+			indexes = append(indexes, name)
+		}
+	}
+	for _, name := range indexes {
+		base, _, _ := ParseSegmentFileName(name)
+		if !logs[base] {
+			stray = append(stray, name)
+		}
+	}
+	for _, name := range stray {
+		l.logger.WithField("file", name).Info("recovery: removing stray file")
+		if err := l.fs.Remove(l.dir + "/" + name); err != nil {
+			return nil, fmt.Errorf("disk: remove stray file: %w", err)
+		}
+		l.dirDirty = true
+	}
+	bases := make([]int64, 0, len(logs))
+	for base := range logs {
+		bases = append(bases, base)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	return bases, nil
+}
+
+// removeBases deletes the files of segments not opened.
+func (l *Log) removeBases(bases []int64) error {
+	for _, base := range bases {
+		s := &segment{fs: l.fs, dir: l.dir, baseOffset: base}
+		if err := s.remove(); err != nil {
+			return err
+		}
+		l.dirDirty = true
+	}
+	return nil
+}
+
+// loadIndexes opens the indexes of a trusted segment (one below the
+// recovery point), rebuilding them from the .log when missing, damaged or
+// inconsistent with it.
+func (l *Log) loadIndexes(seg *segment) error {
+	ix, ierr := OpenOffsetIndex(l.fs, segmentPath(l.dir, seg.baseOffset, indexExt), seg.baseOffset)
+	tix, terr := OpenTimeIndex(l.fs, segmentPath(l.dir, seg.baseOffset, timeIndexExt), seg.baseOffset)
+	if ierr == nil {
+		seg.index = ix
+	}
+	if terr == nil {
+		seg.timeIndex = tix
+	}
+	reason := ""
+	switch {
+	case ierr != nil:
+		reason = ierr.Error()
+	case terr != nil:
+		reason = terr.Error()
+	default:
+		if e, ok := ix.Last(); ok && (e.Position >= seg.size || e.Offset >= seg.nextOffset) {
+			reason = fmt.Sprintf("offset index entry (%d, %d) is past the segment", e.Offset, e.Position)
+		}
+		te, ok := tix.Last()
+		if ok && te.Offset >= seg.nextOffset {
+			reason = fmt.Sprintf("time index entry (%d, %d) is past the segment", te.Timestamp, te.Offset)
+		}
+		if !ok && seg.size > 0 {
+			reason = "time index has no entry"
+		}
+		seg.maxTimestamp, seg.offsetOfMaxTimestamp = te.Timestamp, te.Offset
+		if !ok {
+			seg.maxTimestamp = -1
+		}
+		if e, ok := ix.Last(); ok {
+			seg.bytesSinceIndex = seg.size - e.Position
+		} else {
+			seg.bytesSinceIndex = seg.size
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	l.logger.WithFields(logrus.Fields{"segment": seg.path, "reason": reason}).Warn("recovery: rebuilding indexes")
+	next := seg.nextOffset
+	if _, err := l.recoverSegment(seg, true); err != nil {
+		return err
+	}
+	seg.nextOffset = next
+	return seg.sealTimeIndex()
+}
+
+// recoverSegment validates seg's batches from its start and rebuilds its
+// indexes. At the first damaged batch it cuts the .log there, unless the
+// segment is trusted (below the recovery point), where it stops indexing
+// and leaves the damage for reads to report. intact reports whether no
+// damage was found.
+func (l *Log) recoverSegment(seg *segment, trusted bool) (intact bool, err error) {
+	if err := seg.createIndexes(); err != nil {
+		return false, err
+	}
+	seg.reset()
+	fileSize := seg.size
+	seg.size = 0
+	sc := scanner{seg: seg, size: fileSize, buf: l.scanBuf()}
+	var position int64
+	for position < fileSize {
+		h, derr, err := sc.batch(position, seg.nextOffset)
+		if err != nil {
+			return false, err
+		}
+		if derr != nil {
+			fields := logrus.Fields{"segment": seg.path, "position": position, "error": derr.Error()}
+			if trusted {
+				l.logger.WithFields(fields).Warn("recovery: damaged batch below the recovery point; reads of it will fail")
+				seg.size = fileSize
+				return false, nil
+			}
+			l.logger.WithFields(fields).Warn("recovery: truncating torn or corrupt tail")
+			if err := seg.log.Truncate(position); err != nil {
+				return false, fmt.Errorf("disk: truncate %s: %w", seg.path, err)
+			}
+			// The cut must be durable before anything is written after it.
+			if err := seg.log.Sync(); err != nil {
+				return false, fmt.Errorf("disk: sync %s: %w", seg.path, err)
+			}
+			seg.size = position
+			l.dirDirty = true
+			return false, nil
+		}
+		if err := seg.track(&h, position, l.config.IndexIntervalBytes, h.MaxTimestamp); err != nil {
+			return false, err
+		}
+		position += int64(h.Size())
+	}
+	return true, nil
+}
+
+func (l *Log) scanBuf() []byte {
+	return make([]byte, 0, scanChunk)
+}
+
+// scanner reads a segment's batches through a window of buffered bytes.
+type scanner struct {
+	seg       *segment
+	size      int64 // of the file
+	buf       []byte
+	windowPos int64
+	window    []byte
+}
+
+// bytes returns n bytes at position, or nil when the segment ends first.
+func (sc *scanner) bytes(position int64, n int) ([]byte, error) {
+	if position >= sc.windowPos && position+int64(n) <= sc.windowPos+int64(len(sc.window)) {
+		off := position - sc.windowPos
+		return sc.window[off : off+int64(n)], nil
+	}
+	if position+int64(n) > sc.size {
+		return nil, nil
+	}
+	if n > cap(sc.buf) {
+		sc.buf = make([]byte, 0, n)
+	}
+	m := min(int64(cap(sc.buf)), sc.size-position)
+	sc.window = sc.buf[:m]
+	sc.windowPos = position
+	if _, err := sc.seg.log.ReadAt(sc.window, position); err != nil {
+		sc.window = nil
+		return nil, fmt.Errorf("disk: read %s at %d: %w", sc.seg.path, position, err)
+	}
+	return sc.window[:n], nil
+}
+
+// batch validates the batch at position, which must have base offset want.
+// Damage is returned as derr; err is an I/O error.
+func (sc *scanner) batch(position, want int64) (h wire.Header, derr, err error) {
+	b, err := sc.bytes(position, wire.LogOverhead)
+	if err != nil {
+		return h, nil, err
+	}
+	if b == nil {
+		return h, wire.ErrShort, nil
+	}
+	size, perr := wire.PeekSize(b)
+	if perr != nil {
+		return h, perr, nil
+	}
+	if b, err = sc.bytes(position, size); err != nil {
+		return h, nil, err
+	}
+	if b == nil {
+		return h, fmt.Errorf("%w: batch of %d bytes, segment ends first", wire.ErrShort, size), nil
+	}
+	if h, derr = wire.Validate(b); derr != nil {
+		return h, derr, nil
+	}
+	if h.BaseOffset != want {
+		return h, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want), nil
+	}
+	return h, nil, nil
+}

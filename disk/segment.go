@@ -1,0 +1,335 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+
+	"github.com/depot-dev/depot/wire"
+)
+
+// File name extensions of a segment's files.
+const (
+	logExt       = ".log"
+	indexExt     = ".index"
+	timeIndexExt = ".timeindex"
+)
+
+// segment is one .log file of a partition with its offset and time indexes,
+// Kafka's LogSegment. Offsets in [baseOffset, nextOffset) live in it; its
+// batches are dense: each batch's base offset is the previous batch's next
+// offset, and the first batch's is baseOffset.
+//
+// Not safe for concurrent use: the Log that owns it serialises access.
+type segment struct {
+	fs         FS
+	dir        string
+	baseOffset int64
+	path       string // the .log
+	log        File
+	index      *OffsetIndex
+	timeIndex  *TimeIndex
+
+	size       int64 // bytes in the .log
+	nextOffset int64 // offset after the last batch
+	// maxTimestamp is the largest batch max timestamp, -1 when none;
+	// offsetOfMaxTimestamp the base offset of the batch that holds it.
+	maxTimestamp         int64
+	offsetOfMaxTimestamp int64
+	// rollTimestamp is when the first batch was appended (its max timestamp
+	// when recovered from disk), which segment.ms counts from; -1 when empty.
+	rollTimestamp int64
+	// bytesSinceIndex counts batch bytes appended since the last index entry.
+	bytesSinceIndex int64
+}
+
+func segmentPath(dir string, baseOffset int64, ext string) string {
+	return path.Join(dir, SegmentFileName(baseOffset, ext))
+}
+
+// createSegment creates an empty segment at baseOffset, replacing any files.
+func createSegment(fs FS, dir string, baseOffset int64) (*segment, error) {
+	s := &segment{fs: fs, dir: dir, baseOffset: baseOffset, path: segmentPath(dir, baseOffset, logExt)}
+	f, err := fs.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("disk: create segment: %w", err)
+	}
+	s.log = f
+	if err := s.createIndexes(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	s.reset()
+	return s, nil
+}
+
+// openSegment opens the files of an existing segment without reading the
+// log; the caller recovers or loads it.
+func openSegment(fs FS, dir string, baseOffset int64) (*segment, error) {
+	s := &segment{fs: fs, dir: dir, baseOffset: baseOffset, path: segmentPath(dir, baseOffset, logExt)}
+	f, err := fs.OpenFile(s.path, os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("disk: open segment: %w", err)
+	}
+	s.log = f
+	size, err := f.Size()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("disk: size of %s: %w", s.path, err)
+	}
+	s.size = size
+	s.reset()
+	return s, nil
+}
+
+// reset sets the in-memory state of an empty segment (size aside).
+func (s *segment) reset() {
+	s.nextOffset = s.baseOffset
+	s.maxTimestamp = -1
+	s.offsetOfMaxTimestamp = s.baseOffset
+	s.rollTimestamp = -1
+	s.bytesSinceIndex = 0
+}
+
+// createIndexes creates both indexes empty, closing any open ones.
+func (s *segment) createIndexes() error {
+	s.closeIndexes()
+	ix, err := CreateOffsetIndex(s.fs, segmentPath(s.dir, s.baseOffset, indexExt), s.baseOffset)
+	if err != nil {
+		return err
+	}
+	tix, err := CreateTimeIndex(s.fs, segmentPath(s.dir, s.baseOffset, timeIndexExt), s.baseOffset)
+	if err != nil {
+		_ = ix.Close()
+		return err
+	}
+	s.index, s.timeIndex = ix, tix
+	return nil
+}
+
+func (s *segment) closeIndexes() {
+	if s.index != nil {
+		_ = s.index.Close()
+		s.index = nil
+	}
+	if s.timeIndex != nil {
+		_ = s.timeIndex.Close()
+		s.timeIndex = nil
+	}
+}
+
+// append writes one validated batch, whose base offset is already
+// s.nextOffset, with one Write, and adds index entries.
+func (s *segment) append(batch []byte, h *wire.Header, indexInterval int, now int64) (position int64, err error) {
+	position = s.size
+	n, err := s.log.Write(batch)
+	if err != nil {
+		if n > 0 {
+			// Cut a partial write so the file ends at a batch boundary.
+			if terr := s.log.Truncate(position); terr == nil {
+				_, _ = s.log.Seek(position, io.SeekStart)
+			}
+		}
+		return position, fmt.Errorf("disk: append to %s: %w", s.path, err)
+	}
+	if err := s.track(h, position, indexInterval, now); err != nil {
+		return position, err
+	}
+	return position, nil
+}
+
+// track updates the in-memory state and the indexes for a batch at
+// position, at append and on recovery alike. rollTimestamp is when the
+// batch counts as written for segment.ms: the clock at append, the batch's
+// own timestamp on recovery.
+func (s *segment) track(h *wire.Header, position int64, indexInterval int, rollTimestamp int64) error {
+	size := int64(h.Size())
+	if s.size == 0 {
+		s.rollTimestamp = rollTimestamp
+	}
+	if h.MaxTimestamp > s.maxTimestamp {
+		s.maxTimestamp = h.MaxTimestamp
+		s.offsetOfMaxTimestamp = h.BaseOffset
+	}
+	s.size = position + size
+	s.nextOffset = h.NextOffset()
+	if s.bytesSinceIndex >= int64(indexInterval) {
+		if err := s.index.Append(h.BaseOffset, position); err != nil {
+			return err
+		}
+		if err := s.timeIndex.Append(s.maxTimestamp, s.offsetOfMaxTimestamp); err != nil {
+			return err
+		}
+		s.bytesSinceIndex = 0
+	}
+	s.bytesSinceIndex += size
+	return nil
+}
+
+// sealTimeIndex appends the segment's largest timestamp to the time index,
+// so a closed or inactive segment's maximum is known without a scan.
+func (s *segment) sealTimeIndex() error {
+	if s.maxTimestamp < 0 {
+		return nil
+	}
+	return s.timeIndex.Append(s.maxTimestamp, s.offsetOfMaxTimestamp)
+}
+
+// corrupt builds the error for damage at position of the .log.
+func (s *segment) corrupt(position int64, err error) *CorruptionError {
+	return &CorruptionError{Path: s.path, Offset: position, Err: err}
+}
+
+// readHeader reads and checks the header of the batch at position, which
+// must have base offset want (or any when want < 0) and lie inside the
+// segment. buf must hold wire.HeaderSize bytes.
+func (s *segment) readHeader(buf []byte, position, want int64) (wire.Header, error) {
+	if position+wire.HeaderSize > s.size {
+		return wire.Header{}, s.corrupt(position, fmt.Errorf("%w: header runs past the end of the segment (%d bytes)", wire.ErrShort, s.size))
+	}
+	buf = buf[:wire.HeaderSize]
+	if _, err := s.log.ReadAt(buf, position); err != nil {
+		return wire.Header{}, fmt.Errorf("disk: read %s at %d: %w", s.path, position, err)
+	}
+	h, err := wire.ParseHeader(buf)
+	if err != nil {
+		return h, s.corrupt(position, err)
+	}
+	if position+int64(h.Size()) > s.size {
+		return h, s.corrupt(position, fmt.Errorf("%w: batch of %d bytes runs past the end of the segment (%d bytes)", wire.ErrShort, h.Size(), s.size))
+	}
+	if want >= 0 && h.BaseOffset != want {
+		return h, s.corrupt(position, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want))
+	}
+	if h.LastOffsetDelta < 0 {
+		return h, s.corrupt(position, fmt.Errorf("disk: negative last offset delta %d", h.LastOffsetDelta))
+	}
+	return h, nil
+}
+
+// find returns the position and header of the batch holding offset, which
+// must be in [baseOffset, nextOffset): an index lookup, then a scan of
+// headers.
+func (s *segment) find(buf []byte, offset int64) (int64, wire.Header, error) {
+	e := s.index.Lookup(offset)
+	position, want := e.Position, e.Offset
+	for {
+		h, err := s.readHeader(buf, position, want)
+		if err != nil {
+			return position, h, err
+		}
+		if h.LastOffset() >= offset {
+			return position, h, nil
+		}
+		position += int64(h.Size())
+		want = h.NextOffset()
+	}
+}
+
+// truncateTo removes every batch whose last offset is >= offset, which
+// must be in [baseOffset, nextOffset), and cuts the indexes.
+func (s *segment) truncateTo(buf []byte, offset int64, indexInterval int) error {
+	position, h, err := s.find(buf, offset)
+	if err != nil {
+		return err
+	}
+	if err := s.log.Truncate(position); err != nil {
+		return fmt.Errorf("disk: truncate %s: %w", s.path, err)
+	}
+	if _, err := s.log.Seek(position, io.SeekStart); err != nil {
+		return fmt.Errorf("disk: seek %s: %w", s.path, err)
+	}
+	s.size = position
+	s.nextOffset = h.BaseOffset
+	if err := s.index.TruncateTo(h.BaseOffset); err != nil {
+		return err
+	}
+	if err := s.timeIndex.TruncateTo(h.BaseOffset); err != nil {
+		return err
+	}
+	// The maximum timestamp and index spacing of what stays are recomputed
+	// from the headers: cheap next to the I/O of a truncation.
+	return s.rescanState(buf, indexInterval)
+}
+
+// rescanState recomputes nextOffset, timestamps and index spacing from the
+// headers of the segment, without touching the indexes.
+func (s *segment) rescanState(buf []byte, indexInterval int) error {
+	s.reset()
+	var position int64
+	for position < s.size {
+		h, err := s.readHeader(buf, position, s.nextOffset)
+		if err != nil {
+			return err
+		}
+		if s.rollTimestamp < 0 {
+			s.rollTimestamp = h.MaxTimestamp
+		}
+		if h.MaxTimestamp > s.maxTimestamp {
+			s.maxTimestamp = h.MaxTimestamp
+			s.offsetOfMaxTimestamp = h.BaseOffset
+		}
+		s.nextOffset = h.NextOffset()
+		position += int64(h.Size())
+	}
+	s.bytesSinceIndex = s.size
+	if e, ok := s.index.Last(); ok {
+		s.bytesSinceIndex = s.size - e.Position
+	}
+	return nil
+}
+
+// sync makes the .log and both indexes durable.
+func (s *segment) sync() error {
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("disk: sync %s: %w", s.path, err)
+	}
+	if err := s.index.Sync(); err != nil {
+		return err
+	}
+	return s.timeIndex.Sync()
+}
+
+// close closes the files without syncing and returns the first error.
+func (s *segment) close() error {
+	var err error
+	if s.log != nil {
+		err = s.log.Close()
+		s.log = nil
+	}
+	if s.index != nil {
+		if ierr := s.index.Close(); err == nil {
+			err = ierr
+		}
+		s.index = nil
+	}
+	if s.timeIndex != nil {
+		if terr := s.timeIndex.Close(); err == nil {
+			err = terr
+		}
+		s.timeIndex = nil
+	}
+	return err
+}
+
+// remove closes and deletes the segment's files, the .log first so that a
+// crash leaves at worst orphan indexes, which Open removes.
+func (s *segment) remove() error {
+	_ = s.close()
+	for _, ext := range []string{logExt, indexExt, timeIndexExt} {
+		if err := s.fs.Remove(segmentPath(s.dir, s.baseOffset, ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("disk: remove segment: %w", err)
+		}
+	}
+	return nil
+}
+
+// empty reports whether the segment holds no batch.
+func (s *segment) empty() bool { return s.size == 0 }
+
+// maxRelativeOffset bounds the offsets a segment may hold: index entries
+// store offsets relative to the base in 32 bits.
+const maxRelativeOffset = math.MaxUint32
