@@ -1,0 +1,539 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/wire"
+)
+
+const (
+	// defaultFetchMaxBytes is used for a fetch that names no limit.
+	defaultFetchMaxBytes = 1 << 20
+	// partitionTickInterval is how often a partition applies retention,
+	// rolls by age and reports its size to its log directory.
+	partitionTickInterval = 10 * time.Second
+)
+
+// PartitionConfig is what a partition actor needs to start.
+type PartitionConfig struct {
+	Topic     string
+	Partition int32
+	FS        disk.FS
+	// LogDir is the log directory (a disk) that holds the partition's
+	// directory <LogDir>/<topic>-<partition>.
+	LogDir string
+	Config TopicConfig
+	// RecoveryPoint and LogStartOffset come from the log directory's
+	// checkpoints; zero when unknown.
+	RecoveryPoint  int64
+	LogStartOffset int64
+	// LogDirActor receives the partition's reports (size, recovery point)
+	// and its final report when it stops. May be nil.
+	LogDirActor *actor.PID
+	// TickInterval overrides partitionTickInterval when positive.
+	TickInterval time.Duration
+	Logger       *logrus.Entry
+}
+
+// partitionReport tells a log-dir actor about one partition it holds.
+type partitionReport struct {
+	tp             disk.TopicPartition
+	sizeBytes      int64
+	recoveryPoint  int64
+	logStartOffset int64
+	// closed is set on the final report of a cleanly closed log.
+	closed bool
+	// deleted is set when the partition's log was removed.
+	deleted bool
+}
+
+// deletePartition makes a partition actor remove its log before it stops.
+type deletePartition struct{}
+
+// partitionTick drives retention, roll by age and reports.
+type partitionTick struct{}
+
+// syncParked makes the partition fsync and answer the acks=all produce
+// requests that arrived before this message: a group commit.
+type syncParked struct{}
+
+// fetchExpired ends the wait of a parked fetch.
+type fetchExpired struct{ id uint64 }
+
+// parkedProduce is an acks=all answer waiting for the next fsync.
+type parkedProduce struct {
+	sender   *actor.PID
+	response *messages.ProduceResponse
+}
+
+// parkedFetch is a fetch waiting for min_bytes or max_wait_ms, as in
+// Kafka's fetch purgatory.
+type parkedFetch struct {
+	id        uint64
+	sender    *actor.PID
+	request   *messages.FetchRequest
+	available int
+	cancel    scheduler.CancelFunc
+}
+
+// partitionActor owns one partition's log. Not shared: all access is
+// through its mailbox.
+type partitionActor struct {
+	cfg       PartitionConfig
+	tp        disk.TopicPartition
+	log       *disk.Log
+	logErr    error // why the log is not open, when log is nil
+	producers producerStates
+	logger    *logrus.Entry
+	timers    *scheduler.TimerScheduler
+	stopTick  scheduler.CancelFunc
+
+	syncing        bool
+	parkedProduces []parkedProduce
+	parkedFetches  []*parkedFetch
+	nextFetchID    uint64
+	deleted        bool
+	readBuffer     []byte
+}
+
+// NewPartitionProps returns the props of a partition actor.
+func NewPartitionProps(cfg PartitionConfig) *actor.Props {
+	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition, "dir": cfg.LogDir})
+	return Props(func() actor.Actor {
+		return &partitionActor{
+			cfg:       cfg,
+			tp:        disk.TopicPartition{Topic: cfg.Topic, Partition: cfg.Partition},
+			producers: producerStates{},
+			logger:    logger,
+		}
+	}, logger)
+}
+
+// PartitionDir is the directory of a partition's log in a log directory.
+func PartitionDir(logDir, topic string, partition int32) string {
+	return filepath.Join(logDir, disk.PartitionDirName(disk.TopicPartition{Topic: topic, Partition: partition}))
+}
+
+func (a *partitionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.onStarted(ctx)
+	case *messages.ProduceRequest:
+		a.onProduce(ctx, m)
+	case *syncParked:
+		a.onSyncParked(ctx)
+	case *messages.FetchRequest:
+		a.onFetch(ctx, m)
+	case *fetchExpired:
+		a.onFetchExpired(ctx, m)
+	case *messages.ListOffsetsRequest:
+		a.onListOffsets(ctx, m)
+	case *messages.PartitionStatusRequest:
+		ctx.Respond(a.status())
+	case *partitionTick:
+		a.onTick(ctx)
+	case *deletePartition:
+		a.onDelete(ctx)
+	case *actor.Stopping:
+		a.onStopping(ctx)
+	case *actor.Restarting:
+		a.closeLog(ctx)
+	case *actor.Stopped, *actor.Restart, *actor.ReceiveTimeout:
+	case actor.AutoReceiveMessage, actor.SystemMessage:
+	default:
+		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+func (a *partitionActor) onStarted(ctx actor.Context) {
+	a.timers = scheduler.NewTimerScheduler(ctx)
+	interval := a.cfg.TickInterval
+	if interval <= 0 {
+		interval = partitionTickInterval
+	}
+	a.stopTick = a.timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionTick{})
+
+	started := time.Now()
+	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), disk.Options{
+		Config:         a.cfg.Config.Log,
+		RecoveryPoint:  a.cfg.RecoveryPoint,
+		LogStartOffset: a.cfg.LogStartOffset,
+		Logger:         a.logger,
+	})
+	if err != nil {
+		a.logErr = err
+		a.logger.WithError(err).Error("cannot open partition log; partition offline")
+		return
+	}
+	a.log = log
+	if err := log.ScanHeaders(log.StartOffset(), func(h wire.Header) error {
+		a.producers.update(&h)
+		return nil
+	}); err != nil {
+		a.logger.WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
+	}
+	a.logger.WithFields(logrus.Fields{
+		"start_offset": log.StartOffset(),
+		"end_offset":   log.EndOffset(),
+		"producers":    len(a.producers),
+		"took":         time.Since(started).Round(time.Millisecond),
+	}).Debug("partition log opened")
+	a.report(ctx, false)
+}
+
+// unavailable returns the error code and message for a request when the
+// log is not open.
+func (a *partitionActor) unavailable() (messages.ErrorCode, string) {
+	if a.deleted {
+		return messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
+	}
+	return messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("partition log unavailable: %v", a.logErr)
+}
+
+func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest) {
+	resp := &messages.ProduceResponse{
+		Topic:           m.Topic,
+		Partition:       m.Partition,
+		CorrelationId:   m.CorrelationId,
+		BaseOffset:      -1,
+		LogAppendTimeMs: -1,
+	}
+	answer := func() {
+		if m.Acks != 0 {
+			ctx.Respond(resp)
+		}
+	}
+	if a.log == nil {
+		resp.Error, resp.ErrorMessage = a.unavailable()
+		answer()
+		return
+	}
+	resp.LogStartOffset = a.log.StartOffset()
+	if m.Acks != 0 && m.Acks != 1 && m.Acks != -1 {
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_REQUIRED_ACKS, fmt.Sprintf("acks %d: want 0, 1 or -1", m.Acks)
+		ctx.Respond(resp)
+		return
+	}
+	if code, msg := validateProduce(m.Records, a.cfg.Config.MaxMessageBytes); code != messages.ErrorCode_NONE {
+		resp.Error, resp.ErrorMessage = code, msg
+		answer()
+		return
+	}
+	appended := false
+	for rest := m.Records; len(rest) > 0; {
+		size, _ := wire.PeekSize(rest) // validated above
+		batch := rest[:size]
+		rest = rest[size:]
+		h, _ := wire.ParseHeader(batch)
+		code, dup := a.producers.check(&h)
+		if code != messages.ErrorCode_NONE {
+			resp.Error = code
+			resp.ErrorMessage = fmt.Sprintf("producer %d epoch %d sequence %d refused", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+			break
+		}
+		if dup != nil {
+			if resp.BaseOffset < 0 {
+				resp.BaseOffset = dup.firstOffset
+			}
+			continue
+		}
+		res, err := a.log.Append(batch)
+		if err != nil {
+			resp.Error, resp.ErrorMessage = a.appendError(err)
+			break
+		}
+		appended = true
+		h.BaseOffset = res.BaseOffset
+		a.producers.update(&h)
+		if resp.BaseOffset < 0 {
+			resp.BaseOffset = res.BaseOffset
+		}
+	}
+	if appended {
+		a.wakeFetches(ctx, len(m.Records))
+	}
+	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
+		a.parkedProduces = append(a.parkedProduces, parkedProduce{sender: ctx.Sender(), response: resp})
+		if !a.syncing {
+			a.syncing = true
+			ctx.Send(ctx.Self(), &syncParked{})
+		}
+		return
+	}
+	answer()
+}
+
+// validateProduce checks every batch of a produce request before any is
+// appended, so that a bad batch changes nothing.
+func validateProduce(records []byte, maxMessageBytes int32) (messages.ErrorCode, string) {
+	if len(records) == 0 {
+		return messages.ErrorCode_CORRUPT_MESSAGE, "no record batch in request"
+	}
+	for i, rest := 0, records; len(rest) > 0; i++ {
+		size, err := wire.PeekSize(rest)
+		if err != nil || size > len(rest) {
+			return messages.ErrorCode_CORRUPT_MESSAGE, fmt.Sprintf("batch %d: truncated or bad length", i)
+		}
+		if size > int(maxMessageBytes) {
+			return messages.ErrorCode_MESSAGE_TOO_LARGE, fmt.Sprintf("batch %d of %d bytes exceeds max.message.bytes %d", i, size, maxMessageBytes)
+		}
+		h, err := wire.Validate(rest[:size])
+		if err != nil {
+			return messages.ErrorCode_CORRUPT_MESSAGE, fmt.Sprintf("batch %d: %v", i, err)
+		}
+		if h.Compression() > wire.CompressionZstd {
+			return messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, fmt.Sprintf("batch %d: %s", i, h.Compression())
+		}
+		rest = rest[size:]
+	}
+	return messages.ErrorCode_NONE, ""
+}
+
+// appendError classifies an append failure.
+func (a *partitionActor) appendError(err error) (messages.ErrorCode, string) {
+	var corrupt *disk.CorruptionError
+	switch {
+	case errors.Is(err, wire.ErrBadCRC), errors.Is(err, wire.ErrShort), errors.Is(err, wire.ErrBadLength),
+		errors.Is(err, wire.ErrBadMagic), errors.Is(err, wire.ErrRecordCount):
+		return messages.ErrorCode_CORRUPT_MESSAGE, err.Error()
+	case errors.As(err, &corrupt):
+		a.logger.WithError(err).Error("log corrupt")
+		return messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+	}
+	a.logger.WithError(err).Error("append failed")
+	return messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+}
+
+// onSyncParked is the group commit: one fsync covers every acks=all batch
+// appended before it, then all of them are answered.
+func (a *partitionActor) onSyncParked(ctx actor.Context) {
+	a.syncing = false
+	parked := a.parkedProduces
+	a.parkedProduces = nil
+	var code messages.ErrorCode
+	var msg string
+	if a.log == nil {
+		code, msg = a.unavailable()
+	} else if err := a.log.Sync(); err != nil {
+		a.logger.WithError(err).Error("fsync failed")
+		code, msg = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+	}
+	for _, p := range parked {
+		if code != messages.ErrorCode_NONE {
+			p.response.Error, p.response.ErrorMessage = code, msg
+		}
+		ctx.Send(p.sender, p.response)
+	}
+}
+
+func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
+	resp, ok := a.fetch(m)
+	if !ok && m.MaxWaitMs > 0 && len(resp.Records) < int(m.MinBytes) {
+		a.nextFetchID++
+		p := &parkedFetch{id: a.nextFetchID, sender: ctx.Sender(), request: m, available: len(resp.Records)}
+		p.cancel = a.timers.SendOnce(time.Duration(m.MaxWaitMs)*time.Millisecond, ctx.Self(), &fetchExpired{id: p.id})
+		a.parkedFetches = append(a.parkedFetches, p)
+		return
+	}
+	ctx.Respond(resp)
+}
+
+// fetch reads for m. ok is false when the answer may be parked: no error,
+// just not enough bytes yet.
+func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchResponse, bool) {
+	resp := &messages.FetchResponse{
+		Topic:         m.Topic,
+		Partition:     m.Partition,
+		CorrelationId: m.CorrelationId,
+		Offset:        m.Offset,
+	}
+	if a.log == nil {
+		resp.Error, resp.ErrorMessage = a.unavailable()
+		return resp, true
+	}
+	resp.HighWatermark = a.log.EndOffset()
+	resp.LogStartOffset = a.log.StartOffset()
+	maxBytes := int(m.MaxBytes)
+	if maxBytes == 0 {
+		maxBytes = defaultFetchMaxBytes
+	}
+	if maxBytes < 0 {
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_FETCH_SIZE, fmt.Sprintf("max_bytes %d", m.MaxBytes)
+		return resp, true
+	}
+	data, err := a.log.Read(m.Offset, maxBytes, a.readBuffer[:0])
+	switch {
+	case errors.Is(err, disk.ErrOffsetOutOfRange):
+		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
+		resp.ErrorMessage = fmt.Sprintf("offset %d outside [%d, %d]", m.Offset, resp.LogStartOffset, resp.HighWatermark)
+		return resp, true
+	case err != nil:
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		a.logger.WithError(err).Error("read failed")
+		return resp, true
+	}
+	// The response keeps its own copy: it may cross to another node or be
+	// held by a client after the next read reuses the buffer.
+	resp.Records = append([]byte(nil), data...)
+	a.readBuffer = data[:0]
+	return resp, false
+}
+
+// wakeFetches answers parked fetches that now have enough bytes.
+func (a *partitionActor) wakeFetches(ctx actor.Context, appendedBytes int) {
+	kept := a.parkedFetches[:0]
+	for _, p := range a.parkedFetches {
+		p.available += appendedBytes
+		if p.available < int(p.request.MinBytes) {
+			kept = append(kept, p)
+			continue
+		}
+		p.cancel()
+		resp, _ := a.fetch(p.request)
+		ctx.Send(p.sender, resp)
+	}
+	clear(a.parkedFetches[len(kept):])
+	a.parkedFetches = kept
+}
+
+func (a *partitionActor) onFetchExpired(ctx actor.Context, m *fetchExpired) {
+	for i, p := range a.parkedFetches {
+		if p.id != m.id {
+			continue
+		}
+		a.parkedFetches = append(a.parkedFetches[:i], a.parkedFetches[i+1:]...)
+		resp, _ := a.fetch(p.request)
+		ctx.Send(p.sender, resp)
+		return
+	}
+}
+
+func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffsetsRequest) {
+	resp := &messages.ListOffsetsResponse{Offset: -1, Timestamp: -1}
+	defer ctx.Respond(resp)
+	if a.log == nil {
+		resp.Error, resp.ErrorMessage = a.unavailable()
+		return
+	}
+	switch m.Timestamp {
+	case -2:
+		resp.Offset = a.log.StartOffset()
+	case -1:
+		resp.Offset = a.log.EndOffset()
+	default:
+		offset, ts, err := a.log.OffsetForTimestamp(m.Timestamp)
+		switch {
+		case errors.Is(err, disk.ErrNotFound):
+			// No record at or after the timestamp: -1, as Kafka answers.
+		case err != nil:
+			resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		default:
+			resp.Offset, resp.Timestamp = offset, ts
+		}
+	}
+}
+
+func (a *partitionActor) status() *messages.PartitionStatusResponse {
+	resp := &messages.PartitionStatusResponse{Topic: a.cfg.Topic, Partition: a.cfg.Partition, LogDir: a.cfg.LogDir}
+	if a.log == nil {
+		resp.Error, resp.ErrorMessage = a.unavailable()
+		return resp
+	}
+	resp.LogStartOffset = a.log.StartOffset()
+	resp.LogEndOffset = a.log.EndOffset()
+	resp.HighWatermark = a.log.EndOffset()
+	resp.SizeBytes = a.log.Size()
+	resp.Segments = int32(len(a.log.Segments()))
+	resp.RecoveryPoint = a.log.RecoveryPoint()
+	return resp
+}
+
+func (a *partitionActor) onTick(ctx actor.Context) {
+	if a.log == nil {
+		return
+	}
+	if err := a.log.MaybeRoll(); err != nil {
+		a.logger.WithError(err).Error("roll failed")
+	}
+	deleted, err := a.log.ApplyRetention()
+	if err != nil {
+		a.logger.WithError(err).Error("retention failed")
+	}
+	if deleted > 0 {
+		a.logger.WithFields(logrus.Fields{"segments": deleted, "start_offset": a.log.StartOffset()}).Info("retention deleted segments")
+	}
+	a.report(ctx, false)
+}
+
+// report tells the log-dir actor the partition's size and recovery point.
+func (a *partitionActor) report(ctx actor.Context, closed bool) {
+	if a.cfg.LogDirActor == nil || a.log == nil {
+		return
+	}
+	ctx.Send(a.cfg.LogDirActor, &partitionReport{
+		tp:             a.tp,
+		sizeBytes:      a.log.Size(),
+		recoveryPoint:  a.log.RecoveryPoint(),
+		logStartOffset: a.log.StartOffset(),
+		closed:         closed,
+	})
+}
+
+func (a *partitionActor) onDelete(ctx actor.Context) {
+	a.deleted = true
+	if a.log == nil {
+		return
+	}
+	a.answerParked(ctx)
+	if err := a.log.Delete(); err != nil {
+		a.logger.WithError(err).Error("deleting partition log failed")
+	}
+	a.log = nil
+	if a.cfg.LogDirActor != nil {
+		ctx.Send(a.cfg.LogDirActor, &partitionReport{tp: a.tp, deleted: true})
+	}
+	a.logger.Info("partition deleted")
+}
+
+func (a *partitionActor) onStopping(ctx actor.Context) {
+	if a.stopTick != nil {
+		a.stopTick()
+	}
+	a.closeLog(ctx)
+}
+
+// closeLog answers what is parked, closes the log cleanly (it syncs) and
+// sends the final report with the recovery point for the checkpoint.
+func (a *partitionActor) closeLog(ctx actor.Context) {
+	if a.log == nil {
+		return
+	}
+	a.onSyncParked(ctx)
+	a.answerParked(ctx)
+	if err := a.log.Close(); err != nil {
+		a.logger.WithError(err).Error("closing partition log failed")
+		a.log = nil
+		return
+	}
+	a.report(ctx, true)
+	a.log = nil
+}
+
+// answerParked answers every parked fetch with what is there now.
+func (a *partitionActor) answerParked(ctx actor.Context) {
+	for _, p := range a.parkedFetches {
+		p.cancel()
+		resp, _ := a.fetch(p.request)
+		ctx.Send(p.sender, resp)
+	}
+	a.parkedFetches = nil
+}
