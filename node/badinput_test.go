@@ -1,0 +1,136 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/depot-dev/depot/messages"
+)
+
+// endOffset asks a partition for its log end offset.
+func endOffset(t *testing.T, n *Node, pid *actor.PID) int64 {
+	t.Helper()
+	st := request[*messages.PartitionStatusResponse](t, n, pid, &messages.PartitionStatusRequest{})
+	require.Equal(t, messages.ErrorCode_NONE, st.Error, st.ErrorMessage)
+	return st.LogEndOffset
+}
+
+func TestBadProduceRequestsChangeNothing(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{
+		Name: "events", Partitions: 1, Configs: map[string]string{"max.message.bytes": "2000"},
+	})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	pid := partitionPID(t, n, "events", 0)
+	good := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: 1, Records: batchOf(t, "first")})
+	require.Equal(t, messages.ErrorCode_NONE, good.Error)
+
+	flipped := batchOf(t, "x", "y")
+	flipped[len(flipped)-1] ^= 0x01
+	oversized := batchOf(t, string(make([]byte, 3000)))
+	truncated := batchOf(t, "z")
+	truncated = truncated[:len(truncated)-3]
+	badMagic := batchOf(t, "m")
+	badMagic[16] = 1
+
+	for _, tc := range []struct {
+		name    string
+		acks    int32
+		records []byte
+		want    messages.ErrorCode
+	}{
+		{"bad crc", 1, flipped, messages.ErrorCode_CORRUPT_MESSAGE},
+		{"bad crc after a good batch", -1, append(batchOf(t, "ok"), flipped...), messages.ErrorCode_CORRUPT_MESSAGE},
+		{"truncated batch", 1, truncated, messages.ErrorCode_CORRUPT_MESSAGE},
+		{"bad magic", 1, badMagic, messages.ErrorCode_CORRUPT_MESSAGE},
+		{"empty request", 1, nil, messages.ErrorCode_CORRUPT_MESSAGE},
+		{"garbage", 1, []byte("this is not a record batch at all, not even close"), messages.ErrorCode_CORRUPT_MESSAGE},
+		{"oversized batch", -1, oversized, messages.ErrorCode_MESSAGE_TOO_LARGE},
+		{"bad acks", 2, batchOf(t, "a"), messages.ErrorCode_INVALID_REQUIRED_ACKS},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: tc.acks, Records: tc.records})
+			require.Equal(t, tc.want, resp.Error, resp.ErrorMessage)
+			require.NotEmpty(t, resp.ErrorMessage)
+			require.Equal(t, int64(1), endOffset(t, n, pid), "a refused request must append nothing")
+		})
+	}
+	require.Equal(t, []string{"0:first"}, fetchValues(t, n, pid, "events", 0))
+
+	// Fetches out of range are refused with the range.
+	resp := request[*messages.FetchResponse](t, n, pid, &messages.FetchRequest{Topic: "events", Offset: 5})
+	require.Equal(t, messages.ErrorCode_OFFSET_OUT_OF_RANGE, resp.Error)
+	require.Equal(t, int64(1), resp.HighWatermark)
+}
+
+func TestUnknownTopicAndBadTopicRequests(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	md := request[*messages.MetadataResponse](t, n, n.Metadata(), &messages.MetadataRequest{Topics: []string{"nope"}})
+	require.Len(t, md.Topics, 1)
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, md.Topics[0].Error)
+
+	for _, tc := range []struct {
+		req  *messages.CreateTopicRequest
+		want messages.ErrorCode
+	}{
+		{&messages.CreateTopicRequest{Name: "bad name", Partitions: 1}, messages.ErrorCode_INVALID_TOPIC},
+		{&messages.CreateTopicRequest{Name: "", Partitions: 1}, messages.ErrorCode_INVALID_TOPIC},
+		{&messages.CreateTopicRequest{Name: "t", Partitions: 0}, messages.ErrorCode_INVALID_PARTITIONS},
+		{&messages.CreateTopicRequest{Name: "t", Partitions: 1, Configs: map[string]string{"retention.ms": "soon"}}, messages.ErrorCode_INVALID_CONFIG},
+		{&messages.CreateTopicRequest{Name: "t", Partitions: 1, Configs: map[string]string{"no.such.config": "1"}}, messages.ErrorCode_INVALID_CONFIG},
+	} {
+		resp := request[*messages.CreateTopicResponse](t, n, n.Metadata(), tc.req)
+		require.Equal(t, tc.want, resp.Error, "%v: %s", tc.req, resp.ErrorMessage)
+	}
+	md = request[*messages.MetadataResponse](t, n, n.Metadata(), &messages.MetadataRequest{})
+	require.Empty(t, md.Topics, "refused creates must leave no topic behind")
+
+	del := request[*messages.DeleteTopicResponse](t, n, n.Metadata(), &messages.DeleteTopicRequest{Name: "nope"})
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, del.Error)
+}
+
+// TestUnknownMessageTypeFromPeer sends the node a protoactor message batch
+// naming a type this binary does not know. Without the stream interceptor
+// the deserializer's panic would kill the process; the node must survive and
+// keep serving.
+func TestUnknownMessageTypeFromPeer(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	conn, err := grpc.NewClient(n.Address(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := remote.NewRemotingClient(conn).Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectRequest{
+		ConnectRequest: &remote.ConnectRequest{ConnectionType: &remote.ConnectRequest_ServerConnection{
+			ServerConnection: &remote.ServerConnection{SystemId: "intruder", Address: "127.0.0.1:1"},
+		}},
+	}}))
+	require.NoError(t, stream.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{
+		MessageBatch: &remote.MessageBatch{
+			TypeNames: []string{"evil.NoSuchMessage"},
+			Targets:   []*actor.PID{{Address: n.Address(), Id: MetadataActorName}},
+			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, MessageData: []byte{0x0a, 0x01, 'x'}, Target: 0}},
+		},
+	}}))
+	// The node drops the stream: the next receive fails.
+	for {
+		if _, err := stream.Recv(); err != nil {
+			break
+		}
+	}
+	// And it still serves.
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "after", Partitions: 1})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	pid := partitionPID(t, n, "after", 0)
+	resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "after", Acks: 1, Records: batchOf(t, "v")})
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error)
+}

@@ -1,0 +1,196 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/disk"
+)
+
+// Defaults of a node started with no settings at all.
+const (
+	DefaultDataDir = "./data"
+	DefaultListen  = "127.0.0.1:7070"
+	DefaultHTTP    = "127.0.0.1:7071"
+	// DefaultLogDirCount is how many log directories a node makes under its
+	// data directory when none are named.
+	DefaultLogDirCount = 2
+)
+
+// LogDir is one log directory (a disk) of a node.
+type LogDir struct {
+	Path string
+	// Capacity in bytes, when declared (PATH=100GiB); 0 means ask the file
+	// system.
+	Capacity int64
+}
+
+// Config is a node's configuration. The zero value plus Defaults is a
+// working single node on 127.0.0.1.
+type Config struct {
+	// NodeID identifies the node in a cluster. Default 1.
+	NodeID int32
+	// DataDir holds the metadata log and, when LogDirs is empty, the log
+	// directories. Default ./data.
+	DataDir string
+	// LogDirs are the directories partitions live in. Default two, under
+	// DataDir: logs-0 and logs-1.
+	LogDirs []LogDir
+	// Listen is the actor address (protoactor remote). Default
+	// 127.0.0.1:7070; port 0 picks a free port.
+	Listen string
+	// HTTP is the address of /healthz and /metrics. Default 127.0.0.1:7071;
+	// empty disables it.
+	HTTP string
+	// LogLevel is one of logrus's levels. Default info.
+	LogLevel string
+	// TickInterval is how often partitions apply retention and report.
+	// Default 10 s.
+	TickInterval time.Duration
+	// FS is the file system; default the operating system's.
+	FS disk.FS
+	// Logger overrides the logger built from LogLevel.
+	Logger *logrus.Logger
+}
+
+// withDefaults returns c with every unset field defaulted.
+func (c Config) withDefaults() Config {
+	if c.NodeID == 0 {
+		c.NodeID = 1
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if len(c.LogDirs) == 0 {
+		for i := 0; i < DefaultLogDirCount; i++ {
+			c.LogDirs = append(c.LogDirs, LogDir{Path: filepath.Join(c.DataDir, fmt.Sprintf("logs-%d", i))})
+		}
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 10 * time.Second
+	}
+	if c.FS == nil {
+		c.FS = disk.OS
+	}
+	return c
+}
+
+// validate reports the first setting that cannot work.
+func (c Config) validate() error {
+	var errs []error
+	if c.NodeID < 0 {
+		errs = append(errs, fmt.Errorf("node id %d must be positive", c.NodeID))
+	}
+	if _, _, err := splitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen address %q: %w", c.Listen, err))
+	}
+	if c.HTTP != "" {
+		if _, _, err := splitHostPort(c.HTTP); err != nil {
+			errs = append(errs, fmt.Errorf("http address %q: %w", c.HTTP, err))
+		}
+	}
+	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("log level %q: want one of panic, fatal, error, warn, info, debug, trace", c.LogLevel))
+	}
+	seen := map[string]bool{}
+	for _, d := range c.LogDirs {
+		abs, err := filepath.Abs(d.Path)
+		if err != nil || d.Path == "" {
+			errs = append(errs, fmt.Errorf("log dir %q is not a usable path", d.Path))
+			continue
+		}
+		if seen[abs] {
+			errs = append(errs, fmt.Errorf("log dir %q is named twice", d.Path))
+		}
+		seen[abs] = true
+		if d.Capacity < 0 {
+			errs = append(errs, fmt.Errorf("log dir %q: negative capacity", d.Path))
+		}
+	}
+	if c.TickInterval < 0 {
+		errs = append(errs, fmt.Errorf("tick interval %v is negative", c.TickInterval))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("node: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", portText)
+	}
+	return host, port, nil
+}
+
+// ParseLogDirs parses a comma-separated list of PATH or PATH=SIZE entries,
+// where SIZE is bytes with an optional unit (KiB, MiB, GiB, TiB, KB, MB, GB,
+// TB), as in "--log-dirs /mnt/a=100GiB,/mnt/b".
+func ParseLogDirs(s string) ([]LogDir, error) {
+	var dirs []LogDir
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		path, size, hasSize := strings.Cut(entry, "=")
+		d := LogDir{Path: path}
+		if path == "" {
+			return nil, fmt.Errorf("log dir %q: empty path", entry)
+		}
+		if hasSize {
+			n, err := ParseBytes(size)
+			if err != nil {
+				return nil, fmt.Errorf("log dir %q: %w", entry, err)
+			}
+			d.Capacity = n
+		}
+		dirs = append(dirs, d)
+	}
+	if len(dirs) == 0 {
+		return nil, errors.New("no log dir named")
+	}
+	return dirs, nil
+}
+
+// ParseBytes parses a size such as 512, 64KiB, 10MB or 1.5GiB.
+func ParseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		scale  float64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+	}
+	text := strings.TrimSpace(s)
+	scale := 1.0
+	for _, u := range units {
+		if strings.HasSuffix(text, u.suffix) {
+			text, scale = strings.TrimSpace(strings.TrimSuffix(text, u.suffix)), u.scale
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil || f < 0 || f*scale > 1<<62 {
+		return 0, fmt.Errorf("bad size %q: want a number of bytes with an optional unit such as 100GiB", s)
+	}
+	return int64(f * scale), nil
+}

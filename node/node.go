@@ -1,0 +1,330 @@
+// Package node starts and stops one Depot node: its actor system and remote
+// listener, the metadata actor, the log-dir actors, the partition manager and
+// its partition actors, and the HTTP endpoint for health and metrics. It is
+// the only package that knows every actor's props.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/messages"
+)
+
+// MetadataActorName is the name the metadata actor is spawned under; any
+// process reaches it as actor.NewPID(nodeAddress, MetadataActorName).
+const MetadataActorName = "metadata"
+
+// startTimeout bounds each step of start-up and shut-down that waits on an
+// actor.
+const startTimeout = 30 * time.Second
+
+// Node is a running Depot node.
+type Node struct {
+	cfg       Config
+	logger    *logrus.Entry
+	system    *actor.ActorSystem
+	remote    *remote.Remote
+	address   string
+	metadata  *actor.PID
+	manager   *actor.PID
+	logDirs   []*actor.PID
+	http      *http.Server
+	httpAddr  string
+	lock      *os.File
+	registry  *prometheus.Registry
+	stopped   bool
+	stoppedCh chan struct{}
+}
+
+// Start starts a node with cfg and returns once it serves: every topic in
+// its metadata has its partitions open.
+func Start(cfg Config) (_ *Node, err error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	baseLogger := cfg.Logger
+	if baseLogger == nil {
+		baseLogger = logrus.New()
+		level, _ := logrus.ParseLevel(cfg.LogLevel)
+		baseLogger.SetLevel(level)
+	}
+	n := &Node{cfg: cfg, logger: baseLogger.WithField("node", cfg.NodeID), stoppedCh: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			n.abort()
+		}
+	}()
+
+	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	if err := n.lockDataDir(); err != nil {
+		return nil, err
+	}
+	for _, d := range cfg.LogDirs {
+		if err := cfg.FS.MkdirAll(d.Path, 0o755); err != nil {
+			return nil, fmt.Errorf("node: log dir %s: %w", d.Path, err)
+		}
+	}
+
+	n.system = actors.NewActorSystem(baseLogger)
+	if err := n.startRemote(); err != nil {
+		return nil, err
+	}
+	root := n.system.Root
+
+	logDirPIDs := map[string]*actor.PID{}
+	checkpoints := map[string]actors.Checkpoints{}
+	for i, d := range cfg.LogDirs {
+		cp := actors.ReadCheckpoints(cfg.FS, d.Path, n.logger.WithField("dir", d.Path))
+		checkpoints[d.Path] = cp
+		pid, err := root.SpawnNamed(actors.NewLogDirProps(actors.LogDirConfig{
+			Path:        d.Path,
+			FS:          cfg.FS,
+			Checkpoints: actors.Checkpoints{RecoveryPoints: clone(cp.RecoveryPoints), LogStart: clone(cp.LogStart)},
+			Logger:      n.logger,
+		}), fmt.Sprintf("logdir-%d", i))
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		logDirPIDs[d.Path] = pid
+		n.logDirs = append(n.logDirs, pid)
+	}
+
+	n.manager, err = root.SpawnNamed(actors.NewPartitionManagerProps(actors.PartitionManagerConfig{
+		FS:           cfg.FS,
+		NodeID:       cfg.NodeID,
+		LogDirs:      logDirPIDs,
+		Checkpoints:  checkpoints,
+		TickInterval: cfg.TickInterval,
+		Logger:       n.logger,
+	}), actors.PartitionManagerName)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+
+	logDirPaths := make([]string, len(cfg.LogDirs))
+	for i, d := range cfg.LogDirs {
+		logDirPaths[i] = d.Path
+	}
+	n.metadata, err = root.SpawnNamed(actors.NewMetadataProps(actors.MetadataConfig{
+		FS:               cfg.FS,
+		Dir:              filepath.Join(cfg.DataDir, "meta"),
+		NodeID:           cfg.NodeID,
+		Address:          n.address,
+		LogDirs:          logDirPaths,
+		PartitionManager: n.manager,
+		Logger:           n.logger,
+	}), MetadataActorName)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err := n.startPartitions(); err != nil {
+		return nil, err
+	}
+	if err := n.startHTTP(); err != nil {
+		return nil, err
+	}
+	n.logger.WithFields(logrus.Fields{"address": n.address, "http": n.httpAddr, "log_dirs": logDirPaths}).Info("node started")
+	return n, nil
+}
+
+func clone[K comparable, V any](m map[K]V) map[K]V {
+	c := make(map[K]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// lockDataDir takes an exclusive lock on the data directory so that two
+// nodes never share one.
+func (n *Node) lockDataDir() error {
+	path := filepath.Join(n.cfg.DataDir, ".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("node: lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("node: data dir %s is in use by another node (lock %s held)", n.cfg.DataDir, path)
+	}
+	n.lock = f
+	return nil
+}
+
+// startRemote starts protoactor remote on cfg.Listen. Remote panics when it
+// cannot listen, so the address is tried first for a clear error.
+func (n *Node) startRemote() (err error) {
+	host, port, _ := splitHostPort(n.cfg.Listen)
+	if port != 0 {
+		l, err := net.Listen("tcp", n.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("node: cannot listen on %s: %w", n.cfg.Listen, err)
+		}
+		l.Close()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("node: cannot listen on %s: %v", n.cfg.Listen, r)
+		}
+	}()
+	n.remote = remote.NewRemote(n.system, actors.RemoteConfig(host, port, n.logger))
+	n.remote.Start()
+	n.address = n.system.Address()
+	return nil
+}
+
+// startPartitions opens every partition the metadata places on this node.
+func (n *Node) startPartitions() error {
+	ctx := context.Background()
+	md, err := actors.Request[*messages.MetadataResponse](ctx, n.system.Root, n.metadata, &messages.MetadataRequest{}, startTimeout)
+	if err != nil {
+		return fmt.Errorf("node: reading metadata: %w", err)
+	}
+	count := 0
+	for _, t := range md.Topics {
+		req := &messages.StartPartitionsRequest{Configs: t.Configs}
+		for _, p := range t.Partitions {
+			if p.Leader != n.cfg.NodeID {
+				continue
+			}
+			req.Partitions = append(req.Partitions, &messages.PartitionAssignment{
+				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, LogDir: p.LogDir,
+			})
+		}
+		resp, err := actors.Request[*messages.StartPartitionsResponse](ctx, n.system.Root, n.manager, req, startTimeout)
+		if err != nil {
+			return fmt.Errorf("node: starting partitions of %s: %w", t.Name, err)
+		}
+		if resp.Error != messages.ErrorCode_NONE {
+			n.logger.WithFields(logrus.Fields{"topic": t.Name, "error": resp.Error.String()}).Error("partitions not started: " + resp.ErrorMessage)
+			continue
+		}
+		count += len(req.Partitions)
+	}
+	n.logger.WithFields(logrus.Fields{"topics": len(md.Topics), "partitions": count}).Debug("partitions started")
+	return nil
+}
+
+func (n *Node) startHTTP() error {
+	n.registry = prometheus.NewRegistry()
+	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if n.cfg.HTTP == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", n.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("node: cannot listen on %s for http: %w", n.cfg.HTTP, err)
+	}
+	n.httpAddr = l.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := n.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.logger.WithError(err).Error("http server stopped")
+		}
+	}()
+	return nil
+}
+
+// Address is the node's actor address (host:port), with port 0 resolved.
+func (n *Node) Address() string { return n.address }
+
+// HTTPAddress is the address of /healthz and /metrics, empty when disabled.
+func (n *Node) HTTPAddress() string { return n.httpAddr }
+
+// System is the node's actor system, for clients embedded in the same
+// process.
+func (n *Node) System() *actor.ActorSystem { return n.system }
+
+// Metadata is the node's metadata actor.
+func (n *Node) Metadata() *actor.PID { return n.metadata }
+
+// Stop shuts the node down cleanly: partitions answer what they hold, sync
+// and close their logs, and the log directories write their checkpoints, so
+// the next start does not need to recover anything.
+func (n *Node) Stop() error {
+	if n.stopped {
+		return nil
+	}
+	n.stopped = true
+	defer close(n.stoppedCh)
+	var errs []error
+	if n.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = n.http.Shutdown(ctx)
+		cancel()
+	}
+	root := n.system.Root
+	if n.metadata != nil {
+		if err := root.StopFuture(n.metadata).Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping metadata: %w", err))
+		}
+	}
+	if n.manager != nil {
+		// Stopping the manager stops every partition first; each sends its
+		// final report to its log directory before it is gone.
+		if err := root.StopFuture(n.manager).Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping partitions: %w", err))
+		}
+	}
+	for _, pid := range n.logDirs {
+		res, err := root.RequestFuture(pid, &actors.WriteCheckpoints{}, startTimeout).Result()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("checkpoint of %s: %w", pid.Id, err))
+		} else if done, ok := res.(*actors.WriteCheckpointsDone); ok && done.Err != nil {
+			errs = append(errs, done.Err)
+		}
+		_ = root.StopFuture(pid).Wait()
+	}
+	if n.remote != nil {
+		n.remote.Shutdown(false)
+	}
+	n.system.Shutdown()
+	if n.lock != nil {
+		n.lock.Close()
+	}
+	if len(errs) > 0 {
+		err := fmt.Errorf("node: unclean stop: %w", errors.Join(errs...))
+		n.logger.WithError(err).Error("node stopped")
+		return err
+	}
+	n.logger.Info("node stopped")
+	return nil
+}
+
+// Done is closed once Stop has finished.
+func (n *Node) Done() <-chan struct{} { return n.stoppedCh }
+
+// abort releases what a failed Start took.
+func (n *Node) abort() {
+	if n.system != nil {
+		_ = n.Stop()
+		return
+	}
+	if n.lock != nil {
+		n.lock.Close()
+	}
+}
