@@ -1,0 +1,580 @@
+// Package client is Depot's actor client: admin calls, a batching idempotent
+// producer and a prefetching long-poll consumer, all speaking protobuf
+// messages to a node's actors over protoactor (locally when the client shares
+// the node's actor system, over remote otherwise).
+//
+// Addressing: a node's metadata actor is actor.NewPID(brokerAddress,
+// "metadata"); it answers MetadataRequest, CreateTopicRequest,
+// DeleteTopicRequest and InitProducerIdRequest. Metadata names, for each
+// partition, the leader's address and the partition actor's name, and the
+// partition actor is actor.NewPID(leader_address, actor_name). It answers
+// ProduceRequest, FetchRequest, ListOffsetsRequest and PartitionStatusRequest.
+//
+// Delivery between actor systems is at most once: a message can vanish with no
+// error. Every request therefore has a timeout and is retried; produce retries
+// are safe because the producer is idempotent (a producer id, an epoch, and a
+// sequence number per partition in each record batch, checked by the
+// partition actor).
+//
+// The producer does not send one message per record. Callers append records
+// straight into a per-partition wire.Builder under the producer's mutex; a
+// sealed batch (at BatchBytes, or when Linger expires) goes to the producer's
+// sender actor as one message, and the sender keeps up to
+// MaxInFlightPerPartition ProduceRequests in flight per partition, each
+// carrying one record batch (Kafka RecordBatch v2, see package wire).
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/messages"
+)
+
+// MetadataActorName is the name of every node's metadata actor.
+const MetadataActorName = "metadata"
+
+// Errors that do not come from a broker's error code.
+var (
+	// ErrUnreachable means no broker answered within the first-contact
+	// timeout; the error names the addresses tried.
+	ErrUnreachable = errors.New("client: node unreachable")
+	// ErrClosed means the client, producer or consumer is closed.
+	ErrClosed = errors.New("client: closed")
+	// ErrTimeout means a request got no answer within its timeout.
+	ErrTimeout = errors.New("client: request timed out")
+	// ErrDeliveryTimeout means a record was not acknowledged within the
+	// producer's DeliveryTimeout, retries included.
+	ErrDeliveryTimeout = errors.New("client: delivery timeout")
+	// ErrBadResponse means a broker answered with a message of the wrong type.
+	ErrBadResponse = errors.New("client: unexpected response")
+)
+
+// Error is an error code returned by a broker, with its detail.
+// errors.Is(err, ErrUnknownTopic) and the like compare codes only.
+type Error struct {
+	Code    messages.ErrorCode
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "client: " + e.Code.String()
+	}
+	return "client: " + e.Code.String() + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels for the broker error codes a caller most often tests for.
+var (
+	ErrUnknownTopic           = &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+	ErrNotLeader              = &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER}
+	ErrOffsetOutOfRange       = &Error{Code: messages.ErrorCode_OFFSET_OUT_OF_RANGE}
+	ErrTopicAlreadyExists     = &Error{Code: messages.ErrorCode_TOPIC_ALREADY_EXISTS}
+	ErrInvalidTopic           = &Error{Code: messages.ErrorCode_INVALID_TOPIC}
+	ErrInvalidPartitions      = &Error{Code: messages.ErrorCode_INVALID_PARTITIONS}
+	ErrMessageTooLarge        = &Error{Code: messages.ErrorCode_MESSAGE_TOO_LARGE}
+	ErrOutOfOrderSequence     = &Error{Code: messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}
+	ErrInvalidProducerEpoch   = &Error{Code: messages.ErrorCode_INVALID_PRODUCER_EPOCH}
+	ErrCorruptMessage         = &Error{Code: messages.ErrorCode_CORRUPT_MESSAGE}
+	ErrUnknownServerError     = &Error{Code: messages.ErrorCode_UNKNOWN_SERVER_ERROR}
+	ErrNotEnoughReplicas      = &Error{Code: messages.ErrorCode_NOT_ENOUGH_REPLICAS}
+	ErrKafkaStorageError      = &Error{Code: messages.ErrorCode_KAFKA_STORAGE_ERROR}
+	ErrRequestTimedOut        = &Error{Code: messages.ErrorCode_REQUEST_TIMED_OUT}
+	ErrUnsupportedCompression = &Error{Code: messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
+)
+
+// codeError returns nil for NONE, else an *Error.
+func codeError(code messages.ErrorCode, msg string) error {
+	if code == messages.ErrorCode_NONE {
+		return nil
+	}
+	return &Error{Code: code, Message: msg}
+}
+
+// retriable reports whether a request failing with code may succeed when
+// sent again, possibly after a metadata refresh.
+func retriable(code messages.ErrorCode) bool {
+	switch code {
+	case messages.ErrorCode_NOT_LEADER_OR_FOLLOWER,
+		messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+		messages.ErrorCode_REQUEST_TIMED_OUT,
+		messages.ErrorCode_NOT_ENOUGH_REPLICAS,
+		messages.ErrorCode_KAFKA_STORAGE_ERROR,
+		messages.ErrorCode_CORRUPT_MESSAGE:
+		return true
+	}
+	return false
+}
+
+// needsMetadata reports whether code means the client's routing is stale.
+func needsMetadata(code messages.ErrorCode) bool {
+	return code == messages.ErrorCode_NOT_LEADER_OR_FOLLOWER ||
+		code == messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION ||
+		code == messages.ErrorCode_KAFKA_STORAGE_ERROR
+}
+
+// Opt configures a Client.
+type Opt func(*config)
+
+type config struct {
+	brokers             []string
+	system              *actor.ActorSystem
+	listenAddress       string
+	requestTimeout      time.Duration
+	firstContactTimeout time.Duration
+	logger              *logrus.Entry
+}
+
+// Brokers sets the addresses (host:port of a node's actor system) tried in
+// turn for metadata. Default "127.0.0.1:7070".
+func Brokers(addrs ...string) Opt {
+	return func(c *config) { c.brokers = append([]string(nil), addrs...) }
+}
+
+// ActorSystem makes the client use an existing actor system, for example one
+// embedded with a node in the same process; it must have remote started if
+// the brokers are in other systems. Close does not shut it down. Default: New
+// starts its own system with remote listening on ListenAddress.
+func ActorSystem(sys *actor.ActorSystem) Opt {
+	return func(c *config) { c.system = sys }
+}
+
+// ListenAddress is where the client's own actor system listens so that
+// responses can come back. Default "127.0.0.1:0" (any free port). Ignored
+// with ActorSystem.
+func ListenAddress(addr string) Opt {
+	return func(c *config) { c.listenAddress = addr }
+}
+
+// RequestTimeout bounds each request to a broker. Default 30s.
+func RequestTimeout(d time.Duration) Opt {
+	return func(c *config) { c.requestTimeout = d }
+}
+
+// FirstContactTimeout bounds a metadata request to a broker that has not
+// answered yet, so that an unreachable node is reported quickly. Default 3s.
+func FirstContactTimeout(d time.Duration) Opt {
+	return func(c *config) { c.firstContactTimeout = d }
+}
+
+// Logger sets the client's logger. Default: the standard logrus logger.
+func Logger(l *logrus.Entry) Opt {
+	return func(c *config) { c.logger = l }
+}
+
+// Client talks to a Depot cluster through actors. Safe for concurrent use.
+type Client struct {
+	cfg       config
+	system    *actor.ActorSystem
+	root      *actor.RootContext
+	remote    *remote.Remote
+	ownSystem bool
+	logger    *logrus.Entry
+
+	nextBroker atomic.Uint32
+	contacted  atomic.Bool
+	closed     atomic.Bool
+
+	mu     sync.RWMutex
+	routes map[string]*topicRoute
+}
+
+// topicRoute is what the client knows of a topic's partitions.
+type topicRoute struct {
+	leaders []*actor.PID // nil where the partition has no leader
+}
+
+// New returns a client. Unless ActorSystem is given it starts an actor system
+// with remote listening on ListenAddress. It does not contact a broker.
+func New(opts ...Opt) (*Client, error) {
+	cfg := config{
+		brokers:             []string{"127.0.0.1:7070"},
+		listenAddress:       "127.0.0.1:0",
+		requestTimeout:      30 * time.Second,
+		firstContactTimeout: 3 * time.Second,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if len(cfg.brokers) == 0 {
+		return nil, errors.New("client: no brokers")
+	}
+	if cfg.requestTimeout <= 0 || cfg.firstContactTimeout <= 0 {
+		return nil, errors.New("client: timeouts must be positive")
+	}
+	if cfg.logger == nil {
+		cfg.logger = logrus.NewEntry(logrus.StandardLogger())
+	}
+	c := &Client{cfg: cfg, logger: cfg.logger.WithField("actor", "client"), routes: map[string]*topicRoute{}}
+	if cfg.system != nil {
+		c.system = cfg.system
+	} else {
+		if err := c.startSystem(); err != nil {
+			return nil, err
+		}
+		c.ownSystem = true
+	}
+	c.root = c.system.Root
+	return c, nil
+}
+
+// startSystem starts the client's own actor system and remote.
+func (c *Client) startSystem() (err error) {
+	host, portText, err := net.SplitHostPort(c.cfg.listenAddress)
+	if err != nil {
+		return fmt.Errorf("client: listen address %q: %w", c.cfg.listenAddress, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return fmt.Errorf("client: listen address %q: %w", c.cfg.listenAddress, err)
+	}
+	c.system = actors.NewActorSystem(c.cfg.logger.Logger)
+	rcfg := actors.RemoteConfig(host, port, c.logger)
+	c.remote = remote.NewRemote(c.system, rcfg)
+	defer func() {
+		if r := recover(); r != nil {
+			c.system.Shutdown()
+			err = fmt.Errorf("client: start remote on %s: %v", c.cfg.listenAddress, r)
+		}
+	}()
+	c.remote.Start()
+	return nil
+}
+
+// System is the actor system the client uses.
+func (c *Client) System() *actor.ActorSystem { return c.system }
+
+// Close stops the client's own actor system, if it started one. Producers
+// and consumers should be closed first.
+func (c *Client) Close() {
+	if !c.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if c.ownSystem {
+		c.remote.Shutdown(false)
+		c.system.Shutdown()
+	}
+}
+
+// metadataPID is the metadata actor of the next broker in rotation.
+func (c *Client) metadataPID() (*actor.PID, string) {
+	i := c.nextBroker.Add(1) - 1
+	addr := c.cfg.brokers[int(i)%len(c.cfg.brokers)]
+	return actor.NewPID(addr, MetadataActorName), addr
+}
+
+// contactTimeout is the timeout for a metadata request: short until some
+// broker has answered.
+func (c *Client) contactTimeout() time.Duration {
+	if c.contacted.Load() {
+		return c.cfg.requestTimeout
+	}
+	return min(c.cfg.firstContactTimeout, c.cfg.requestTimeout)
+}
+
+// request sends msg to pid and waits for the answer, at most timeout and
+// never past ctx's deadline.
+func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < timeout {
+			timeout = left
+		}
+	}
+	if timeout <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	f := c.root.RequestFuture(pid, msg, timeout)
+	done := make(chan struct{})
+	var res any
+	var err error
+	go func() {
+		res, err = f.Result()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if errors.Is(err, actor.ErrTimeout) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %T to %s after %v", ErrTimeout, msg, pid.Address, timeout)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: %T to %s: %w", msg, pid.Address, err)
+	}
+	return res, nil
+}
+
+// adminRequest sends msg to the metadata actor of each broker in turn until
+// one answers.
+func (c *Client) adminRequest(ctx context.Context, msg any) (any, error) {
+	var tried []string
+	var lastErr error
+	for range c.cfg.brokers {
+		pid, addr := c.metadataPID()
+		res, err := c.request(ctx, pid, msg, c.contactTimeout())
+		if err == nil {
+			c.contacted.Store(true)
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		tried = append(tried, addr)
+		lastErr = err
+	}
+	if errors.Is(lastErr, ErrTimeout) || errors.Is(lastErr, actor.ErrDeadLetter) {
+		return nil, fmt.Errorf("%w: %s", ErrUnreachable, strings.Join(tried, ", "))
+	}
+	return nil, lastErr
+}
+
+// Metadata asks the brokers in turn for the metadata of topics (all topics
+// when none are named) and refreshes the client's routing with it.
+func (c *Client) Metadata(ctx context.Context, topics ...string) (*messages.MetadataResponse, error) {
+	res, err := c.adminRequest(ctx, &messages.MetadataRequest{Topics: topics})
+	if err != nil {
+		return nil, err
+	}
+	md, ok := res.(*messages.MetadataResponse)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T to a MetadataRequest", ErrBadResponse, res)
+	}
+	c.updateRoutes(md)
+	return md, nil
+}
+
+// updateRoutes stores the partition leaders of each topic in md.
+func (c *Client) updateRoutes(md *messages.MetadataResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range md.GetTopics() {
+		if t.GetError() != messages.ErrorCode_NONE {
+			delete(c.routes, t.GetName())
+			continue
+		}
+		r := &topicRoute{leaders: make([]*actor.PID, len(t.GetPartitions()))}
+		for _, p := range t.GetPartitions() {
+			i := int(p.GetPartition())
+			if i < 0 || i >= len(r.leaders) || p.GetError() != messages.ErrorCode_NONE || p.GetLeaderAddress() == "" {
+				continue
+			}
+			r.leaders[i] = actor.NewPID(p.GetLeaderAddress(), p.GetActorName())
+		}
+		c.routes[t.GetName()] = r
+	}
+}
+
+// route returns the cached route of topic, or nil.
+func (c *Client) route(topic string) *topicRoute {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.routes[topic]
+}
+
+// leader returns the cached partition actor of a partition, or nil.
+func (c *Client) leader(topic string, partition int32) *actor.PID {
+	r := c.route(topic)
+	if r == nil || partition < 0 || int(partition) >= len(r.leaders) {
+		return nil
+	}
+	return r.leaders[partition]
+}
+
+// topicRoute returns topic's route, asking for metadata when it is not
+// cached. It fails with ErrUnknownTopic when the topic does not exist.
+func (c *Client) topicRoute(ctx context.Context, topic string) (*topicRoute, error) {
+	if r := c.route(topic); r != nil {
+		return r, nil
+	}
+	md, err := c.Metadata(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range md.GetTopics() {
+		if t.GetName() != topic {
+			continue
+		}
+		if err := codeError(t.GetError(), t.GetErrorMessage()); err != nil {
+			return nil, err
+		}
+	}
+	if r := c.route(topic); r != nil {
+		return r, nil
+	}
+	return nil, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: topic}
+}
+
+// partitionLeader returns the partition actor of topic's partition, asking
+// for metadata when it is not known.
+func (c *Client) partitionLeader(ctx context.Context, topic string, partition int32) (*actor.PID, error) {
+	r, err := c.topicRoute(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if partition < 0 || int(partition) >= len(r.leaders) {
+		return nil, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("%s-%d", topic, partition)}
+	}
+	if r.leaders[partition] == nil {
+		if _, err := c.Metadata(ctx, topic); err != nil {
+			return nil, err
+		}
+		if pid := c.leader(topic, partition); pid != nil {
+			return pid, nil
+		}
+		return nil, &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: fmt.Sprintf("%s-%d has no leader", topic, partition)}
+	}
+	return r.leaders[partition], nil
+}
+
+// forget drops topic's cached route, so the next use asks for metadata.
+func (c *Client) forget(topic string) {
+	c.mu.Lock()
+	delete(c.routes, topic)
+	c.mu.Unlock()
+}
+
+// CreateTopic creates a topic with the given number of partitions and
+// configs and returns its metadata.
+func (c *Client) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (*messages.TopicMetadata, error) {
+	res, err := c.adminRequest(ctx, &messages.CreateTopicRequest{Name: name, Partitions: partitions, Configs: configs})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*messages.CreateTopicResponse)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T to a CreateTopicRequest", ErrBadResponse, res)
+	}
+	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
+		return nil, err
+	}
+	c.forget(name)
+	return r.GetTopic(), nil
+}
+
+// DeleteTopic deletes a topic.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	res, err := c.adminRequest(ctx, &messages.DeleteTopicRequest{Name: name})
+	if err != nil {
+		return err
+	}
+	r, ok := res.(*messages.DeleteTopicResponse)
+	if !ok {
+		return fmt.Errorf("%w: %T to a DeleteTopicRequest", ErrBadResponse, res)
+	}
+	c.forget(name)
+	return codeError(r.GetError(), r.GetErrorMessage())
+}
+
+// initProducerID asks a broker for a new producer id and epoch.
+func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
+	res, err := c.adminRequest(ctx, &messages.InitProducerIdRequest{})
+	if err != nil {
+		return 0, 0, err
+	}
+	r, ok := res.(*messages.InitProducerIdResponse)
+	if !ok {
+		return 0, 0, fmt.Errorf("%w: %T to an InitProducerIdRequest", ErrBadResponse, res)
+	}
+	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
+		return 0, 0, err
+	}
+	return r.GetProducerId(), int16(r.GetProducerEpoch()), nil
+}
+
+// partitionRequest sends msg to a partition's leader, refreshing metadata
+// once when the leader is not known or has moved.
+func (c *Client) partitionRequest(ctx context.Context, topic string, partition int32, msg any) (any, error) {
+	for attempt := 0; ; attempt++ {
+		pid, err := c.partitionLeader(ctx, topic, partition)
+		if err != nil {
+			return nil, err
+		}
+		res, err := c.request(ctx, pid, msg, c.cfg.requestTimeout)
+		if err != nil {
+			return nil, err
+		}
+		var code messages.ErrorCode
+		switch r := res.(type) {
+		case *messages.PartitionStatusResponse:
+			code = r.GetError()
+		case *messages.ListOffsetsResponse:
+			code = r.GetError()
+		}
+		if attempt == 0 && needsMetadata(code) {
+			c.forget(topic)
+			continue
+		}
+		return res, nil
+	}
+}
+
+// PartitionStatus returns a partition's log state from its leader.
+func (c *Client) PartitionStatus(ctx context.Context, topic string, partition int32) (*messages.PartitionStatusResponse, error) {
+	res, err := c.partitionRequest(ctx, topic, partition, &messages.PartitionStatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*messages.PartitionStatusResponse)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T to a PartitionStatusRequest", ErrBadResponse, res)
+	}
+	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Timestamps with a special meaning in ListOffset.
+const (
+	// LatestOffset asks for the offset after the last record.
+	LatestOffset int64 = -1
+	// EarliestOffset asks for the first offset still stored.
+	EarliestOffset int64 = -2
+)
+
+// ListOffset returns the first offset whose timestamp (ms) is at or after
+// timestamp, or, for EarliestOffset (-2) and LatestOffset (-1), the log start
+// and end offsets. It returns -1 when no record is that recent.
+func (c *Client) ListOffset(ctx context.Context, topic string, partition int32, timestamp int64) (int64, error) {
+	res, err := c.partitionRequest(ctx, topic, partition, &messages.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: timestamp})
+	if err != nil {
+		return 0, err
+	}
+	r, ok := res.(*messages.ListOffsetsResponse)
+	if !ok {
+		return 0, fmt.Errorf("%w: %T to a ListOffsetsRequest", ErrBadResponse, res)
+	}
+	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
+		return 0, err
+	}
+	return r.GetOffset(), nil
+}

@@ -1,0 +1,627 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/wire"
+)
+
+// setup starts a fake cluster and a client sharing one local actor system.
+func setup(t *testing.T, opts ...Opt) (*fakeCluster, *Client) {
+	t.Helper()
+	sys := newLocalSystem(t)
+	fc := newFakeCluster(t, sys)
+	c, err := New(append([]Opt{ActorSystem(sys), Brokers(sys.Address())}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return fc, c
+}
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// produceAll produces n keyed records to topic and waits for every promise.
+// It returns the records, their keys being "key-<i>" and values "value-<i>".
+func produceAll(t *testing.T, ctx context.Context, p *Producer, topic string, n int) []*Record {
+	t.Helper()
+	records := make([]*Record, n)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	wg.Add(n)
+	for i := range records {
+		r := &Record{Topic: topic, Key: []byte("key-" + strconv.Itoa(i)), Value: []byte("value-" + strconv.Itoa(i))}
+		if i%10 == 0 {
+			r.Headers = []wire.RecordHeader{{Key: "h", Value: []byte(strconv.Itoa(i))}}
+		}
+		records[i] = r
+		p.Produce(ctx, r, func(r *Record, err error) {
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+			wg.Done()
+		})
+	}
+	require.NoError(t, p.Flush(ctx))
+	wg.Wait()
+	if failed.Load() > 0 {
+		require.NoError(t, firstErr.Load().(error), "%d records failed", failed.Load())
+	}
+	return records
+}
+
+// consumeAll reads topic from the start until n records arrived, then checks
+// that nothing more comes within a short wait.
+func consumeAll(t *testing.T, ctx context.Context, c *Client, topic string, n int, opts ...ConsumerOpt) []*Record {
+	t.Helper()
+	cons, err := c.NewConsumer(opts...)
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.AssignTopic(topic, AtStart())
+	var out []*Record
+	for len(out) < n {
+		rs, err := cons.Poll(ctx)
+		require.NoError(t, err, "after %d of %d records", len(out), n)
+		out = append(out, rs...)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	more, err := cons.Poll(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Empty(t, more)
+	return out
+}
+
+// checkExactlyOnce checks that got holds each produced record once, with
+// its key, value and headers, in offset order per partition, offsets dense
+// from 0, on the partition the producer reported.
+func checkExactlyOnce(t *testing.T, produced, got []*Record, partitions int, checkOffsets bool) {
+	t.Helper()
+	require.Len(t, got, len(produced))
+	byKey := make(map[string]*Record, len(produced))
+	for _, r := range produced {
+		byKey[string(r.Key)] = r
+	}
+	next := make([]int64, partitions)
+	for _, r := range got {
+		require.Equal(t, next[r.Partition], r.Offset, "partition %d out of order", r.Partition)
+		next[r.Partition]++
+		want, ok := byKey[string(r.Key)]
+		require.True(t, ok, "unexpected or duplicate key %q", r.Key)
+		delete(byKey, string(r.Key))
+		require.Equal(t, want.Value, r.Value)
+		require.Equal(t, want.Partition, r.Partition)
+		require.Equal(t, want.Timestamp.UnixMilli(), r.Timestamp.UnixMilli())
+		require.Equal(t, len(want.Headers), len(r.Headers))
+		for i := range want.Headers {
+			require.Equal(t, want.Headers[i].Key, r.Headers[i].Key)
+			require.Equal(t, want.Headers[i].Value, r.Headers[i].Value)
+		}
+		if checkOffsets {
+			require.Equal(t, want.Offset, r.Offset)
+		}
+	}
+	require.Empty(t, byKey)
+}
+
+func TestProduceConsumeEachAcks(t *testing.T) {
+	const n, partitions = 50000, 4
+	for _, acks := range []int{-1, 1, 0} {
+		t.Run(fmt.Sprintf("acks=%d", acks), func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 30*time.Second)
+			topic := "events"
+			md, err := c.CreateTopic(ctx, topic, partitions, nil)
+			require.NoError(t, err)
+			require.Len(t, md.GetPartitions(), partitions)
+			p, err := c.NewProducer(Acks(acks), BatchBytes(64<<10))
+			require.NoError(t, err)
+			produced := produceAll(t, ctx, p, topic, n)
+			require.NoError(t, p.Close())
+			require.Zero(t, p.BufferedBytes())
+			for _, r := range produced {
+				require.Equal(t, int32(KeyPartition(r.Key, partitions)), r.Partition)
+				if acks == 0 {
+					require.Equal(t, int64(-1), r.Offset)
+				}
+			}
+			got := consumeAll(t, ctx, c, topic, n)
+			checkExactlyOnce(t, produced, got, partitions, acks != 0)
+			st := fc.stats(topic)
+			require.Zero(t, st.duplicates)
+			require.Zero(t, st.outOfOrder)
+			for i := range partitions {
+				status, err := c.PartitionStatus(ctx, topic, int32(i))
+				require.NoError(t, err)
+				require.Positive(t, status.GetLogEndOffset())
+			}
+		})
+	}
+}
+
+// Lost requests and lost answers are retried; idempotence keeps each record
+// once; lost fetches are sent again.
+func TestProduceRetriesLostRequestsOnce(t *testing.T) {
+	const n, partitions = 20000, 4
+	for _, acks := range []int{-1, 1} {
+		t.Run(fmt.Sprintf("acks=%d", acks), func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 40*time.Second)
+			require.NoError(t, fc.createTopic("lossy", partitions))
+			fc.setFaults(faults{dropProduceEvery: 7, loseAnswerEvery: 5, dropFetchEvery: 4})
+			p, err := c.NewProducer(Acks(acks), BatchBytes(16<<10), ProducerRequestTimeout(150*time.Millisecond), RetryBackoff(5*time.Millisecond))
+			require.NoError(t, err)
+			produced := produceAll(t, ctx, p, "lossy", n)
+			require.NoError(t, p.Close())
+			st := fc.stats("lossy")
+			require.Positive(t, st.dropped)
+			require.Positive(t, st.unanswered)
+			require.Positive(t, st.duplicates, "resent batches must have been recognised")
+			got := consumeAll(t, ctx, c, "lossy", n, ConsumerRequestTimeout(100*time.Millisecond), FetchMaxWait(50*time.Millisecond), ConsumerRetryBackoff(5*time.Millisecond))
+			checkExactlyOnce(t, produced, got, partitions, true)
+			require.Positive(t, fc.stats("lossy").fetchDropped)
+		})
+	}
+}
+
+// Without idempotence a lost answer duplicates records: the test above is
+// therefore not vacuous.
+func TestProduceWithoutIdempotenceDuplicates(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("dups", 1))
+	fc.setFaults(faults{loseAnswerEvery: 3})
+	p, err := c.NewProducer(Idempotent(false), BatchBytes(4<<10), ProducerRequestTimeout(100*time.Millisecond), RetryBackoff(time.Millisecond))
+	require.NoError(t, err)
+	produceAll(t, ctx, p, "dups", 2000)
+	require.NoError(t, p.Close())
+	status, err := c.PartitionStatus(ctx, "dups", 0)
+	require.NoError(t, err)
+	require.Greater(t, status.GetLogEndOffset(), int64(2000))
+}
+
+// Produce blocks at MaxBufferedBytes while a slow partition holds answers.
+func TestProduceBackPressure(t *testing.T) {
+	const bound = 256 << 10
+	fc, c := setup(t)
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("slow", 4))
+	fc.setFaults(faults{produceDelay: 20 * time.Millisecond})
+	p, err := c.NewProducer(MaxBufferedBytes(bound), BatchBytes(32<<10), Linger(time.Millisecond))
+	require.NoError(t, err)
+	var peak atomic.Int64
+	observe := func() {
+		b := p.BufferedBytes()
+		for {
+			old := peak.Load()
+			if b <= old || peak.CompareAndSwap(old, b) {
+				return
+			}
+		}
+	}
+	value := make([]byte, 1024)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 3000 {
+				r := &Record{Topic: "slow", Key: []byte(fmt.Sprintf("%d-%d", g, i)), Value: value}
+				p.Produce(ctx, r, func(_ *Record, err error) {
+					if err != nil {
+						failed.Add(1)
+					}
+					observe()
+				})
+				observe()
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, p.Close())
+	require.Zero(t, failed.Load())
+	require.LessOrEqual(t, peak.Load(), int64(bound))
+	require.Greater(t, peak.Load(), int64(bound/2), "the bound was never approached")
+
+	// A blocked Produce gives up when its context ends.
+	fc.setFaults(faults{dropProduceEvery: 1})
+	p, err = c.NewProducer(MaxBufferedBytes(4096), Linger(0), ProducerRequestTimeout(time.Hour))
+	require.NoError(t, err)
+	p.Produce(ctx, &Record{Topic: "slow", Value: make([]byte, 3000)}, nil)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	var got error
+	p.Produce(short, &Record{Topic: "slow", Value: make([]byte, 3000)}, func(_ *Record, err error) { got = err })
+	require.ErrorIs(t, got, context.DeadlineExceeded)
+}
+
+func TestUnknownTopic(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	err = p.ProduceSync(ctx, &Record{Topic: "missing", Value: []byte("x")})
+	require.ErrorIs(t, err, ErrUnknownTopic)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	require.NotErrorIs(t, err, ErrNotLeader)
+
+	_, err = c.ListOffset(ctx, "missing", 0, LatestOffset)
+	require.ErrorIs(t, err, ErrUnknownTopic)
+
+	cons, err := c.NewConsumer()
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.AssignTopic("missing", AtStart())
+	_, err = cons.Poll(ctx)
+	require.ErrorIs(t, err, ErrUnknownTopic)
+
+	require.NoError(t, fc.createTopic("present", 1))
+	_, err = c.CreateTopic(ctx, "present", 1, nil)
+	require.ErrorIs(t, err, ErrTopicAlreadyExists)
+	require.NoError(t, c.DeleteTopic(ctx, "present"))
+	require.ErrorIs(t, c.DeleteTopic(ctx, "present"), ErrUnknownTopic)
+}
+
+func TestNodeUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	c, err := New(Brokers(addr), FirstContactTimeout(time.Second))
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	_, err = c.Metadata(context.Background())
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.ErrorIs(t, err, ErrUnreachable)
+	require.Equal(t, "client: node unreachable: "+addr, err.Error())
+
+	_, err = c.NewProducer()
+	require.ErrorIs(t, err, ErrUnreachable)
+}
+
+// A client in its own actor system reaches a node's actors over remote.
+func TestAcrossTwoActorSystems(t *testing.T) {
+	server := newRemoteSystem(t)
+	fc := newFakeCluster(t, server)
+	c, err := New(Brokers(server.Address()))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NotEqual(t, server.Address(), c.System().Address())
+	ctx := testContext(t, 30*time.Second)
+
+	_, err = c.CreateTopic(ctx, "remote", 3, nil)
+	require.NoError(t, err)
+	md, err := c.Metadata(ctx)
+	require.NoError(t, err)
+	require.Len(t, md.GetTopics(), 1)
+
+	fc.setFaults(faults{loseAnswerEvery: 9})
+	p, err := c.NewProducer(BatchBytes(8<<10), ProducerRequestTimeout(300*time.Millisecond), RetryBackoff(10*time.Millisecond))
+	require.NoError(t, err)
+	produced := produceAll(t, ctx, p, "remote", 5000)
+	require.NoError(t, p.Close())
+	got := consumeAll(t, ctx, c, "remote", 5000, PartitionMaxBytes(16<<10))
+	checkExactlyOnce(t, produced, got, 3, true)
+
+	end, err := c.ListOffset(ctx, "remote", 0, LatestOffset)
+	require.NoError(t, err)
+	status, err := c.PartitionStatus(ctx, "remote", 0)
+	require.NoError(t, err)
+	require.Equal(t, status.GetLogEndOffset(), end)
+}
+
+func TestConsumerStartingOffsets(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("t", 1))
+	p, err := c.NewProducer(WithPartitioner(ManualPartitioner()), Linger(time.Hour))
+	require.NoError(t, err)
+	defer p.Close()
+	base := time.UnixMilli(1_700_000_000_000)
+	var rs []*Record
+	for i := range 100 {
+		rs = append(rs, &Record{Topic: "t", Partition: 0, Timestamp: base.Add(time.Duration(i) * time.Second), Value: []byte{byte(i)}})
+	}
+	require.NoError(t, p.ProduceSync(ctx, rs[:50]...)) // one batch: Flush below
+	require.NoError(t, p.ProduceSync(ctx, rs[50:]...))
+
+	first := func(at Offset, opts ...ConsumerOpt) (*Record, error) {
+		cons, err := c.NewConsumer(opts...)
+		require.NoError(t, err)
+		defer cons.Close()
+		cons.Assign("t", 0, at)
+		got, err := cons.Poll(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return got[0], nil
+	}
+	tests := []struct {
+		name string
+		at   Offset
+		want int64
+	}{
+		{"start", AtStart(), 0},
+		{"offset inside a batch", AtOffset(17), 17},
+		{"offset in the second batch", AtOffset(73), 73},
+		{"timestamp", AtTimestamp(base.Add(42 * time.Second)), 42},
+		{"timestamp between records", AtTimestamp(base.Add(42*time.Second + time.Millisecond)), 43},
+		{"out of range resets to earliest", AtOffset(1000), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := first(tt.at)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, r.Offset)
+			require.Equal(t, []byte{byte(tt.want)}, r.Value)
+		})
+	}
+
+	t.Run("out of range without reset", func(t *testing.T) {
+		_, err := first(AtOffset(1000), Reset(ResetNone))
+		require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	})
+	t.Run("end waits for new records", func(t *testing.T) {
+		cons, err := c.NewConsumer(FetchMaxWait(20 * time.Millisecond))
+		require.NoError(t, err)
+		defer cons.Close()
+		cons.Assign("t", 0, AtEnd())
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err = cons.Poll(short)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		late := &Record{Topic: "t", Partition: 0, Value: []byte("late")}
+		require.NoError(t, p.ProduceSync(ctx, late))
+		got, err := cons.Poll(ctx)
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, int64(100), got[0].Offset)
+		require.Equal(t, "late", string(got[0].Value))
+	})
+	t.Run("timestamp past the end", func(t *testing.T) {
+		off, err := c.ListOffset(ctx, "t", 0, time.Now().Add(time.Hour).UnixMilli())
+		require.NoError(t, err)
+		require.Equal(t, int64(-1), off)
+	})
+}
+
+func TestProducerOptionsAndClose(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	require.NoError(t, fc.createTopic("t", 2))
+
+	for _, opts := range [][]ProducerOpt{{Acks(2)}, {BatchBytes(0)}, {MaxInFlightPerPartition(0)}, {WithPartitioner(nil)}} {
+		_, err := c.NewProducer(opts...)
+		require.Error(t, err)
+	}
+
+	p, err := c.NewProducer(WithPartitioner(ManualPartitioner()))
+	require.NoError(t, err)
+	// A panicking promise does not stop the producer.
+	p.Produce(ctx, &Record{Topic: "t", Partition: 0}, func(*Record, error) { panic("promise bug") })
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "t", Partition: 0}))
+	err = p.ProduceSync(ctx, &Record{Topic: "t", Partition: 2})
+	require.ErrorIs(t, err, ErrBadPartition)
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "t", Partition: 1, Value: []byte("one")}))
+	require.NoError(t, p.Close())
+	require.ErrorIs(t, p.ProduceSync(ctx, &Record{Topic: "t", Partition: 1}), ErrClosed)
+
+	p, err = c.NewProducer(Compression(wire.CompressionZstd), WithPartitioner(ManualPartitioner()))
+	require.NoError(t, err)
+	rs := make([]*Record, 500)
+	for i := range rs {
+		rs[i] = &Record{Topic: "t", Partition: 0, Key: []byte(strconv.Itoa(i)), Value: []byte("compressible compressible compressible")}
+	}
+	require.NoError(t, p.ProduceSync(ctx, rs...))
+	require.NoError(t, p.Close())
+	cons, err := c.NewConsumer()
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.Assign("t", 0, AtOffset(2))
+	var got []*Record
+	for len(got) < len(rs) {
+		more, err := cons.Poll(ctx)
+		require.NoError(t, err)
+		got = append(got, more...)
+	}
+	for i, r := range got {
+		require.Equal(t, int64(i+2), r.Offset) // after the two records above
+		require.Equal(t, strconv.Itoa(i), string(r.Key))
+	}
+	cons.Close()
+	_, err = cons.Poll(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestErrorIs(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", &Error{Code: ErrUnknownTopic.Code, Message: "x"})
+	require.ErrorIs(t, err, ErrUnknownTopic)
+	require.NotErrorIs(t, err, ErrNotLeader)
+	require.False(t, errors.Is(ErrClosed, ErrUnknownTopic))
+	require.Equal(t, "client: UNKNOWN_TOPIC_OR_PARTITION: x", errors.Unwrap(err).Error())
+}
+
+// BenchmarkProduce produces 1 KiB records into a fake that acks at once.
+func BenchmarkProduce(b *testing.B) {
+	for _, acks := range []int{-1, 0} {
+		b.Run(fmt.Sprintf("acks=%d", acks), func(b *testing.B) {
+			sys := actor.NewActorSystem()
+			defer sys.Shutdown()
+			fc := newFakeCluster(b, sys)
+			c, err := New(ActorSystem(sys), Brokers(sys.Address()))
+			require.NoError(b, err)
+			defer c.Close()
+			require.NoError(b, fc.createTopic("bench", 4))
+			fc.setFaults(faults{discard: true})
+			p, err := c.NewProducer(Acks(acks))
+			require.NoError(b, err)
+			ctx := context.Background()
+			value := make([]byte, 1024)
+			// More records than MaxBufferedBytes holds, so none is reused
+			// while still pending.
+			records := make([]Record, 1<<17)
+			for i := range records {
+				records[i] = Record{Topic: "bench", Value: value}
+			}
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r := &records[i%len(records)]
+				r.Timestamp = time.Time{}
+				p.Produce(ctx, r, nil)
+			}
+			require.NoError(b, p.Flush(ctx))
+			b.StopTimer()
+			require.NoError(b, p.Close())
+		})
+	}
+}
+
+// When a partition's leader moves, producer and consumer refresh metadata
+// and carry on, each record once.
+func TestLeaderMoves(t *testing.T) {
+	const n = 6000
+	fc, c := setup(t)
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("moving", 2))
+	p, err := c.NewProducer(BatchBytes(4<<10), RetryBackoff(5*time.Millisecond))
+	require.NoError(t, err)
+	cons, err := c.NewConsumer(ConsumerRetryBackoff(5*time.Millisecond), PartitionMaxBytes(8<<10))
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.AssignTopic("moving", AtStart())
+
+	var produced, got []*Record
+	for round := range 3 {
+		rs := make([]*Record, n/3)
+		for i := range rs {
+			k := strconv.Itoa(round*len(rs) + i)
+			rs[i] = &Record{Topic: "moving", Key: []byte("key-" + k), Value: []byte("value-" + k)}
+		}
+		require.NoError(t, p.ProduceSync(ctx, rs...))
+		produced = append(produced, rs...)
+		for len(got) < len(produced)/2 {
+			more, err := cons.Poll(ctx)
+			require.NoError(t, err)
+			got = append(got, more...)
+		}
+		require.NoError(t, fc.moveLeader("moving", 0))
+		require.NoError(t, fc.moveLeader("moving", 1))
+	}
+	require.NoError(t, p.Close())
+	for len(got) < n {
+		more, err := cons.Poll(ctx)
+		require.NoError(t, err)
+		got = append(got, more...)
+	}
+	checkExactlyOnce(t, produced, got, 2, true)
+	require.Positive(t, fc.stats("moving").notLeader)
+	status, err := c.PartitionStatus(ctx, "moving", 1)
+	require.NoError(t, err)
+	require.Positive(t, status.GetLogEndOffset())
+}
+
+// A batch no partition answers fails after DeliveryTimeout, and the
+// buffer is released.
+func TestDeliveryTimeout(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	require.NoError(t, fc.createTopic("void", 1))
+	fc.setFaults(faults{dropProduceEvery: 1})
+	p, err := c.NewProducer(DeliveryTimeout(300*time.Millisecond), ProducerRequestTimeout(50*time.Millisecond), RetryBackoff(10*time.Millisecond))
+	require.NoError(t, err)
+	start := time.Now()
+	err = p.ProduceSync(ctx, &Record{Topic: "void", Value: []byte("lost")})
+	require.ErrorIs(t, err, ErrDeliveryTimeout)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.Less(t, time.Since(start), 3*time.Second)
+	require.Zero(t, p.BufferedBytes())
+	require.Positive(t, fc.stats("void").dropped)
+
+	// The lost batch left a gap in the sequence: the next one is
+	// renumbered and lands.
+	fc.setFaults(faults{})
+	first := &Record{Topic: "void", Value: []byte("first")}
+	require.NoError(t, p.ProduceSync(ctx, first))
+	require.Equal(t, int64(0), first.Offset)
+	// A batch whose answers were lost is in the log: the next one follows
+	// it without renumbering.
+	fc.setFaults(faults{loseAnswerEvery: 1})
+	require.ErrorIs(t, p.ProduceSync(ctx, &Record{Topic: "void", Value: []byte("second")}), ErrDeliveryTimeout)
+	fc.setFaults(faults{})
+	third := &Record{Topic: "void", Value: []byte("third")}
+	require.NoError(t, p.ProduceSync(ctx, third))
+	require.Equal(t, int64(2), third.Offset)
+	require.Positive(t, fc.stats("void").duplicates, "resends of the second batch were recognised")
+
+	fc.setFaults(faults{dropProduceEvery: 1})
+	p2, err := c.NewProducer(Retries(2), ProducerRequestTimeout(50*time.Millisecond), RetryBackoff(time.Millisecond))
+	require.NoError(t, err)
+	err = p2.ProduceSync(ctx, &Record{Topic: "void", Value: []byte("lost")})
+	require.ErrorIs(t, err, ErrTimeout)
+	require.NotErrorIs(t, err, ErrDeliveryTimeout)
+	require.NoError(t, p.Close())
+	require.NoError(t, p2.Close())
+}
+
+// BenchmarkProduceRemote produces 1 KiB records from a client in its own
+// actor system to a fake node in another, over remote on loopback.
+func BenchmarkProduceRemote(b *testing.B) {
+	server := actor.NewActorSystem()
+	r := remote.NewRemote(server, actors.RemoteConfig("127.0.0.1", 0, logrus.NewEntry(logrus.StandardLogger())))
+	r.Start()
+	defer func() {
+		r.Shutdown(false)
+		server.Shutdown()
+	}()
+	fc := newFakeCluster(b, server)
+	require.NoError(b, fc.createTopic("bench", 4))
+	fc.setFaults(faults{discard: true})
+	c, err := New(Brokers(server.Address()))
+	require.NoError(b, err)
+	defer c.Close()
+	p, err := c.NewProducer()
+	require.NoError(b, err)
+	ctx := context.Background()
+	value := make([]byte, 1024)
+	records := make([]Record, 1<<17)
+	for i := range records {
+		records[i] = Record{Topic: "bench", Value: value}
+	}
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := &records[i%len(records)]
+		r.Timestamp = time.Time{}
+		p.Produce(ctx, r, nil)
+	}
+	require.NoError(b, p.Flush(ctx))
+	b.StopTimer()
+	require.NoError(b, p.Close())
+}

@@ -1,0 +1,682 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/wire"
+)
+
+// Offset says where a consumer starts reading a partition.
+type Offset struct {
+	kind  offsetKind
+	value int64
+}
+
+type offsetKind int8
+
+const (
+	offsetStart offsetKind = iota
+	offsetEnd
+	offsetExact
+	offsetTimestamp
+)
+
+// AtStart starts at the first offset still stored.
+func AtStart() Offset { return Offset{kind: offsetStart} }
+
+// AtEnd starts after the last record: only records produced from now on.
+func AtEnd() Offset { return Offset{kind: offsetEnd} }
+
+// AtOffset starts at offset n.
+func AtOffset(n int64) Offset { return Offset{kind: offsetExact, value: n} }
+
+// AtTimestamp starts at the first record whose timestamp is at or after t,
+// or at the end when there is none.
+func AtTimestamp(t time.Time) Offset { return Offset{kind: offsetTimestamp, value: t.UnixMilli()} }
+
+// listTimestamp is the ListOffsetsRequest timestamp that resolves o.
+func (o Offset) listTimestamp() int64 {
+	switch o.kind {
+	case offsetStart:
+		return EarliestOffset
+	case offsetEnd:
+		return LatestOffset
+	}
+	return o.value
+}
+
+// ResetPolicy says what a consumer does when its offset is out of range.
+type ResetPolicy int8
+
+const (
+	// ResetEarliest restarts at the first offset still stored (the default).
+	ResetEarliest ResetPolicy = iota
+	// ResetLatest restarts at the end.
+	ResetLatest
+	// ResetNone stops the partition and returns ErrOffsetOutOfRange from Poll.
+	ResetNone
+)
+
+// ConsumerOpt configures a Consumer.
+type ConsumerOpt func(*consumerConfig)
+
+type consumerConfig struct {
+	fetchMaxBytes     int64
+	partitionMaxBytes int32
+	fetchMinBytes     int32
+	fetchMaxWait      time.Duration
+	maxPrefetchBytes  int64
+	requestTimeout    time.Duration
+	retryBackoff      time.Duration
+	reset             ResetPolicy
+}
+
+// FetchMaxBytes bounds the bytes asked for by all fetches in flight
+// together. Default 50 MiB, as Kafka's fetch.max.bytes.
+func FetchMaxBytes(n int64) ConsumerOpt { return func(c *consumerConfig) { c.fetchMaxBytes = n } }
+
+// PartitionMaxBytes is the max_bytes of each fetch. Default 1 MiB, as
+// Kafka's max.partition.fetch.bytes. A batch larger than this is still
+// fetched whole: the limit doubles for that partition until it fits.
+func PartitionMaxBytes(n int32) ConsumerOpt {
+	return func(c *consumerConfig) { c.partitionMaxBytes = n }
+}
+
+// FetchMinBytes is the min_bytes of each fetch: the partition holds the
+// fetch until that much is available or FetchMaxWait passes. Default 1.
+func FetchMinBytes(n int32) ConsumerOpt { return func(c *consumerConfig) { c.fetchMinBytes = n } }
+
+// FetchMaxWait is how long a partition may hold a fetch. Default 500ms.
+func FetchMaxWait(d time.Duration) ConsumerOpt { return func(c *consumerConfig) { c.fetchMaxWait = d } }
+
+// MaxPrefetchBytes bounds the bytes fetched and not yet returned by Poll
+// plus the bytes asked for by fetches in flight; fetching pauses at the
+// bound. Default 64 MiB.
+func MaxPrefetchBytes(n int64) ConsumerOpt {
+	return func(c *consumerConfig) { c.maxPrefetchBytes = n }
+}
+
+// ConsumerRequestTimeout is how long past FetchMaxWait a fetch may go
+// unanswered before it is sent again. Default: the client's RequestTimeout.
+func ConsumerRequestTimeout(d time.Duration) ConsumerOpt {
+	return func(c *consumerConfig) { c.requestTimeout = d }
+}
+
+// ConsumerRetryBackoff is the pause before a failed request is sent again.
+// Default 100ms.
+func ConsumerRetryBackoff(d time.Duration) ConsumerOpt {
+	return func(c *consumerConfig) { c.retryBackoff = d }
+}
+
+// Reset sets what happens when a partition's offset is out of range.
+// Default ResetEarliest.
+func Reset(p ResetPolicy) ConsumerOpt { return func(c *consumerConfig) { c.reset = p } }
+
+// Consumer reads assigned partitions. Its fetcher actor keeps a long-poll
+// fetch in flight per partition ahead of the caller (prefetch, bounded by
+// MaxPrefetchBytes); Poll decodes what has arrived. Assign and AssignTopic
+// are safe for concurrent use; Poll is not (one goroutine polls).
+type Consumer struct {
+	client  *Client
+	cfg     consumerConfig
+	fetcher *actor.PID
+	logger  *logrus.Entry
+	decoder wire.Decoder
+
+	mu     sync.Mutex
+	ready  []fetched
+	spare  []fetched
+	errs   []error
+	notify chan struct{} // one token when ready or errs grew
+	closed bool
+}
+
+// fetched is a run of whole batches fetched from a partition; records
+// before from are skipped.
+type fetched struct {
+	topic     string
+	partition int32
+	from      int64
+	records   []byte
+}
+
+// NewConsumer returns a consumer with nothing assigned.
+func (c *Client) NewConsumer(opts ...ConsumerOpt) (*Consumer, error) {
+	cfg := consumerConfig{
+		fetchMaxBytes:     50 << 20,
+		partitionMaxBytes: 1 << 20,
+		fetchMinBytes:     1,
+		fetchMaxWait:      500 * time.Millisecond,
+		maxPrefetchBytes:  64 << 20,
+		requestTimeout:    c.cfg.requestTimeout,
+		retryBackoff:      100 * time.Millisecond,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.fetchMaxBytes <= 0 || cfg.partitionMaxBytes <= 0 || cfg.maxPrefetchBytes <= 0 ||
+		cfg.fetchMaxWait < 0 || cfg.requestTimeout <= 0 || cfg.retryBackoff < 0 {
+		return nil, errors.New("client: consumer sizes and timeouts must be positive")
+	}
+	cons := &Consumer{
+		client: c,
+		cfg:    cfg,
+		logger: c.logger.WithField("actor", "consumer"),
+		notify: make(chan struct{}, 1),
+	}
+	cons.fetcher = c.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newFetcher(cons) }))
+	return cons, nil
+}
+
+// assignPartition asks the fetcher to read a partition (all of the topic's
+// when partition is -1).
+type assignPartition struct {
+	topic     string
+	partition int32
+	at        Offset
+}
+
+// consumed tells the fetcher that Poll took bytes off the prefetch buffer.
+type consumed struct{ bytes int64 }
+
+// fetcherTick wakes the fetcher to check timeouts and backoffs.
+type fetcherTick struct{}
+
+// Assign starts reading topic's partition at at. Errors (an unknown topic, an
+// offset that cannot be resolved) come out of Poll.
+func (c *Consumer) Assign(topic string, partition int32, at Offset) {
+	c.client.root.Send(c.fetcher, &assignPartition{topic: topic, partition: partition, at: at})
+}
+
+// AssignTopic starts reading every partition of topic at at.
+func (c *Consumer) AssignTopic(topic string, at Offset) {
+	c.Assign(topic, -1, at)
+}
+
+// push hands fetched bytes to Poll. Called by the fetcher.
+func (c *Consumer) push(f fetched) {
+	c.mu.Lock()
+	c.ready = append(c.ready, f)
+	c.mu.Unlock()
+	c.wake()
+}
+
+// pushErr hands an error to Poll. Called by the fetcher.
+func (c *Consumer) pushErr(err error) {
+	c.mu.Lock()
+	c.errs = append(c.errs, err)
+	c.mu.Unlock()
+	c.wake()
+}
+
+func (c *Consumer) wake() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Poll waits until records or an error are available, or ctx ends, and
+// returns the records fetched so far, in offset order within each
+// partition. An error from the fetcher is returned alone, after the records
+// that arrived before it.
+func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if len(c.ready) > 0 {
+			batch := c.ready
+			c.ready, c.spare = c.spare[:0], nil
+			c.mu.Unlock()
+			out, n, err := c.decode(batch)
+			clear(batch)
+			c.mu.Lock()
+			c.spare = batch[:0]
+			c.mu.Unlock()
+			c.client.root.Send(c.fetcher, &consumed{bytes: n})
+			if err != nil {
+				return out, err
+			}
+			if len(out) > 0 {
+				return out, nil
+			}
+			continue
+		}
+		if len(c.errs) > 0 {
+			err := c.errs[0]
+			c.errs = c.errs[1:]
+			c.mu.Unlock()
+			return nil, err
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.notify:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// minRecordSize is the smallest encoded record: length, attributes, two
+// deltas, null key, null value, no headers.
+const minRecordSize = 7
+
+// decode turns fetched runs of batches into records, skipping those before
+// each run's starting offset and control batches. It returns the records,
+// the bytes consumed, and the first decoding error.
+func (c *Consumer) decode(runs []fetched) ([]*Record, int64, error) {
+	var out []*Record
+	var n int64
+	var firstErr error
+	var it wire.BatchIterator
+	it.SkipCRC = true // the decoders check it
+	for _, f := range runs {
+		n += int64(len(f.records))
+		from := f.from // advanced past each record returned, so none repeats
+		it.Reset(f.records)
+		for it.Next() {
+			h := it.Header()
+			if h.NextOffset() <= from || h.Control() {
+				continue
+			}
+			// Records are allocated a slab at a time; the header's count is
+			// trusted only as far as the batch's size allows.
+			var slab []Record
+			left := int(h.RecordCount)
+			emit := func(r wire.Record) error {
+				if len(slab) == cap(slab) {
+					slab = make([]Record, 0, max(1, min(left, len(it.Batch())/minRecordSize, 4096)))
+				}
+				left--
+				if r.Offset < from {
+					return nil
+				}
+				from = r.Offset + 1
+				rec := Record{
+					Topic:     f.topic,
+					Partition: f.partition,
+					Offset:    r.Offset,
+					Timestamp: time.UnixMilli(r.Timestamp),
+					Key:       r.Key,
+					Value:     r.Value,
+				}
+				if len(r.Headers) > 0 {
+					rec.Headers = append([]wire.RecordHeader(nil), r.Headers...)
+				}
+				slab = append(slab, rec)
+				out = append(out, &slab[len(slab)-1])
+				return nil
+			}
+			var err error
+			if h.Compression() == wire.CompressionNone {
+				err = c.decoder.Records(it.Batch(), emit)
+			} else {
+				err = wire.Records(it.Batch(), emit) // records keep their own buffer
+			}
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("client: %s-%d batch at offset %d: %w", f.topic, f.partition, h.BaseOffset, err)
+			}
+		}
+		if err := it.Err(); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("client: %s-%d fetched at offset %d: %w", f.topic, f.partition, f.from, err)
+		}
+	}
+	return out, n, firstErr
+}
+
+// Close stops fetching. Poll then returns ErrClosed.
+func (c *Consumer) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.wake()
+	_ = c.client.root.PoisonFuture(c.fetcher).Wait()
+}
+
+// fetcher is a consumer's actor. It resolves starting offsets, keeps one
+// long-poll FetchRequest in flight per partition while the prefetch bound
+// allows, resends fetches that go unanswered, refreshes metadata when a
+// leader moves, and resets out-of-range offsets. Not shared: all access is
+// through its mailbox.
+type fetcher struct {
+	cons        *Consumer
+	parts       map[partKey]*fetchPart
+	order       []*fetchPart
+	refreshing  map[string]bool
+	waiting     map[string]Offset // topics assigned whole, awaiting metadata
+	waitRetryAt time.Time
+	corrID      int64
+	buffered    int64 // bytes handed to Poll and not yet consumed
+	asked       int64 // max_bytes of fetches in flight
+	stopTick    scheduler.CancelFunc
+}
+
+// fetchPart is the fetcher's state for one partition.
+type fetchPart struct {
+	key       partKey
+	leader    *actor.PID
+	offset    int64 // next offset to fetch
+	at        Offset
+	resolve   bool // offset must be resolved from at first
+	resolving bool
+	stopped   bool
+	inflight  bool
+	corrID    int64
+	sentAt    time.Time
+	maxBytes  int32
+	asked     int32
+	retryAt   time.Time
+}
+
+func newFetcher(c *Consumer) *fetcher {
+	return &fetcher{cons: c, parts: map[partKey]*fetchPart{}, refreshing: map[string]bool{}, waiting: map[string]Offset{}}
+}
+
+// Receive dispatches the fetcher's messages.
+func (f *fetcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		d := max(min(f.cons.cfg.retryBackoff, 50*time.Millisecond), 5*time.Millisecond)
+		f.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d, d, ctx.Self(), &fetcherTick{})
+	case *assignPartition:
+		f.onAssign(ctx, m)
+	case *messages.FetchResponse:
+		f.onFetchResponse(ctx, m)
+	case *consumed:
+		f.buffered -= m.bytes
+		f.stepAll(ctx)
+	case *fetcherTick:
+		f.onTick(ctx)
+	case *actor.Stopping:
+		if f.stopTick != nil {
+			f.stopTick()
+		}
+	case *actor.Stopped, *actor.Restarting:
+	default:
+		f.cons.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+func (f *fetcher) onAssign(ctx actor.Context, m *assignPartition) {
+	if m.partition >= 0 {
+		f.assign(ctx, m.topic, m.partition, m.at)
+		return
+	}
+	r := f.cons.client.route(m.topic)
+	if r == nil {
+		f.waiting[m.topic] = m.at
+		f.refresh(ctx, m.topic)
+		return
+	}
+	for i := range r.leaders {
+		f.assign(ctx, m.topic, int32(i), m.at)
+	}
+}
+
+func (f *fetcher) assign(ctx actor.Context, topic string, partition int32, at Offset) {
+	k := partKey{topic, partition}
+	fp := f.parts[k]
+	if fp == nil {
+		fp = &fetchPart{key: k, maxBytes: f.cons.cfg.partitionMaxBytes}
+		f.parts[k] = fp
+		f.order = append(f.order, fp)
+	}
+	fp.at, fp.stopped = at, false
+	fp.corrID = 0 // answers to earlier fetches are ignored
+	if fp.inflight {
+		fp.inflight = false
+		f.asked -= int64(fp.asked)
+	}
+	if at.kind == offsetExact {
+		fp.offset, fp.resolve = at.value, false
+	} else {
+		fp.resolve = true
+	}
+	f.step(ctx, fp)
+}
+
+func (f *fetcher) stepAll(ctx actor.Context) {
+	for _, fp := range f.order {
+		f.step(ctx, fp)
+	}
+}
+
+// step moves a partition on: find its leader, resolve its offset, or fetch.
+func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
+	if fp.stopped || fp.inflight || fp.resolving || f.refreshing[fp.key.topic] {
+		return
+	}
+	if time.Now().Before(fp.retryAt) {
+		return
+	}
+	c := f.cons.client
+	if fp.leader == nil {
+		if fp.leader = c.leader(fp.key.topic, fp.key.partition); fp.leader == nil {
+			f.refresh(ctx, fp.key.topic)
+			return
+		}
+	}
+	if fp.resolve {
+		f.resolve(ctx, fp)
+		return
+	}
+	cfg := &f.cons.cfg
+	ask := int64(fp.maxBytes)
+	if f.buffered+f.asked > 0 && (f.buffered+f.asked+ask > cfg.maxPrefetchBytes || f.asked+ask > cfg.fetchMaxBytes) {
+		return
+	}
+	f.corrID++
+	fp.corrID, fp.inflight, fp.sentAt, fp.asked = f.corrID, true, time.Now(), fp.maxBytes
+	f.asked += ask
+	ctx.Request(fp.leader, &messages.FetchRequest{
+		Topic:         fp.key.topic,
+		Partition:     fp.key.partition,
+		Offset:        fp.offset,
+		MaxBytes:      fp.maxBytes,
+		MinBytes:      cfg.fetchMinBytes,
+		MaxWaitMs:     int32(cfg.fetchMaxWait.Milliseconds()),
+		CorrelationId: fp.corrID,
+	})
+}
+
+// resolve asks the leader for the offset fp.at names.
+func (f *fetcher) resolve(ctx actor.Context, fp *fetchPart) {
+	fp.resolving = true
+	at := fp.at
+	req := &messages.ListOffsetsRequest{Topic: fp.key.topic, Partition: fp.key.partition, Timestamp: at.listTimestamp()}
+	fut := ctx.RequestFuture(fp.leader, req, f.cons.cfg.requestTimeout)
+	ctx.ReenterAfter(fut, func(res any, err error) {
+		fp.resolving = false
+		if fp.at != at || !fp.resolve {
+			f.step(ctx, fp) // reassigned meanwhile
+			return
+		}
+		r, ok := res.(*messages.ListOffsetsResponse)
+		switch {
+		case err != nil || !ok:
+			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
+			fp.leader = nil
+			return
+		case needsMetadata(r.GetError()):
+			fp.leader = nil
+			f.cons.client.forget(fp.key.topic)
+			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
+			return
+		case r.GetError() != messages.ErrorCode_NONE:
+			f.cons.pushErr(fmt.Errorf("client: list offsets of %s-%d: %w", fp.key.topic, fp.key.partition, codeError(r.GetError(), r.GetErrorMessage())))
+			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
+			return
+		case r.GetOffset() < 0 && at.kind == offsetTimestamp:
+			fp.at = AtEnd() // no record that recent: start at the end
+		default:
+			fp.offset, fp.resolve = r.GetOffset(), false
+		}
+		f.step(ctx, fp)
+	})
+}
+
+func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) {
+	fp := f.parts[partKey{m.GetTopic(), m.GetPartition()}]
+	if fp == nil || !fp.inflight || fp.corrID != m.GetCorrelationId() {
+		return
+	}
+	fp.inflight = false
+	f.asked -= int64(fp.asked)
+	cfg := &f.cons.cfg
+	switch code := m.GetError(); {
+	case code == messages.ErrorCode_NONE:
+		f.onRecords(fp, m.GetRecords())
+	case code == messages.ErrorCode_OFFSET_OUT_OF_RANGE:
+		switch cfg.reset {
+		case ResetEarliest:
+			fp.at, fp.resolve = AtStart(), true
+		case ResetLatest:
+			fp.at, fp.resolve = AtEnd(), true
+		default:
+			fp.stopped = true
+			f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, codeError(code, m.GetErrorMessage())))
+		}
+	case needsMetadata(code) || retriable(code):
+		if needsMetadata(code) {
+			fp.leader = nil
+			f.cons.client.forget(fp.key.topic)
+		}
+		fp.retryAt = time.Now().Add(cfg.retryBackoff)
+	default:
+		f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, codeError(code, m.GetErrorMessage())))
+		fp.retryAt = time.Now().Add(cfg.retryBackoff)
+	}
+	f.step(ctx, fp)
+}
+
+// onRecords hands the whole batches of a fetch to Poll and advances the
+// partition's offset past them.
+func (f *fetcher) onRecords(fp *fetchPart, records []byte) {
+	var it wire.BatchIterator
+	it.SkipCRC = true // Poll's decoder checks it
+	it.Reset(records)
+	next := fp.offset
+	for it.Next() {
+		h := it.Header()
+		next = max(next, h.NextOffset())
+	}
+	end := it.Pos()
+	if err := it.Err(); err != nil {
+		f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, err))
+		fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
+	}
+	if end == 0 {
+		if len(records) > 0 && it.Err() == nil && fp.maxBytes < 1<<30 {
+			fp.maxBytes *= 2 // a batch larger than max_bytes: ask for more
+		}
+		return
+	}
+	fp.maxBytes = f.cons.cfg.partitionMaxBytes
+	f.cons.push(fetched{topic: fp.key.topic, partition: fp.key.partition, from: fp.offset, records: records[:end]})
+	f.buffered += int64(end)
+	fp.offset = next
+}
+
+func (f *fetcher) onTick(ctx actor.Context) {
+	cfg := &f.cons.cfg
+	now := time.Now()
+	for _, fp := range f.order {
+		if fp.inflight && now.Sub(fp.sentAt) > cfg.fetchMaxWait+cfg.requestTimeout {
+			fp.inflight = false
+			fp.corrID = 0
+			f.asked -= int64(fp.asked)
+		}
+		f.step(ctx, fp)
+	}
+	if len(f.waiting) > 0 && now.After(f.waitRetryAt) {
+		for topic := range f.waiting {
+			f.refresh(ctx, topic)
+		}
+	}
+}
+
+// refresh asks for topic's metadata, then assigns partitions of a topic
+// assigned whole and moves on the topic's partitions.
+func (f *fetcher) refresh(ctx actor.Context, topic string) {
+	if f.refreshing[topic] {
+		return
+	}
+	f.refreshing[topic] = true
+	c := f.cons.client
+	pid, _ := c.metadataPID()
+	fut := ctx.RequestFuture(pid, &messages.MetadataRequest{Topics: []string{topic}}, c.contactTimeout())
+	ctx.ReenterAfter(fut, func(res any, err error) {
+		delete(f.refreshing, topic)
+		md, ok := res.(*messages.MetadataResponse)
+		if err != nil || !ok {
+			f.retryLater(topic)
+			return
+		}
+		c.contacted.Store(true)
+		c.updateRoutes(md)
+		for _, t := range md.GetTopics() {
+			if t.GetName() != topic || t.GetError() == messages.ErrorCode_NONE {
+				continue
+			}
+			// The topic does not exist (or cannot be served): stop its
+			// partitions and tell Poll.
+			delete(f.waiting, topic)
+			for _, fp := range f.order {
+				if fp.key.topic == topic {
+					fp.stopped = true
+				}
+			}
+			f.cons.pushErr(fmt.Errorf("client: consume %s: %w", topic, codeError(t.GetError(), t.GetErrorMessage())))
+			return
+		}
+		if at, ok := f.waiting[topic]; ok {
+			r := c.route(topic)
+			if r == nil {
+				f.retryLater(topic)
+				return
+			}
+			delete(f.waiting, topic)
+			for i := range r.leaders {
+				f.assign(ctx, topic, int32(i), at)
+			}
+		}
+		for _, fp := range f.order {
+			if fp.key.topic == topic {
+				if fp.leader = c.leader(topic, fp.key.partition); fp.leader == nil {
+					fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
+				}
+				f.step(ctx, fp)
+			}
+		}
+	})
+}
+
+// retryLater backs off the partitions of topic; a topic awaiting its first
+// metadata is asked for again on the next tick.
+func (f *fetcher) retryLater(topic string) {
+	at := time.Now().Add(f.cons.cfg.retryBackoff)
+	for _, fp := range f.order {
+		if fp.key.topic == topic {
+			fp.retryAt = at
+		}
+	}
+	if _, ok := f.waiting[topic]; ok {
+		f.waitRetryAt = at
+	}
+}

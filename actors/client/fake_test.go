@@ -1,0 +1,468 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/wire"
+)
+
+// faults are what a fake partition does wrong. Zero means never.
+type faults struct {
+	dropProduceEvery int           // ignore every n-th ProduceRequest
+	loseAnswerEvery  int           // append every n-th batch but send no answer
+	dropFetchEvery   int           // ignore every n-th FetchRequest
+	produceDelay     time.Duration // answer produce requests this late
+	discard          bool          // assign offsets but keep no records (benchmarks)
+}
+
+// fakeCluster is a metadata actor and partition actors, in memory.
+type fakeCluster struct {
+	system *actor.ActorSystem
+
+	mu         sync.Mutex
+	faults     faults
+	topics     map[string][]*fakePartition
+	producerID int64
+}
+
+// newFakeCluster spawns a fake metadata actor in system.
+func newFakeCluster(t testing.TB, system *actor.ActorSystem) *fakeCluster {
+	t.Helper()
+	fc := &fakeCluster{system: system, topics: map[string][]*fakePartition{}}
+	_, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeMetadata{fc: fc} }), MetadataActorName)
+	require.NoError(t, err)
+	return fc
+}
+
+// newLocalSystem is an actor system without remote, stopped at the end of t.
+func newLocalSystem(t *testing.T) *actor.ActorSystem {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	t.Cleanup(sys.Shutdown)
+	return sys
+}
+
+// newRemoteSystem is an actor system with remote on 127.0.0.1, any port.
+func newRemoteSystem(t *testing.T) *actor.ActorSystem {
+	t.Helper()
+	sys := actor.NewActorSystem()
+	r := remote.NewRemote(sys, actors.RemoteConfig("127.0.0.1", 0, logrus.NewEntry(logrus.StandardLogger())))
+	r.Start()
+	t.Cleanup(func() {
+		r.Shutdown(false)
+		sys.Shutdown()
+	})
+	return sys
+}
+
+func (fc *fakeCluster) setFaults(f faults) {
+	fc.mu.Lock()
+	fc.faults = f
+	fc.mu.Unlock()
+}
+
+func (fc *fakeCluster) getFaults() faults {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.faults
+}
+
+// createTopic makes a topic with n partitions.
+func (fc *fakeCluster) createTopic(name string, n int) error {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if _, ok := fc.topics[name]; ok {
+		return &Error{Code: messages.ErrorCode_TOPIC_ALREADY_EXISTS, Message: name}
+	}
+	parts := make([]*fakePartition, n)
+	for i := range parts {
+		fp := &fakePartition{fc: fc, topic: name, partition: int32(i), producers: map[int64]*fakeProducer{}}
+		fp.name = fmt.Sprintf("partition-%s-%d", name, i)
+		pid, err := fc.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakePartitionActor{fp} }), fp.name)
+		if err != nil {
+			return err
+		}
+		fp.pid = pid
+		parts[i] = fp
+	}
+	fc.topics[name] = parts
+	return nil
+}
+
+func (fc *fakeCluster) partition(topic string, p int) *fakePartition {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return fc.topics[topic][p]
+}
+
+// stats sums the fake partitions' counters of a topic.
+func (fc *fakeCluster) stats(topic string) (st fakeStats) {
+	fc.mu.Lock()
+	parts := fc.topics[topic]
+	fc.mu.Unlock()
+	for _, p := range parts {
+		p.mu.Lock()
+		st.batches += len(p.batches)
+		st.duplicates += p.stats.duplicates
+		st.outOfOrder += p.stats.outOfOrder
+		st.dropped += p.stats.dropped
+		st.unanswered += p.stats.unanswered
+		st.fetchDropped += p.stats.fetchDropped
+		st.notLeader += p.stats.notLeader
+		p.mu.Unlock()
+	}
+	return st
+}
+
+type fakeStats struct {
+	batches, duplicates, outOfOrder, dropped, unanswered, fetchDropped, notLeader int
+}
+
+// fakeMetadata answers metadata and admin requests from the fake cluster.
+type fakeMetadata struct{ fc *fakeCluster }
+
+func (m *fakeMetadata) Receive(ctx actor.Context) {
+	fc := m.fc
+	switch req := ctx.Message().(type) {
+	case *messages.MetadataRequest:
+		ctx.Respond(fc.metadata(req.GetTopics()))
+	case *messages.CreateTopicRequest:
+		if err := fc.createTopic(req.GetName(), int(req.GetPartitions())); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				ctx.Respond(&messages.CreateTopicResponse{Error: e.Code, ErrorMessage: e.Message})
+				return
+			}
+			ctx.Respond(&messages.CreateTopicResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()})
+			return
+		}
+		ctx.Respond(&messages.CreateTopicResponse{Topic: fc.metadata([]string{req.GetName()}).GetTopics()[0]})
+	case *messages.DeleteTopicRequest:
+		fc.mu.Lock()
+		parts, ok := fc.topics[req.GetName()]
+		delete(fc.topics, req.GetName())
+		fc.mu.Unlock()
+		if !ok {
+			ctx.Respond(&messages.DeleteTopicResponse{Error: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION})
+			return
+		}
+		for _, p := range parts {
+			ctx.Stop(p.pid)
+		}
+		ctx.Respond(&messages.DeleteTopicResponse{})
+	case *messages.InitProducerIdRequest:
+		fc.mu.Lock()
+		fc.producerID++
+		id := fc.producerID
+		fc.mu.Unlock()
+		ctx.Respond(&messages.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0})
+	}
+}
+
+func (fc *fakeCluster) metadata(topics []string) *messages.MetadataResponse {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	addr := fc.system.Address()
+	md := &messages.MetadataResponse{Brokers: []*messages.Broker{{NodeId: 1, Address: addr}}, ControllerId: 1}
+	if len(topics) == 0 {
+		for name := range fc.topics {
+			topics = append(topics, name)
+		}
+	}
+	for _, name := range topics {
+		parts, ok := fc.topics[name]
+		if !ok {
+			md.Topics = append(md.Topics, &messages.TopicMetadata{Name: name, Error: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION})
+			continue
+		}
+		tm := &messages.TopicMetadata{Name: name}
+		for _, p := range parts {
+			tm.Partitions = append(tm.Partitions, &messages.PartitionMetadata{
+				Partition: p.partition, Leader: 1, LeaderAddress: addr, ActorName: p.name,
+			})
+		}
+		md.Topics = append(md.Topics, tm)
+	}
+	return md
+}
+
+// fakePartition keeps a partition's batches in memory, assigns offsets,
+// checks producer sequences, and parks fetches until data or max wait.
+type fakePartition struct {
+	fc        *fakeCluster
+	topic     string
+	partition int32
+	name      string
+	pid       *actor.PID
+
+	mu        sync.Mutex
+	batches   [][]byte // stored with their base offsets
+	next      int64
+	producers map[int64]*fakeProducer
+	parked    []*parkedFetch
+	moves     int
+	produces  int
+	fetches   int
+	stats     fakeStats
+}
+
+type fakeProducer struct {
+	epoch   int16
+	lastSeq int32
+	recent  []recentBatch // the last five batches
+}
+
+type recentBatch struct {
+	first, last int32
+	baseOffset  int64
+}
+
+type parkedFetch struct {
+	sender *actor.PID
+	req    *messages.FetchRequest
+	done   atomic.Bool
+}
+
+type fetchExpired struct{ p *parkedFetch }
+
+// moveLeader makes a new actor lead a partition; the old one answers
+// NOT_LEADER_OR_FOLLOWER from then on.
+func (fc *fakeCluster) moveLeader(topic string, partition int) error {
+	p := fc.partition(topic, partition)
+	p.mu.Lock()
+	p.moves++
+	name := fmt.Sprintf("partition-%s-%d-%d", topic, partition, p.moves)
+	p.mu.Unlock()
+	pid, err := fc.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakePartitionActor{p} }), name)
+	if err != nil {
+		return err
+	}
+	fc.mu.Lock()
+	p.mu.Lock()
+	p.name, p.pid = name, pid
+	p.mu.Unlock()
+	fc.mu.Unlock()
+	return nil
+}
+
+// fakePartitionActor is one actor serving a fake partition: the leader, or
+// a former leader that refuses requests.
+type fakePartitionActor struct{ p *fakePartition }
+
+func (a *fakePartitionActor) Receive(ctx actor.Context) {
+	p := a.p
+	p.mu.Lock()
+	leader := p.name == ctx.Self().GetId()
+	p.mu.Unlock()
+	if !leader {
+		notLeader := messages.ErrorCode_NOT_LEADER_OR_FOLLOWER
+		switch m := ctx.Message().(type) {
+		case *messages.ProduceRequest:
+			p.mu.Lock()
+			p.stats.notLeader++
+			p.mu.Unlock()
+			ctx.Respond(&messages.ProduceResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), Error: notLeader})
+		case *messages.FetchRequest:
+			ctx.Respond(&messages.FetchResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), Error: notLeader})
+		case *messages.ListOffsetsRequest:
+			ctx.Respond(&messages.ListOffsetsResponse{Error: notLeader})
+		case *messages.PartitionStatusRequest:
+			ctx.Respond(&messages.PartitionStatusResponse{Error: notLeader})
+		}
+		return
+	}
+	p.Receive(ctx)
+}
+
+func (p *fakePartition) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.ProduceRequest:
+		p.onProduce(ctx, m)
+	case *messages.FetchRequest:
+		p.onFetch(ctx, m)
+	case *fetchExpired:
+		if m.p.done.CompareAndSwap(false, true) {
+			ctx.Send(m.p.sender, p.fetchResponse(m.p.req))
+		}
+	case *messages.ListOffsetsRequest:
+		ctx.Respond(p.listOffsets(m))
+	case *messages.PartitionStatusRequest:
+		p.mu.Lock()
+		ctx.Respond(&messages.PartitionStatusResponse{Topic: p.topic, Partition: p.partition, LogEndOffset: p.next, HighWatermark: p.next, Segments: 1})
+		p.mu.Unlock()
+	}
+}
+
+func (p *fakePartition) onProduce(ctx actor.Context, m *messages.ProduceRequest) {
+	f := p.fc.getFaults()
+	p.mu.Lock()
+	p.produces++
+	if f.dropProduceEvery > 0 && p.produces%f.dropProduceEvery == 0 {
+		p.stats.dropped++
+		p.mu.Unlock()
+		return
+	}
+	resp := p.append(m)
+	lose := f.loseAnswerEvery > 0 && p.produces%f.loseAnswerEvery == 0
+	if lose {
+		p.stats.unanswered++
+	}
+	p.mu.Unlock()
+	p.wakeParked(ctx)
+	if m.GetAcks() == 0 || lose {
+		return
+	}
+	if f.produceDelay > 0 {
+		sender, root := ctx.Sender(), ctx.ActorSystem().Root
+		time.AfterFunc(f.produceDelay, func() { root.Send(sender, resp) })
+		return
+	}
+	ctx.Respond(resp)
+}
+
+// append checks and stores a produced batch. Called with p.mu held.
+func (p *fakePartition) append(m *messages.ProduceRequest) *messages.ProduceResponse {
+	resp := &messages.ProduceResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId()}
+	h, err := wire.Validate(m.GetRecords())
+	if err != nil {
+		resp.Error = messages.ErrorCode_CORRUPT_MESSAGE
+		resp.ErrorMessage = err.Error()
+		return resp
+	}
+	var prod *fakeProducer
+	if h.ProducerID >= 0 {
+		prod = p.producers[h.ProducerID]
+		if prod == nil {
+			if h.BaseSequence != 0 {
+				p.stats.outOfOrder++
+				resp.Error = messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER
+				return resp
+			}
+			prod = &fakeProducer{epoch: h.ProducerEpoch, lastSeq: -1}
+			p.producers[h.ProducerID] = prod
+		}
+		for _, r := range prod.recent {
+			if r.first == h.BaseSequence && r.last == h.LastSequence() {
+				p.stats.duplicates++
+				resp.BaseOffset = r.baseOffset
+				return resp
+			}
+		}
+		if h.BaseSequence != prod.lastSeq+1 {
+			p.stats.outOfOrder++
+			resp.Error = messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER
+			return resp
+		}
+	}
+	if !p.fc.getFaults().discard {
+		stored := append([]byte(nil), m.GetRecords()[:h.Size()]...)
+		wire.SetBaseOffset(stored, p.next)
+		p.batches = append(p.batches, stored)
+	}
+	resp.BaseOffset = p.next
+	if prod != nil {
+		prod.lastSeq = h.LastSequence()
+		prod.recent = append(prod.recent, recentBatch{h.BaseSequence, h.LastSequence(), p.next})
+		if len(prod.recent) > 5 {
+			prod.recent = prod.recent[1:]
+		}
+	}
+	p.next += int64(h.RecordCount)
+	return resp
+}
+
+func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
+	f := p.fc.getFaults()
+	p.mu.Lock()
+	p.fetches++
+	if f.dropFetchEvery > 0 && p.fetches%f.dropFetchEvery == 0 {
+		p.stats.fetchDropped++
+		p.mu.Unlock()
+		return
+	}
+	available := p.next - m.GetOffset()
+	p.mu.Unlock()
+	if available > 0 || m.GetMaxWaitMs() <= 0 || m.GetOffset() < 0 || available < 0 {
+		ctx.Respond(p.fetchResponse(m))
+		return
+	}
+	pf := &parkedFetch{sender: ctx.Sender(), req: m}
+	p.mu.Lock()
+	p.parked = append(p.parked, pf)
+	p.mu.Unlock()
+	scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(time.Duration(m.GetMaxWaitMs())*time.Millisecond, ctx.Self(), &fetchExpired{pf})
+}
+
+func (p *fakePartition) wakeParked(ctx actor.Context) {
+	p.mu.Lock()
+	parked := p.parked
+	p.parked = nil
+	p.mu.Unlock()
+	for _, pf := range parked {
+		if pf.done.CompareAndSwap(false, true) {
+			ctx.Send(pf.sender, p.fetchResponse(pf.req))
+		}
+	}
+}
+
+// fetchResponse reads whole batches from the request's offset, at least one,
+// then up to max_bytes.
+func (p *fakePartition) fetchResponse(m *messages.FetchRequest) *messages.FetchResponse {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	resp := &messages.FetchResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), HighWatermark: p.next, Offset: m.GetOffset()}
+	if m.GetOffset() < 0 || m.GetOffset() > p.next {
+		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
+		return resp
+	}
+	var out []byte
+	for _, b := range p.batches {
+		h, _ := wire.ParseHeader(b)
+		if h.NextOffset() <= m.GetOffset() {
+			continue
+		}
+		if len(out) > 0 && len(out)+len(b) > int(m.GetMaxBytes()) {
+			break
+		}
+		out = append(out, b...)
+	}
+	resp.Records = out
+	return resp
+}
+
+func (p *fakePartition) listOffsets(m *messages.ListOffsetsRequest) *messages.ListOffsetsResponse {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch m.GetTimestamp() {
+	case EarliestOffset:
+		return &messages.ListOffsetsResponse{Offset: 0}
+	case LatestOffset:
+		return &messages.ListOffsetsResponse{Offset: p.next}
+	}
+	for _, b := range p.batches {
+		var found int64 = -1
+		_ = wire.Records(b, func(r wire.Record) error {
+			if found < 0 && r.Timestamp >= m.GetTimestamp() {
+				found = r.Offset
+			}
+			return nil
+		})
+		if found >= 0 {
+			return &messages.ListOffsetsResponse{Offset: found}
+		}
+	}
+	return &messages.ListOffsetsResponse{Offset: -1, Timestamp: -1}
+}

@@ -1,0 +1,523 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/wire"
+)
+
+// ProducerOpt configures a Producer.
+type ProducerOpt func(*producerConfig)
+
+type producerConfig struct {
+	linger          time.Duration
+	batchBytes      int
+	acks            int32
+	compression     wire.Compression
+	maxBuffered     int64
+	requestTimeout  time.Duration
+	retries         int
+	retryBackoff    time.Duration
+	deliveryTimeout time.Duration
+	maxInFlight     int
+	idempotent      bool
+	partitioner     Partitioner
+}
+
+// Linger is how long a partition's batch waits for more records before it is
+// sent. Default 5ms (Kafka's linger.ms default since 4.0).
+func Linger(d time.Duration) ProducerOpt { return func(c *producerConfig) { c.linger = d } }
+
+// BatchBytes is the size at which a partition's batch is sealed and sent.
+// Default 1 MiB: larger than Kafka's batch.size (16 KiB) and equal to
+// franz-go's, because one actor message per batch is the unit of cost here
+// and big batches buy throughput. A single record larger than this is sent
+// in a batch of its own.
+func BatchBytes(n int) ProducerOpt { return func(c *producerConfig) { c.batchBytes = n } }
+
+// Acks is the acknowledgement asked of the partition: 0 none (a record's
+// promise fires once its batch is sent, with offset -1), 1 the leader's
+// write, -1 all in-sync replicas and an fsync. Default -1, as Kafka since 3.0.
+func Acks(n int) ProducerOpt { return func(c *producerConfig) { c.acks = int32(n) } }
+
+// Compression is the codec of produced batches. Default none.
+func Compression(codec wire.Compression) ProducerOpt {
+	return func(c *producerConfig) { c.compression = codec }
+}
+
+// MaxBufferedBytes bounds the bytes of records produced but not yet
+// acknowledged. Produce blocks (until its context ends) while the bound is
+// reached. Default 64 MiB.
+func MaxBufferedBytes(n int64) ProducerOpt { return func(c *producerConfig) { c.maxBuffered = n } }
+
+// ProducerRequestTimeout bounds each ProduceRequest; a batch not answered in
+// time is sent again. Default: the client's RequestTimeout (30s).
+func ProducerRequestTimeout(d time.Duration) ProducerOpt {
+	return func(c *producerConfig) { c.requestTimeout = d }
+}
+
+// Retries bounds how many times a batch is sent again after a failure.
+// Default effectively unlimited (math.MaxInt32), bounded by DeliveryTimeout.
+func Retries(n int) ProducerOpt { return func(c *producerConfig) { c.retries = n } }
+
+// RetryBackoff is the pause before a partition's batches are sent again
+// after a failure. Default 100ms.
+func RetryBackoff(d time.Duration) ProducerOpt { return func(c *producerConfig) { c.retryBackoff = d } }
+
+// DeliveryTimeout bounds the time from a batch's sealing to its
+// acknowledgement, retries included; records still unacknowledged then fail
+// with ErrDeliveryTimeout. Default 2 minutes, as Kafka's delivery.timeout.ms.
+func DeliveryTimeout(d time.Duration) ProducerOpt {
+	return func(c *producerConfig) { c.deliveryTimeout = d }
+}
+
+// MaxInFlightPerPartition bounds the ProduceRequests awaiting an answer per
+// partition. Default 5, the most Kafka allows with idempotence.
+func MaxInFlightPerPartition(n int) ProducerOpt {
+	return func(c *producerConfig) { c.maxInFlight = n }
+}
+
+// Idempotent makes the producer ask for a producer id and number each
+// partition's records, so that a batch sent again after a lost answer is
+// appended once. Default true; ignored (off) with Acks(0), which never
+// resends.
+func Idempotent(on bool) ProducerOpt { return func(c *producerConfig) { c.idempotent = on } }
+
+// WithPartitioner sets the partitioner. Default DefaultPartitioner().
+func WithPartitioner(p Partitioner) ProducerOpt {
+	return func(c *producerConfig) { c.partitioner = p }
+}
+
+// Producer produces records to any topics. Produce, ProduceSync, Flush and
+// BufferedBytes are safe for concurrent use. Records are appended to
+// per-partition batches by the calling goroutine; the producer's sender actor
+// sends sealed batches, retries them and calls the promises, in order per
+// partition, from its own goroutine: a promise must not block, and must not
+// call Produce when the buffer may be full.
+type Producer struct {
+	client *Client
+	cfg    producerConfig
+	sender *actor.PID
+	logger *logrus.Entry
+
+	producerID    int64
+	producerEpoch int16
+
+	mu       sync.Mutex
+	topics   map[string]*topicBuffer
+	buffered int64
+	space    chan struct{} // closed when buffered bytes are released
+	closed   bool
+
+	batches sync.Pool // *batch, with buffers to reuse
+}
+
+// topicBuffer is a topic's open batches.
+type topicBuffer struct {
+	name        string
+	partitioner TopicPartitioner
+	partitions  []*partitionBuffer
+}
+
+// partitionBuffer is a partition's open batch. Guarded by Producer.mu.
+type partitionBuffer struct {
+	topic     string
+	partition int32
+	builder   *wire.Builder
+	pending   []pending
+	bytes     int64
+	nextSeq   int32
+	lingerAt  time.Time
+	timer     *time.Timer
+}
+
+// pending is a record waiting for its batch's answer.
+type pending struct {
+	record  *Record
+	promise func(*Record, error)
+}
+
+// batch is a sealed record batch on its way to a partition. The facade fills
+// it; from then on only the sender actor touches it.
+type batch struct {
+	topic     string
+	partition int32
+	buf       []byte
+	records   []pending
+	bytes     int64
+	baseSeq   int32
+	err       error // set when sealing failed
+	sealed    time.Time
+
+	corrID   int64
+	sentAt   time.Time
+	attempts int
+	stamped  int32 // sequence shift the batch was last stamped with
+	lastErr  error
+}
+
+// NewProducer returns a producer. With idempotence (the default) it first
+// asks a broker for a producer id.
+func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
+	cfg := producerConfig{
+		linger:          5 * time.Millisecond,
+		batchBytes:      1 << 20,
+		acks:            -1,
+		maxBuffered:     64 << 20,
+		requestTimeout:  c.cfg.requestTimeout,
+		retries:         math.MaxInt32,
+		retryBackoff:    100 * time.Millisecond,
+		deliveryTimeout: 2 * time.Minute,
+		maxInFlight:     5,
+		idempotent:      true,
+		partitioner:     DefaultPartitioner(),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case cfg.acks != 0 && cfg.acks != 1 && cfg.acks != -1:
+		return nil, fmt.Errorf("client: acks %d (want 0, 1 or -1)", cfg.acks)
+	case cfg.batchBytes <= 0 || cfg.maxBuffered <= 0 || cfg.maxInFlight <= 0:
+		return nil, errors.New("client: batch bytes, buffered bytes and in-flight requests must be positive")
+	case cfg.requestTimeout <= 0 || cfg.deliveryTimeout <= 0 || cfg.linger < 0 || cfg.retryBackoff < 0 || cfg.retries < 0:
+		return nil, errors.New("client: negative or zero timeout")
+	case cfg.partitioner == nil:
+		return nil, errors.New("client: nil partitioner")
+	}
+	if cfg.acks == 0 {
+		cfg.idempotent = false
+	}
+	p := &Producer{
+		client:        c,
+		cfg:           cfg,
+		logger:        c.logger.WithField("actor", "producer"),
+		producerID:    -1,
+		producerEpoch: -1,
+		topics:        map[string]*topicBuffer{},
+		space:         make(chan struct{}),
+	}
+	if cfg.idempotent {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.requestTimeout)
+		id, epoch, err := c.initProducerID(ctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("client: init producer id: %w", err)
+		}
+		p.producerID, p.producerEpoch = id, epoch
+	}
+	p.sender = c.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSender(p) }))
+	return p, nil
+}
+
+// BufferedBytes is the size of the records produced and not yet
+// acknowledged. It never exceeds MaxBufferedBytes, except by one record
+// larger than the bound, admitted alone.
+func (p *Producer) BufferedBytes() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.buffered
+}
+
+// recordSize is what a record counts against MaxBufferedBytes and
+// BatchBytes: its encoded size with room for the deltas.
+func recordSize(r *Record) int64 {
+	return int64(wire.RecordSize(0, 0, r.Key, r.Value, r.Headers)) + 12
+}
+
+// Produce appends r to its partition's batch and returns; promise (may be
+// nil) is called once with r and nil when r is acknowledged (r.Partition and
+// r.Offset set), or with the error that failed it. Produce blocks while the
+// buffered bytes are at MaxBufferedBytes, and fails r with ctx's error if
+// ctx ends first. The producer keeps r, its key, value and headers until the
+// promise: do not change them before.
+func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record, error)) {
+	if promise == nil {
+		promise = func(*Record, error) {}
+	}
+	p.mu.Lock()
+	tb := p.topics[r.Topic]
+	p.mu.Unlock()
+	if tb == nil {
+		route, err := p.client.topicRoute(ctx, r.Topic)
+		if err != nil {
+			promise(r, err)
+			return
+		}
+		p.mu.Lock()
+		if tb = p.topics[r.Topic]; tb == nil {
+			tb = p.newTopicBuffer(r.Topic, len(route.leaders))
+			p.topics[r.Topic] = tb
+		}
+		p.mu.Unlock()
+	}
+	if len(tb.partitions) == 0 {
+		promise(r, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: r.Topic + " has no partitions"})
+		return
+	}
+	size := recordSize(r)
+
+	p.mu.Lock()
+	for !p.closed && p.buffered > 0 && p.buffered+size > p.cfg.maxBuffered {
+		space := p.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			promise(r, ctx.Err())
+			return
+		}
+		p.mu.Lock()
+	}
+	if p.closed {
+		p.mu.Unlock()
+		promise(r, ErrClosed)
+		return
+	}
+	n := len(tb.partitions)
+	part := tb.partitioner.Partition(r, n)
+	if err := checkPartition(r.Topic, part, n); err != nil {
+		p.mu.Unlock()
+		promise(r, err)
+		return
+	}
+	r.Partition = int32(part)
+	if r.Timestamp.IsZero() {
+		r.Timestamp = time.Now()
+	}
+	pb := tb.partitions[part]
+	if pb.builder.Len() > 0 && int64(pb.builder.Size())+size > int64(p.cfg.batchBytes) {
+		p.seal(tb, pb)
+		part = tb.partitioner.Partition(r, n)
+		if err := checkPartition(r.Topic, part, n); err != nil {
+			p.mu.Unlock()
+			promise(r, err)
+			return
+		}
+		r.Partition = int32(part)
+		pb = tb.partitions[part]
+	}
+	pb.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
+	pb.pending = append(pb.pending, pending{record: r, promise: promise})
+	pb.bytes += size
+	p.buffered += size
+	if pb.builder.Size() >= p.cfg.batchBytes {
+		p.seal(tb, pb)
+	} else if pb.builder.Len() == 1 {
+		pb.lingerAt = time.Now().Add(p.cfg.linger)
+		if pb.timer == nil {
+			pb.timer = time.AfterFunc(p.cfg.linger, func() { p.lingerExpired(tb, pb) })
+		} else {
+			pb.timer.Reset(p.cfg.linger)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// newTopicBuffer makes the open batches of a topic with n partitions.
+func (p *Producer) newTopicBuffer(topic string, n int) *topicBuffer {
+	tb := &topicBuffer{name: topic, partitioner: p.cfg.partitioner.ForTopic(topic), partitions: make([]*partitionBuffer, n)}
+	for i := range tb.partitions {
+		pb := &partitionBuffer{topic: topic, partition: int32(i)}
+		pb.builder = wire.NewBuilder(p.batchOptions(pb))
+		tb.partitions[i] = pb
+	}
+	return tb
+}
+
+// batchOptions are the header fields of pb's next batch.
+func (p *Producer) batchOptions(pb *partitionBuffer) wire.BatchOptions {
+	if !p.cfg.idempotent {
+		opts := wire.NoProducer
+		opts.Compression = p.cfg.compression
+		return opts
+	}
+	return wire.BatchOptions{
+		Compression:   p.cfg.compression,
+		ProducerID:    p.producerID,
+		ProducerEpoch: p.producerEpoch,
+		BaseSequence:  pb.nextSeq,
+	}
+}
+
+// lingerExpired seals pb's batch when it has waited Linger.
+func (p *Producer) lingerExpired(tb *topicBuffer, pb *partitionBuffer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pb.builder.Len() == 0 {
+		return
+	}
+	if wait := time.Until(pb.lingerAt); wait > 0 {
+		pb.timer.Reset(wait)
+		return
+	}
+	p.seal(tb, pb)
+}
+
+// seal closes pb's open batch and hands it to the sender. Called with p.mu
+// held, which keeps each partition's batches in sequence order in the
+// sender's mailbox.
+func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
+	b, _ := p.batches.Get().(*batch)
+	if b == nil {
+		b = &batch{}
+	}
+	b.topic, b.partition = pb.topic, pb.partition
+	b.buf, b.err = pb.builder.AppendTo(b.buf[:0])
+	b.records, pb.pending = pb.pending, b.records[:0]
+	b.bytes, pb.bytes = pb.bytes, 0
+	b.baseSeq = pb.nextSeq
+	b.sealed = time.Now()
+	b.corrID, b.attempts, b.stamped, b.lastErr = 0, 0, 0, nil
+	if p.cfg.idempotent {
+		pb.nextSeq = addSeq(pb.nextSeq, int32(len(b.records)))
+	}
+	pb.builder.Reset(p.batchOptions(pb))
+	if pb.timer != nil {
+		pb.timer.Stop()
+	}
+	tb.partitioner.OnBatchSealed(int(pb.partition))
+	p.client.root.Send(p.sender, b)
+}
+
+// addSeq adds n to a sequence number, wrapping at 2^31 as Kafka does.
+func addSeq(seq, n int32) int32 {
+	return int32((int64(seq) + int64(n)) % (1 << 31))
+}
+
+// subSeq subtracts n from a sequence number, wrapping at 2^31.
+func subSeq(seq, n int32) int32 {
+	return int32((int64(seq) - int64(n) + 1<<31) % (1 << 31))
+}
+
+// release returns n bytes to the buffer and wakes blocked producers.
+func (p *Producer) release(n int64) {
+	p.mu.Lock()
+	p.buffered -= n
+	close(p.space)
+	p.space = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// recycle keeps b's buffers for another batch.
+func (p *Producer) recycle(b *batch) {
+	clear(b.records)
+	b.records = b.records[:0]
+	b.err, b.lastErr = nil, nil
+	p.batches.Put(b)
+}
+
+// ProduceSync produces rs, sends the open batches at once rather than after
+// Linger, and waits until each record is acknowledged or failed. It returns
+// the first error.
+func (p *Producer) ProduceSync(ctx context.Context, rs ...*Record) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	wg.Add(len(rs))
+	for _, r := range rs {
+		p.Produce(ctx, r, func(_ *Record, err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	p.mu.Lock()
+	p.sealAll()
+	p.mu.Unlock()
+	wg.Wait()
+	return first
+}
+
+// sealAll seals every open batch. Called with p.mu held.
+func (p *Producer) sealAll() {
+	for _, tb := range p.topics {
+		for _, pb := range tb.partitions {
+			if pb.builder.Len() > 0 {
+				p.seal(tb, pb)
+			}
+		}
+	}
+}
+
+// Flush sends every open batch at once and waits until every record
+// produced so far (and any produced meanwhile) is acknowledged or failed, or
+// ctx ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.sealAll()
+	for p.buffered > 0 {
+		space := p.space
+		p.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// Close flushes, waiting at most DeliveryTimeout, then stops the producer.
+// Records produced afterwards fail with ErrClosed.
+func (p *Producer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.deliveryTimeout)
+	defer cancel()
+	err := p.Flush(ctx)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	close(p.space)
+	p.space = make(chan struct{})
+	for _, tb := range p.topics {
+		for _, pb := range tb.partitions {
+			if pb.timer != nil {
+				pb.timer.Stop()
+			}
+		}
+	}
+	p.mu.Unlock()
+	if werr := p.client.root.PoisonFuture(p.sender).Wait(); werr != nil && err == nil {
+		err = fmt.Errorf("client: stop producer: %w", werr)
+	}
+	return err
+}
+
+// Byte positions of the producer fields in a record batch header (see
+// package wire); the CRC covers them from attributesPos on.
+const (
+	attributesPos    = 21
+	crcPos           = 17
+	producerIDPos    = 43
+	producerEpochPos = 51
+	baseSequencePos  = 53
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// stampSequence rewrites a sealed batch's base sequence and its CRC.
+func stampSequence(b []byte, seq int32) {
+	binary.BigEndian.PutUint32(b[baseSequencePos:], uint32(seq))
+	binary.BigEndian.PutUint32(b[crcPos:], crc32.Checksum(b[attributesPos:], castagnoli))
+}

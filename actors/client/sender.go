@@ -1,0 +1,346 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/depot-dev/depot/messages"
+)
+
+// senderTick wakes the sender to check timeouts and backoffs.
+type senderTick struct{}
+
+// partKey names a partition.
+type partKey struct {
+	topic     string
+	partition int32
+}
+
+// sender is a producer's actor: it receives sealed batches (one message per
+// batch), sends them to partition leaders in sequence order with at most
+// MaxInFlightPerPartition awaiting an answer, matches answers by correlation
+// id, and on a lost answer or a retriable error sends the partition's
+// batches again from the first unacknowledged one, with the same bytes and
+// sequences, after RetryBackoff. Not shared: all access is through its
+// mailbox.
+type sender struct {
+	p          *Producer
+	parts      map[partKey]*partSender
+	refreshing map[string]bool
+	corrID     int64
+	stopTick   scheduler.CancelFunc
+}
+
+// partSender is the sender's state for one partition.
+type partSender struct {
+	key      partKey
+	leader   *actor.PID
+	queue    []*batch // unacknowledged batches in sequence order
+	inflight int      // batches at the front of queue awaiting an answer
+	retryAt  time.Time
+	// seqShift is subtracted from the sequences of batches sent from now
+	// on: the count of records in batches the partition refused outright,
+	// whose sequences it never recorded.
+	seqShift int32
+	// unconfirmed counts the records of batches failed after being sent,
+	// just before the queue's head: the partition may or may not have
+	// them. An out-of-order answer to the head then means it does not, and
+	// they join seqShift.
+	unconfirmed int32
+}
+
+func newSender(p *Producer) *sender {
+	return &sender{p: p, parts: map[partKey]*partSender{}, refreshing: map[string]bool{}}
+}
+
+// tickInterval is how often the sender checks timeouts and backoffs.
+func (s *sender) tickInterval() time.Duration {
+	d := min(s.p.cfg.requestTimeout/4, 50*time.Millisecond)
+	if s.p.cfg.retryBackoff > 0 {
+		d = min(d, s.p.cfg.retryBackoff)
+	}
+	return max(d, 5*time.Millisecond)
+}
+
+// Receive dispatches the sender's messages.
+func (s *sender) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		d := s.tickInterval()
+		s.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d, d, ctx.Self(), &senderTick{})
+	case *batch:
+		s.onBatch(ctx, m)
+	case *messages.ProduceResponse:
+		s.onResponse(ctx, m)
+	case *senderTick:
+		s.onTick(ctx)
+	case *actor.Stopping:
+		if s.stopTick != nil {
+			s.stopTick()
+		}
+		for _, ps := range s.parts {
+			for _, b := range ps.queue {
+				s.complete(b, -1, ErrClosed)
+			}
+			ps.queue, ps.inflight = nil, 0
+		}
+	case *actor.Stopped, *actor.Restarting:
+	default:
+		s.p.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+func (s *sender) part(topic string, partition int32) *partSender {
+	k := partKey{topic, partition}
+	ps := s.parts[k]
+	if ps == nil {
+		ps = &partSender{key: k}
+		s.parts[k] = ps
+	}
+	return ps
+}
+
+func (s *sender) onBatch(ctx actor.Context, b *batch) {
+	if b.err != nil {
+		s.complete(b, -1, fmt.Errorf("client: seal batch: %w", b.err))
+		return
+	}
+	ps := s.part(b.topic, b.partition)
+	ps.queue = append(ps.queue, b)
+	s.trySend(ctx, ps)
+}
+
+// trySend sends the partition's unsent batches while the in-flight bound
+// allows, unless it is backing off or waiting for metadata.
+func (s *sender) trySend(ctx actor.Context, ps *partSender) {
+	if len(ps.queue) == ps.inflight || s.refreshing[ps.key.topic] {
+		return
+	}
+	now := time.Now()
+	if now.Before(ps.retryAt) {
+		return
+	}
+	if ps.leader == nil {
+		ps.leader = s.p.client.leader(ps.key.topic, ps.key.partition)
+		if ps.leader == nil {
+			s.refresh(ctx, ps.key.topic)
+			return
+		}
+	}
+	cfg := &s.p.cfg
+	for ps.inflight < len(ps.queue) && (cfg.acks == 0 || ps.inflight < cfg.maxInFlight) {
+		b := ps.queue[ps.inflight]
+		if cfg.idempotent && b.stamped != ps.seqShift {
+			stampSequence(b.buf, subSeq(b.baseSeq, ps.seqShift))
+			b.stamped = ps.seqShift
+		}
+		s.corrID++
+		b.corrID = s.corrID
+		b.sentAt = now
+		b.attempts++
+		ctx.Request(ps.leader, &messages.ProduceRequest{
+			Topic:         ps.key.topic,
+			Partition:     ps.key.partition,
+			Acks:          cfg.acks,
+			TimeoutMs:     int32(min(cfg.requestTimeout.Milliseconds(), 1<<31-1)),
+			Records:       b.buf,
+			CorrelationId: b.corrID,
+		})
+		if cfg.acks == 0 {
+			ps.queue = ps.queue[1:]
+			s.complete(b, -1, nil)
+			continue
+		}
+		ps.inflight++
+	}
+}
+
+func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
+	ps := s.parts[partKey{m.GetTopic(), m.GetPartition()}]
+	if ps == nil {
+		return
+	}
+	i := 0
+	for i < ps.inflight && ps.queue[i].corrID != m.GetCorrelationId() {
+		i++
+	}
+	if i == ps.inflight {
+		return // an answer to a request sent before a resend
+	}
+	b := ps.queue[i]
+	code := m.GetError()
+	switch {
+	case code == messages.ErrorCode_NONE || code == messages.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
+		ps.unconfirmed = 0
+		s.remove(ps, i)
+		ps.inflight--
+		s.complete(b, m.GetBaseOffset(), nil)
+		s.trySend(ctx, ps)
+	case code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER && i == 0 && ps.unconfirmed != 0 && b.stamped == ps.seqShift:
+		// The batches failed before the head never reached the log:
+		// renumber from the partition's last sequence and resend.
+		ps.seqShift = addSeq(ps.seqShift, ps.unconfirmed)
+		ps.unconfirmed = 0
+		b.lastErr = codeError(code, m.GetErrorMessage())
+		s.backoff(ps)
+	case retriable(code) || code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER:
+		// An out-of-order sequence after the first batch means an earlier
+		// request was lost: resend from the first unacknowledged batch.
+		b.lastErr = codeError(code, m.GetErrorMessage())
+		if needsMetadata(code) {
+			ps.leader = nil
+			s.p.client.forget(ps.key.topic)
+		}
+		s.backoff(ps)
+	default:
+		s.remove(ps, i)
+		ps.inflight--
+		if s.p.cfg.idempotent {
+			ps.seqShift = addSeq(ps.seqShift, int32(len(b.records)))
+			s.backoff(ps) // later batches in flight will be refused: resend them renumbered
+		}
+		s.complete(b, -1, codeError(code, m.GetErrorMessage()))
+		s.trySend(ctx, ps)
+	}
+}
+
+// backoff marks every in-flight batch of ps as unsent, to be sent again
+// after RetryBackoff, and fails those out of retries or time.
+func (s *sender) backoff(ps *partSender) {
+	ps.inflight = 0
+	ps.retryAt = time.Now().Add(s.p.cfg.retryBackoff)
+	s.expire(ps, time.Now())
+}
+
+// expire fails the unsent batches of ps that are out of retries or past the
+// delivery timeout. Only a prefix of the queue is failed, so that the rest
+// keeps its order.
+func (s *sender) expire(ps *partSender, now time.Time) {
+	cfg := &s.p.cfg
+	for ps.inflight < len(ps.queue) {
+		b := ps.queue[ps.inflight]
+		var err error
+		switch {
+		case b.attempts > cfg.retries:
+			err = b.lastErr
+			if err == nil {
+				err = ErrTimeout
+			}
+		case now.Sub(b.sealed) > cfg.deliveryTimeout:
+			err = ErrDeliveryTimeout
+			if b.lastErr != nil {
+				err = fmt.Errorf("%w (last error: %w)", ErrDeliveryTimeout, b.lastErr)
+			}
+		}
+		if err == nil {
+			return
+		}
+		s.remove(ps, ps.inflight)
+		if s.p.cfg.idempotent {
+			if b.attempts > 0 {
+				ps.unconfirmed = addSeq(ps.unconfirmed, int32(len(b.records)))
+			} else {
+				ps.seqShift = addSeq(ps.seqShift, int32(len(b.records)))
+			}
+		}
+		s.complete(b, -1, err)
+	}
+}
+
+func (s *sender) onTick(ctx actor.Context) {
+	now := time.Now()
+	for _, ps := range s.parts {
+		for i := 0; i < ps.inflight; i++ {
+			b := ps.queue[i]
+			if now.Sub(b.sentAt) > s.p.cfg.requestTimeout {
+				b.lastErr = ErrTimeout
+				s.backoff(ps)
+				break
+			}
+		}
+		if ps.inflight == 0 {
+			s.expire(ps, now)
+		}
+		s.trySend(ctx, ps)
+	}
+}
+
+// refresh asks for topic's metadata, then sends what waits for it.
+func (s *sender) refresh(ctx actor.Context, topic string) {
+	if s.refreshing[topic] {
+		return
+	}
+	s.refreshing[topic] = true
+	c := s.p.client
+	pid, _ := c.metadataPID()
+	f := ctx.RequestFuture(pid, &messages.MetadataRequest{Topics: []string{topic}}, c.contactTimeout())
+	ctx.ReenterAfter(f, func(res any, err error) {
+		delete(s.refreshing, topic)
+		md, ok := res.(*messages.MetadataResponse)
+		if err == nil && ok {
+			c.contacted.Store(true)
+			c.updateRoutes(md)
+		}
+		now := time.Now()
+		for k, ps := range s.parts {
+			if k.topic != topic {
+				continue
+			}
+			ps.leader = c.leader(k.topic, k.partition)
+			if ps.leader == nil {
+				ps.inflight = 0 // sent to a leader that is gone
+				ps.retryAt = now.Add(s.p.cfg.retryBackoff)
+				for _, b := range ps.queue[ps.inflight:] {
+					if b.lastErr == nil || errors.Is(b.lastErr, ErrTimeout) {
+						b.lastErr = &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no leader for " + topic}
+					}
+				}
+				s.expire(ps, now)
+				continue
+			}
+			s.trySend(ctx, ps)
+		}
+	})
+}
+
+// remove takes the batch at i out of the queue.
+func (s *sender) remove(ps *partSender, i int) {
+	copy(ps.queue[i:], ps.queue[i+1:])
+	ps.queue[len(ps.queue)-1] = nil
+	ps.queue = ps.queue[:len(ps.queue)-1]
+}
+
+// complete calls the promises of b's records, returns its bytes to the
+// buffer and recycles it when no broker can still hold its bytes.
+func (s *sender) complete(b *batch, baseOffset int64, err error) {
+	for i, pd := range b.records {
+		if err == nil {
+			if baseOffset >= 0 {
+				pd.record.Offset = baseOffset + int64(i)
+			} else {
+				pd.record.Offset = -1
+			}
+		}
+		s.callPromise(pd, err)
+	}
+	s.p.release(b.bytes)
+	if s.p.cfg.acks != 0 && b.attempts == 1 && err == nil {
+		s.p.recycle(b)
+	}
+}
+
+// callPromise calls a record's promise; a panic in it is logged with its
+// stack rather than allowed to restart the sender and lose its state.
+func (s *sender) callPromise(pd pending, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.p.logger.WithField("panic", r).WithField("stack", string(debug.Stack())).Error("produce promise panicked")
+		}
+	}()
+	pd.promise(pd.record, err)
+}
