@@ -1,0 +1,705 @@
+// Command depot runs a Depot node and talks to one: topics, produce, consume.
+//
+//	depot node                         start a node on ./data, 127.0.0.1:7070
+//	depot topic create NAME -p 3       create a topic
+//	depot produce NAME < lines.txt     one record per line
+//	depot consume NAME -n 10           read records back
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/node"
+	"github.com/depot-dev/depot/wire"
+)
+
+// exitUsage is the exit status for a malformed command line.
+const exitUsage = 2
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the depot command with args and returns its exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdin, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "depot: %v\n", oneLine(err))
+	var usage usageError
+	if errors.As(err, &usage) || cmd == root || isFlagError(err) {
+		return exitUsage
+	}
+	return 1
+}
+
+// usageError marks an error in the command line rather than in the work.
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+func isFlagError(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "flag") || strings.Contains(msg, "unknown command") || strings.Contains(msg, "arg(s)")
+}
+
+// oneLine keeps an error to one line for the terminal.
+func oneLine(err error) string {
+	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+}
+
+// globals are the flags every client command takes.
+type globals struct {
+	brokers string
+	output  string
+	timeout time.Duration
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "depot",
+		Short:         "Depot: a distributed commit log in the model of Kafka",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.brokers, "brokers", envOr("DEPOT_BROKERS", node.DefaultListen), "comma-separated node addresses to contact (env DEPOT_BROKERS)")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "how long to wait for a node's answer")
+	root.AddCommand(newNodeCommand(g), newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g))
+	return root
+}
+
+func envOr(name, fallback string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return fallback
+}
+
+// client connects to the brokers named by --brokers.
+func (g *globals) client() (*client.Client, error) {
+	if g.output != "text" && g.output != "json" {
+		return nil, usagef("-o %q: want text or json", g.output)
+	}
+	logger := logrus.New()
+	logger.SetOutput(g.stderr)
+	logger.SetLevel(logrus.ErrorLevel)
+	var brokers []string
+	for _, b := range strings.Split(g.brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	if len(brokers) == 0 {
+		return nil, usagef("--brokers names no address")
+	}
+	return client.New(client.Brokers(brokers...), client.RequestTimeout(g.timeout), client.Logger(logrus.NewEntry(logger)))
+}
+
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// ---- depot node ----
+
+func newNodeCommand(g *globals) *cobra.Command {
+	var (
+		configFile string
+		nodeID     int32
+		dataDir    string
+		logDirs    string
+		listen     string
+		httpAddr   string
+		logLevel   string
+	)
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Start a node (settings from flags, DEPOT_* environment variables, then --config YAML)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applySettings(cmd.Flags(), configFile); err != nil {
+				return usageError{err}
+			}
+			cfg := node.Config{NodeID: nodeID, DataDir: dataDir, Listen: listen, HTTP: httpAddr, LogLevel: logLevel}
+			if logDirs != "" {
+				dirs, err := node.ParseLogDirs(logDirs)
+				if err != nil {
+					return usagef("--log-dirs: %v", err)
+				}
+				cfg.LogDirs = dirs
+			}
+			logger := logrus.New()
+			logger.SetOutput(g.stderr)
+			if level, err := logrus.ParseLevel(logLevel); err == nil {
+				logger.SetLevel(level)
+			}
+			cfg.Logger = logger
+			n, err := node.Start(cfg)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			<-ctx.Done()
+			logger.Info("shutting down")
+			return n.Stop()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "YAML file of settings, keyed by flag name (env DEPOT_CONFIG)")
+	f.Int32Var(&nodeID, "node-id", 1, "this node's id in the cluster")
+	f.StringVar(&dataDir, "data-dir", node.DefaultDataDir, "directory for the metadata log and, by default, two log directories")
+	f.StringVar(&logDirs, "log-dirs", "", "comma-separated log directories, each PATH or PATH=CAPACITY (default: DATA-DIR/logs-0,DATA-DIR/logs-1)")
+	f.StringVar(&listen, "listen", node.DefaultListen, "actor address clients and nodes connect to")
+	f.StringVar(&httpAddr, "http", node.DefaultHTTP, "address of /healthz and /metrics (empty disables)")
+	f.StringVar(&logLevel, "log-level", "info", "log level: error, warn, info, debug")
+	return cmd
+}
+
+// applySettings fills every flag not given on the command line from its
+// DEPOT_* environment variable (--data-dir: DEPOT_DATA_DIR), then from the
+// YAML config file, whose keys are the flag names.
+func applySettings(flags *pflag.FlagSet, configFile string) error {
+	if configFile == "" {
+		configFile = os.Getenv("DEPOT_CONFIG")
+	}
+	fileValues := map[string]any{}
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		if err := yaml.Unmarshal(data, &fileValues); err != nil {
+			return fmt.Errorf("config file %s: %w", configFile, err)
+		}
+		for key := range fileValues {
+			if flags.Lookup(key) == nil || key == "config" {
+				return fmt.Errorf("config file %s: unknown setting %q", configFile, key)
+			}
+		}
+	}
+	var errs []error
+	flags.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "config" {
+			return
+		}
+		env := "DEPOT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+			}
+			return
+		}
+		if v, ok := fileValues[f.Name]; ok {
+			text := fmt.Sprint(v)
+			if list, ok := v.([]any); ok {
+				parts := make([]string, len(list))
+				for i, item := range list {
+					parts[i] = fmt.Sprint(item)
+				}
+				text = strings.Join(parts, ",")
+			}
+			if err := f.Value.Set(text); err != nil {
+				errs = append(errs, fmt.Errorf("config file %s: %s: %q: %w", configFile, f.Name, text, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// ---- depot topic ----
+
+func newTopicCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g))
+	return cmd
+}
+
+func newTopicCreateCommand(g *globals) *cobra.Command {
+	var (
+		partitions int32
+		configs    []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME...",
+		Short: "Create topics",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := map[string]string{}
+			for _, kv := range configs {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usagef("-c %q: want key=value", kv)
+				}
+				cfg[k] = v
+			}
+			if partitions < 1 {
+				return usagef("-p %d: a topic needs at least one partition", partitions)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			for _, name := range args {
+				md, err := c.CreateTopic(ctx, name, partitions, cfg)
+				if err != nil {
+					return fmt.Errorf("create topic %s: %w", name, err)
+				}
+				if g.output == "json" {
+					if err := g.printJSON(map[string]any{"topic": md.Name, "partitions": len(md.Partitions)}); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintf(g.stdout, "created topic %s with %d partitions\n", md.Name, len(md.Partitions))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, "number of partitions")
+	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config key=value (Kafka's names: retention.ms, segment.bytes, ...); repeatable")
+	return cmd
+}
+
+func newTopicListCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List topics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			md, err := c.Metadata(ctx)
+			if err != nil {
+				return err
+			}
+			sort.Slice(md.Topics, func(i, j int) bool { return md.Topics[i].Name < md.Topics[j].Name })
+			type row struct {
+				Name       string `json:"name"`
+				Partitions int    `json:"partitions"`
+				Internal   bool   `json:"internal"`
+			}
+			rows := []row{}
+			for _, t := range md.Topics {
+				rows = append(rows, row{Name: t.Name, Partitions: len(t.Partitions), Internal: t.Internal})
+			}
+			if g.output == "json" {
+				return g.printJSON(rows)
+			}
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tPARTITIONS")
+			for _, r := range rows {
+				fmt.Fprintf(w, "%s\t%d\n", r.Name, r.Partitions)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+// partitionDescription is one partition in `depot topic describe`.
+type partitionDescription struct {
+	Partition      int32  `json:"partition"`
+	Leader         int32  `json:"leader"`
+	LogDir         string `json:"log_dir"`
+	LogStartOffset int64  `json:"log_start_offset"`
+	LogEndOffset   int64  `json:"log_end_offset"`
+	Bytes          int64  `json:"bytes"`
+	Segments       int32  `json:"segments"`
+	Error          string `json:"error,omitempty"`
+}
+
+func newTopicDescribeCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's configs and, per partition, its log dir, offsets and bytes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			md, err := c.Metadata(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
+				return fmt.Errorf("unknown topic %s", args[0])
+			}
+			t := md.Topics[0]
+			parts := make([]partitionDescription, 0, len(t.Partitions))
+			for _, p := range t.Partitions {
+				d := partitionDescription{Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir}
+				st, err := c.PartitionStatus(ctx, t.Name, p.Partition)
+				if err != nil {
+					d.Error = err.Error()
+				} else {
+					d.LogDir, d.LogStartOffset, d.LogEndOffset, d.Bytes, d.Segments = st.LogDir, st.LogStartOffset, st.LogEndOffset, st.SizeBytes, st.Segments
+				}
+				parts = append(parts, d)
+			}
+			sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
+			if g.output == "json" {
+				return g.printJSON(map[string]any{"name": t.Name, "internal": t.Internal, "configs": t.Configs, "partitions": parts})
+			}
+			fmt.Fprintf(g.stdout, "NAME        %s\nPARTITIONS  %d\n", t.Name, len(parts))
+			keys := make([]string, 0, len(t.Configs))
+			for k := range t.Configs {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			fmt.Fprintln(g.stdout, "\nCONFIGS")
+			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			for _, k := range keys {
+				fmt.Fprintf(w, "%s\t%s\n", k, t.Configs[k])
+			}
+			w.Flush()
+			fmt.Fprintln(g.stdout, "\nPARTITIONS")
+			w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "PARTITION\tLEADER\tLOG-DIR\tLOG-START\tLOG-END\tBYTES\tSEGMENTS")
+			for _, p := range parts {
+				if p.Error != "" {
+					fmt.Fprintf(w, "%d\t%d\t%s\t-\t-\t-\t-\t%s\n", p.Partition, p.Leader, p.LogDir, p.Error)
+					continue
+				}
+				fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%d\t%d\n", p.Partition, p.Leader, p.LogDir, p.LogStartOffset, p.LogEndOffset, p.Bytes, p.Segments)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newTopicDeleteCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME...",
+		Short: "Delete topics and their data",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			for _, name := range args {
+				if err := c.DeleteTopic(ctx, name); err != nil {
+					return fmt.Errorf("delete topic %s: %w", name, err)
+				}
+				fmt.Fprintf(g.stdout, "deleted topic %s\n", name)
+			}
+			return nil
+		},
+	}
+}
+
+// ---- depot produce ----
+
+func newProduceCommand(g *globals) *cobra.Command {
+	var (
+		keySeparator string
+		acks         int
+		compression  string
+		partition    int32
+		maxLine      int
+	)
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Produce one record per line of standard input",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := args[0]
+			if acks != 0 && acks != 1 && acks != -1 {
+				return usagef("--acks %d: want 0, 1 or -1 (all)", acks)
+			}
+			codec, err := wire.ParseCompression(compression)
+			if err != nil {
+				return usageError{err}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, stop := signalContext()
+			defer stop()
+			if _, err := c.Metadata(ctx, topic); err != nil {
+				return err
+			}
+			opts := []client.ProducerOpt{client.Acks(acks), client.Compression(codec)}
+			if partition >= 0 {
+				opts = append(opts, client.WithPartitioner(client.ManualPartitioner()))
+			}
+			p, err := c.NewProducer(opts...)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			started := time.Now()
+			var produced, failed, bytes int64
+			var firstErr error
+			errCh := make(chan error, 1)
+			scanner := bufio.NewScanner(g.stdin)
+			scanner.Buffer(make([]byte, 64<<10), maxLine)
+			for scanner.Scan() {
+				line := scanner.Bytes()
+				r := &client.Record{Topic: topic, Partition: partition}
+				if keySeparator != "" {
+					if k, v, ok := strings.Cut(string(line), keySeparator); ok {
+						r.Key, r.Value = []byte(k), []byte(v)
+					} else {
+						r.Value = append([]byte(nil), line...)
+					}
+				} else {
+					r.Value = append([]byte(nil), line...)
+				}
+				bytes += int64(len(r.Key) + len(r.Value))
+				p.Produce(ctx, r, func(_ *client.Record, err error) {
+					if err != nil {
+						select {
+						case errCh <- err:
+						default:
+						}
+					}
+				})
+				produced++
+				select {
+				case firstErr = <-errCh:
+				default:
+				}
+				if firstErr != nil {
+					break
+				}
+			}
+			if err := scanner.Err(); err != nil && firstErr == nil {
+				if errors.Is(err, bufio.ErrTooLong) {
+					firstErr = fmt.Errorf("a line is longer than --max-line %d bytes", maxLine)
+				} else {
+					firstErr = fmt.Errorf("reading standard input: %w", err)
+				}
+			}
+			if err := p.Flush(ctx); err != nil && firstErr == nil {
+				firstErr = err
+			}
+			select {
+			case err := <-errCh:
+				if firstErr == nil {
+					firstErr = err
+				}
+				failed++
+			default:
+			}
+			elapsed := time.Since(started)
+			if firstErr != nil {
+				return fmt.Errorf("produce to %s: %w", topic, firstErr)
+			}
+			fmt.Fprintf(g.stderr, "produced %d records (%d bytes) to %s in %v (%.0f records/s), acks=%d\n",
+				produced-failed, bytes, topic, elapsed.Round(time.Millisecond), float64(produced)/elapsed.Seconds(), acks)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&keySeparator, "key-separator", "k", "", "split each line into key and value at the first occurrence of this string")
+	cmd.Flags().IntVar(&acks, "acks", -1, "acknowledgement: 0 (none), 1 (leader wrote), -1 (all, after fsync)")
+	cmd.Flags().StringVarP(&compression, "compression", "z", "none", "compression: none, gzip, snappy, lz4, zstd")
+	cmd.Flags().Int32VarP(&partition, "partition", "p", -1, "produce to this partition (default: by key hash, sticky without a key)")
+	cmd.Flags().IntVar(&maxLine, "max-line", 1<<20, "longest line accepted, in bytes")
+	return cmd
+}
+
+// ---- depot consume ----
+
+func newConsumeCommand(g *globals) *cobra.Command {
+	var (
+		offset     string
+		count      int
+		format     string
+		partitions []int32
+	)
+	cmd := &cobra.Command{
+		Use:   "consume TOPIC",
+		Short: "Print a topic's records, one per line",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := args[0]
+			at, err := parseOffset(offset)
+			if err != nil {
+				return usageError{err}
+			}
+			if count < 0 {
+				return usagef("-n %d: want a positive count, or 0 for no limit", count)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, stop := signalContext()
+			defer stop()
+			md, err := c.Metadata(ctx, topic)
+			if err != nil {
+				return err
+			}
+			if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
+				return fmt.Errorf("unknown topic %s", topic)
+			}
+			consumer, err := c.NewConsumer()
+			if err != nil {
+				return err
+			}
+			defer consumer.Close()
+			if len(partitions) == 0 {
+				consumer.AssignTopic(topic, at)
+			} else {
+				n := int32(len(md.Topics[0].Partitions))
+				for _, p := range partitions {
+					if p < 0 || p >= n {
+						return usagef("-p %d: topic %s has partitions 0 to %d", p, topic, n-1)
+					}
+					consumer.Assign(topic, p, at)
+				}
+			}
+			out := bufio.NewWriter(g.stdout)
+			defer out.Flush()
+			printed := 0
+			var line []byte
+			for count == 0 || printed < count {
+				records, err := consumer.Poll(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				for _, r := range records {
+					line = formatRecord(line[:0], format, r)
+					out.Write(line)
+					printed++
+					if count > 0 && printed >= count {
+						break
+					}
+				}
+				if err := out.Flush(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&offset, "offset", "start", "where to start: start, end, an offset, or @UNIX_MS for a timestamp")
+	cmd.Flags().IntVarP(&count, "num", "n", 0, "stop after this many records (0: run until interrupted)")
+	cmd.Flags().StringVarP(&format, "format", "f", "%v\\n", "output format: %v value, %k key, %p partition, %o offset, %t topic, %d timestamp (ms), %h headers; \\n, \\t")
+	cmd.Flags().Int32SliceVarP(&partitions, "partitions", "p", nil, "only these partitions (default: all)")
+	return cmd
+}
+
+func parseOffset(s string) (client.Offset, error) {
+	switch {
+	case s == "start" || s == "earliest":
+		return client.AtStart(), nil
+	case s == "end" || s == "latest":
+		return client.AtEnd(), nil
+	case strings.HasPrefix(s, "@"):
+		ms, err := strconv.ParseInt(s[1:], 10, 64)
+		if err != nil || ms < 0 {
+			return client.Offset{}, fmt.Errorf("--offset %q: want @ and a Unix time in milliseconds", s)
+		}
+		return client.AtTimestamp(time.UnixMilli(ms)), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return client.Offset{}, fmt.Errorf("--offset %q: want start, end, a non-negative offset or @UNIX_MS", s)
+	}
+	return client.AtOffset(n), nil
+}
+
+// formatRecord appends r to dst as format says (rpk's verbs).
+func formatRecord(dst []byte, format string, r *client.Record) []byte {
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if (c != '%' && c != '\\') || i+1 == len(format) {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		switch v := format[i]; {
+		case c == '\\' && v == 'n':
+			dst = append(dst, '\n')
+		case c == '\\' && v == 't':
+			dst = append(dst, '\t')
+		case c == '\\':
+			dst = append(dst, '\\', v)
+		case v == 'v':
+			dst = append(dst, r.Value...)
+		case v == 'k':
+			dst = append(dst, r.Key...)
+		case v == 'p':
+			dst = strconv.AppendInt(dst, int64(r.Partition), 10)
+		case v == 'o':
+			dst = strconv.AppendInt(dst, r.Offset, 10)
+		case v == 't':
+			dst = append(dst, r.Topic...)
+		case v == 'd':
+			dst = strconv.AppendInt(dst, r.Timestamp.UnixMilli(), 10)
+		case v == 'h':
+			for j, h := range r.Headers {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, h.Key...)
+				dst = append(dst, '=')
+				dst = append(dst, h.Value...)
+			}
+		case v == '%':
+			dst = append(dst, '%')
+		default:
+			dst = append(dst, '%', v)
+		}
+	}
+	return dst
+}
