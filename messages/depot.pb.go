@@ -764,6 +764,12 @@ type PartitionStatusResponse struct {
 	SizeBytes      int64                  `protobuf:"varint,9,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	Segments       int32                  `protobuf:"varint,10,opt,name=segments,proto3" json:"segments,omitempty"`
 	RecoveryPoint  int64                  `protobuf:"varint,11,opt,name=recovery_point,json=recoveryPoint,proto3" json:"recovery_point,omitempty"`
+	// While the partition moves to another log directory: the target and
+	// the bytes copied so far.
+	MovingTo        string `protobuf:"bytes,12,opt,name=moving_to,json=movingTo,proto3" json:"moving_to,omitempty"`
+	MoveCopiedBytes int64  `protobuf:"varint,13,opt,name=move_copied_bytes,json=moveCopiedBytes,proto3" json:"move_copied_bytes,omitempty"`
+	// Bytes appended per second, averaged over the last minute.
+	WriteBytesPerS float64 `protobuf:"fixed64,14,opt,name=write_bytes_per_s,json=writeBytesPerS,proto3" json:"write_bytes_per_s,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -871,6 +877,27 @@ func (x *PartitionStatusResponse) GetSegments() int32 {
 func (x *PartitionStatusResponse) GetRecoveryPoint() int64 {
 	if x != nil {
 		return x.RecoveryPoint
+	}
+	return 0
+}
+
+func (x *PartitionStatusResponse) GetMovingTo() string {
+	if x != nil {
+		return x.MovingTo
+	}
+	return ""
+}
+
+func (x *PartitionStatusResponse) GetMoveCopiedBytes() int64 {
+	if x != nil {
+		return x.MoveCopiedBytes
+	}
+	return 0
+}
+
+func (x *PartitionStatusResponse) GetWriteBytesPerS() float64 {
+	if x != nil {
+		return x.WriteBytesPerS
 	}
 	return 0
 }
@@ -1584,7 +1611,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1c\n" +
 	"\ttimestamp\x18\x04 \x01(\x03R\ttimestamp\"\x18\n" +
-	"\x16PartitionStatusRequest\"\x8c\x03\n" +
+	"\x16PartitionStatusRequest\"\x80\x04\n" +
 	"\x17PartitionStatusResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x14\n" +
@@ -1598,7 +1625,10 @@ const file_depot_proto_rawDesc = "" +
 	"size_bytes\x18\t \x01(\x03R\tsizeBytes\x12\x1a\n" +
 	"\bsegments\x18\n" +
 	" \x01(\x05R\bsegments\x12%\n" +
-	"\x0erecovery_point\x18\v \x01(\x03R\rrecoveryPoint\"\xeb\x01\n" +
+	"\x0erecovery_point\x18\v \x01(\x03R\rrecoveryPoint\x12\x1b\n" +
+	"\tmoving_to\x18\f \x01(\tR\bmovingTo\x12*\n" +
+	"\x11move_copied_bytes\x18\r \x01(\x03R\x0fmoveCopiedBytes\x12)\n" +
+	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\xeb\x01\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
