@@ -86,8 +86,10 @@ type Options struct {
 	Config
 	// RecoveryPoint is the offset below which the log is known to be synced
 	// (from the recovery-point checkpoint). Open validates and re-indexes
-	// every segment that may hold offsets at or above it, and always the
-	// last segment. Default 0: everything is validated.
+	// the log from the offset index entry at or below it; at the end of the
+	// log (a clean stop) it reads no batch. A recovery point past the end of
+	// the log is stale, and the last segment is validated whole. Default 0:
+	// everything is validated.
 	RecoveryPoint int64
 	// LogStartOffset is the log start offset from the log-start checkpoint;
 	// 0 if unknown. Segments entirely below it are deleted on Open.

@@ -8,6 +8,19 @@
 // it. (MemFS, the test file system, is the exception: it is guarded by a
 // mutex so a test may inspect it.)
 //
+// # What is checked, and when
+//
+// Append validates every batch, CRC included, as a broker must. Read and
+// Slice trust the log, as Kafka's fetch path does: they check each batch's
+// structure from its header (length, magic, record count, codec, dense
+// offsets, the batch inside its segment) and compute no CRC, which is end
+// to end and left to the consumer (wire.Validate, wire.Records). Open after
+// an unclean stop validates, CRC included, from the offset index entry at or
+// below the recovery point and cuts a torn or corrupt tail; after a clean
+// stop (the recovery point is the end of the log) it loads the indexes,
+// checks them against the file sizes and reads only the batch headers after
+// the last offset index entry.
+//
 // # Directory layout
 //
 // A log directory holds one directory per partition replica, named

@@ -37,6 +37,9 @@ type OffsetIndex struct {
 	// dirty is set when a write failed part way: the file may hold bytes
 	// past the entries, cut off before the next write or sync.
 	dirty bool
+	// scratch holds the entry being written, so Append allocates nothing
+	// once the entries' capacity suffices.
+	scratch [OffsetIndexEntrySize]byte
 }
 
 // OpenOffsetIndex opens the index at path, creating an empty one if it is
@@ -177,8 +180,7 @@ func (ix *OffsetIndex) Append(offset, position int64) error {
 		return err
 	}
 	e := OffsetEntry{Offset: offset, Position: position}
-	var buf [OffsetIndexEntrySize]byte
-	if _, err := ix.file.WriteAt(AppendOffsetEntry(buf[:0], e, ix.baseOffset), ix.SizeBytes()); err != nil {
+	if _, err := ix.file.WriteAt(AppendOffsetEntry(ix.scratch[:0], e, ix.baseOffset), ix.SizeBytes()); err != nil {
 		ix.dirty = true
 		return fmt.Errorf("disk: append to index %s: %w", ix.path, err)
 	}

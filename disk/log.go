@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -369,11 +370,23 @@ func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
 // batch that holds offset, up to maxBytes in all, continuing into later
 // segments; always at least one whole batch when offset < EndOffset, even
 // one larger than maxBytes (Kafka's KIP-74), and nothing when offset ==
-// EndOffset. Every batch is checked (header, dense offsets, CRC) before it
-// is returned: damage gives a *CorruptionError with the segment's path and
-// byte position, and no bytes of the damaged batch (the good batches before
-// it are returned, the next Read reports the damage). Offsets outside [StartOffset, EndOffset]
-// give ErrOffsetOutOfRange.
+// EndOffset. Offsets outside [StartOffset, EndOffset] give
+// ErrOffsetOutOfRange.
+//
+// As Kafka's fetch path, Read trusts the log and does not compute CRCs: the
+// batch CRC is end to end, and the consumer checks it (wire.Validate,
+// wire.Records), so a flipped bit in a record is returned as stored. Read
+// checks the structure of every batch from its header, which costs no
+// extra I/O: a length that holds a header and keeps the batch inside its
+// segment, magic 2, a record count that agrees with lastOffsetDelta, a
+// known codec, a base offset that follows the previous batch's next offset,
+// and an end that lines up with the next batch's header (or with the end of
+// the segment). Structural damage gives a *CorruptionError with the
+// segment's path and the byte position of the damaged batch, and no bytes
+// of it: the good batches before it are returned, and the next Read, which
+// starts at the damaged batch, reports the damage. Only when a batch's end
+// does not line up is its CRC computed, to tell a damaged length (the
+// batch is corrupt) from damage in the header that follows it.
 func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 	if err := l.check(); err != nil {
 		return dst, err
@@ -413,16 +426,19 @@ func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
 }
 
 // readBatches reads n bytes of seg from position into dst and keeps the
-// whole batches among them, checking each; whole reports whether the read
-// reached the end of the segment with no partial batch cut off. On damage
-// it returns the good batches before it with the *CorruptionError.
+// whole batches among them, checking the structure of each (see Read);
+// whole reports whether the read reached the end of the segment with no
+// partial batch cut off. It reads the header after the n bytes too, in the
+// same call, so that the last batch's end can be checked against it. On
+// damage it returns the good batches before it with the *CorruptionError.
 func (l *Log) readBatches(seg *segment, position, n, want int64, dst []byte) ([]byte, int64, bool, error) {
 	if n <= 0 {
 		return dst, want, position >= seg.size, nil
 	}
 	start := len(dst)
-	dst = grow(dst, int(n))
-	buf := dst[start : start+int(n)]
+	m := min(n+wire.HeaderSize, seg.size-position)
+	dst = grow(dst, int(m))
+	buf := dst[start : start+int(m)]
 	if _, err := seg.log.ReadAt(buf, position); err != nil {
 		return dst[:start], want, false, fmt.Errorf("disk: read %s at %d: %w", seg.path, position, err)
 	}
@@ -430,30 +446,68 @@ func (l *Log) readBatches(seg *segment, position, n, want int64, dst []byte) ([]
 	for used < n {
 		b := buf[used:]
 		at := position + used
-		if len(b) < wire.LogOverhead {
+		if len(b) < wire.HeaderSize {
 			break
 		}
-		size, err := wire.PeekSize(b)
+		h, err := l.checkBatch(seg, b, at, want)
 		if err != nil {
-			return dst[:start+int(used)], want, false, seg.corrupt(at, err)
+			return dst[:start+int(used)], want, false, err
 		}
-		if at+int64(size) > seg.size {
-			return dst[:start+int(used)], want, false, seg.corrupt(at, fmt.Errorf("%w: batch of %d bytes runs past the end of the segment (%d bytes)", wire.ErrShort, size, seg.size))
-		}
-		if size > len(b) {
+		if used+int64(h.Size()) > n {
 			break
-		}
-		h, err := wire.Validate(b[:size])
-		if err != nil {
-			return dst[:start+int(used)], want, false, seg.corrupt(at, err)
-		}
-		if h.BaseOffset != want {
-			return dst[:start+int(used)], want, false, seg.corrupt(at, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want))
 		}
 		want = h.NextOffset()
-		used += int64(size)
+		used += int64(h.Size())
 	}
 	return dst[:start+int(used)], want, position+used == seg.size, nil
+}
+
+// magicPos is the position of the magic byte in a batch header, after the
+// base offset, the length and the partition leader epoch.
+const magicPos = wire.LogOverhead + 4
+
+// checkBatch checks the structure of the batch at position at of seg, whose
+// bytes start b (which holds at least its header) and whose base offset
+// must be want. When b also holds the batch and what follows it, the
+// batch's end must line up: with the end of the segment and its next
+// offset, or with a header of magic 2 whose base offset follows. A batch
+// whose end does not line up is corrupt unless its CRC matches, in which
+// case the damage is after it and the next batch reports it.
+func (l *Log) checkBatch(seg *segment, b []byte, at, want int64) (wire.Header, error) {
+	h, err := wire.ParseHeader(b)
+	if err != nil {
+		return h, seg.corrupt(at, err)
+	}
+	size := int64(h.Size())
+	if at+size > seg.size {
+		return h, seg.corrupt(at, fmt.Errorf("%w: batch of %d bytes runs past the end of the segment (%d bytes)", wire.ErrShort, size, seg.size))
+	}
+	if h.BaseOffset != want {
+		return h, seg.corrupt(at, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want))
+	}
+	if err := checkStructure(&h); err != nil {
+		return h, seg.corrupt(at, err)
+	}
+	var reason error
+	switch {
+	case at+size == seg.size:
+		if h.NextOffset() != seg.nextOffset {
+			reason = fmt.Errorf("disk: last batch ends at offset %d, segment at %d", h.NextOffset(), seg.nextOffset)
+		}
+	case int64(len(b)) < size+wire.HeaderSize:
+		// The next header was not read; the next call checks it.
+	default:
+		next := b[size:]
+		if next[magicPos] != wire.Magic || int64(binary.BigEndian.Uint64(next)) != h.NextOffset() {
+			reason = fmt.Errorf("disk: batch of %d bytes is not followed by the batch at offset %d", size, h.NextOffset())
+		}
+	}
+	if reason != nil {
+		if _, err := wire.Validate(b[:size]); err != nil {
+			return h, seg.corrupt(at, fmt.Errorf("%v: %w", reason, err))
+		}
+	}
+	return h, nil
 }
 
 // grow extends dst's capacity by n bytes and its length to len+n.

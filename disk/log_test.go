@@ -554,31 +554,89 @@ func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 	t.Run("tail segment cut", func(t *testing.T) {
 		fs, opts := build(t)
 		require.NoError(t, fs.Corrupt("/p/"+SegmentFileName(12, ".log"), size+70))
+		opts.RecoveryPoint = 13 // an unclean stop: the tail is validated
 		l := openLog(t, fs, "/p", opts)
 		require.Equal(t, int64(14), l.EndOffset(), "cut at the second batch of the tail")
 		requireReadable(t, l)
 	})
-	t.Run("older segment fails reads", func(t *testing.T) {
+	t.Run("clean tail trusted", func(t *testing.T) {
 		fs, opts := build(t)
-		require.NoError(t, fs.Corrupt("/p/"+SegmentFileName(6, ".log"), size+70))
+		require.NoError(t, fs.Corrupt("/p/"+SegmentFileName(12, ".log"), size+70))
+		l := openLog(t, fs, "/p", opts)
+		require.Equal(t, int64(18), l.EndOffset(), "a clean open reads no record")
+		got, err := l.Read(14, 1, nil)
+		require.NoError(t, err)
+		_, err = wire.Validate(got)
+		require.ErrorIs(t, err, wire.ErrBadCRC, "the consumer catches it")
+	})
+	t.Run("stale recovery point validates the tail", func(t *testing.T) {
+		fs, opts := build(t)
+		require.NoError(t, fs.Corrupt("/p/"+SegmentFileName(12, ".log"), size+70))
+		opts.RecoveryPoint = 30 // past the end: the checkpoint is stale
+		l := openLog(t, fs, "/p", opts)
+		require.Equal(t, int64(14), l.EndOffset())
+		require.Equal(t, int64(14), l.RecoveryPoint())
+		requireReadable(t, l)
+	})
+	// A bit flipped in a header field that the structure check sees makes
+	// reads of that batch fail; one in a record is returned as stored, and
+	// the consumer's CRC check catches it.
+	seg6 := "/p/" + SegmentFileName(6, ".log")
+	for _, tt := range []struct {
+		name string
+		at   int64 // byte of the second batch of segment 6 (offsets 8, 9)
+	}{
+		{"base offset", 7},
+		{"length", 11},
+		{"magic", 16},
+		{"record count", 60},
+	} {
+		t.Run("older segment "+tt.name+" fails reads", func(t *testing.T) {
+			fs, opts := build(t)
+			require.NoError(t, fs.Corrupt(seg6, size+tt.at))
+			l := openLog(t, fs, "/p", opts)
+			require.Equal(t, int64(18), l.EndOffset())
+			for _, off := range []int64{8, 9} {
+				got, err := l.Read(off, 1, nil)
+				var ce *CorruptionError
+				require.ErrorAs(t, err, &ce, "offset %d", off)
+				require.Equal(t, seg6, ce.Path)
+				require.Equal(t, size, ce.Offset)
+				require.Empty(t, got)
+			}
+			got, err := l.Read(0, 1<<20, nil)
+			require.NoError(t, err, "a read stops before the damaged batch")
+			require.Len(t, got, int(4*size))
+			got, err = l.Read(6, 1<<20, nil)
+			require.NoError(t, err)
+			require.Len(t, got, int(size))
+			_, err = wire.Validate(got)
+			require.NoError(t, err)
+			got, err = l.Read(12, 1, nil)
+			require.NoError(t, err, "later segments read")
+			require.Len(t, got, int(size))
+		})
+	}
+	t.Run("older segment record returned as stored", func(t *testing.T) {
+		fs, opts := build(t)
+		require.NoError(t, fs.Corrupt(seg6, size+70))
 		l := openLog(t, fs, "/p", opts)
 		require.Equal(t, int64(18), l.EndOffset())
-		_, err := l.Read(8, 1, nil)
-		var ce *CorruptionError
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, "/p/"+SegmentFileName(6, ".log"), ce.Path)
-		require.Equal(t, size, ce.Offset)
-		got, err := l.Read(0, 1<<20, nil)
-		require.NoError(t, err, "a read stops before the damaged batch")
-		require.Len(t, got, int(4*size))
-		got, err = l.Read(6, 1<<20, nil)
+		got, err := l.Read(8, 1, nil)
 		require.NoError(t, err)
 		require.Len(t, got, int(size))
-		_, err = l.Read(9, 1<<20, nil)
-		require.ErrorAs(t, err, &ce)
-		got, err = l.Read(10, 1, nil)
+		h, err := wire.ParseHeader(got)
 		require.NoError(t, err)
-		require.Len(t, got, int(size))
+		require.Equal(t, int64(8), h.BaseOffset)
+		_, err = wire.Validate(got)
+		require.ErrorIs(t, err, wire.ErrBadCRC, "the consumer catches it")
+		require.ErrorIs(t, wire.Records(got, func(wire.Record) error { return nil }), wire.ErrBadCRC)
+		all, err := l.Read(0, 1<<20, nil)
+		require.NoError(t, err)
+		require.Len(t, all, int(9*size))
+		stored, err := fs.ReadFile(seg6)
+		require.NoError(t, err)
+		require.Equal(t, stored[size:2*size], got)
 	})
 	t.Run("older segment header fails scans", func(t *testing.T) {
 		fs, opts := build(t)
@@ -590,4 +648,30 @@ func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 		_, _, err := l.OffsetForTimestamp(1)
 		require.NoError(t, err)
 	})
+}
+
+// TestAppendAllocatesNothing appends in-memory batches on a MemFS with an
+// index entry at every batch and a rising timestamp, so both indexes are
+// written each time: Append itself allocates nothing (the files' and index
+// entries' amortised growth stays well below one allocation per append).
+func TestAppendAllocatesNothing(t *testing.T) {
+	const runs = 2000
+	batches := make([][]byte, runs+1)
+	for i := range batches {
+		batches[i] = makeBatch(t, 4, 100, int64(1000+i))
+	}
+	l := openLog(t, NewMemFS(), "/p", testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 0 }))
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		if _, err := l.Append(batches[i]); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	require.Equal(t, 0.0, allocs)
+	require.Equal(t, int64(4*(runs+1)), l.EndOffset())
+	ix := l.active().index
+	require.Equal(t, runs+1, ix.Entries(), "an index entry per append")
+	require.Equal(t, runs+1, l.active().timeIndex.Entries(), "a time index entry per append")
+	require.NoError(t, l.Close())
 }

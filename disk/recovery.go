@@ -21,13 +21,28 @@ const scanChunk = 1 << 20
 // recovers it as Kafka's LogLoader does:
 //
 //   - stray .tmp and .deleted files, and indexes without a .log, are removed;
-//   - the last segment, and every segment that may hold offsets at or above
-//     opts.RecoveryPoint, is validated batch by batch from its start (header,
-//     magic, length, CRC, dense offsets); at the first torn or corrupt batch
-//     the segment is cut there (logged at Warn with path and byte position)
-//     and any later segments are deleted; its indexes are rebuilt;
-//   - other segments are trusted, but their indexes are rebuilt when missing,
-//     damaged, or pointing past the segment;
+//   - segments that end at or below opts.RecoveryPoint (all but the last)
+//     are trusted: their batches are not read; their indexes are loaded and
+//     rebuilt from the .log only when missing, damaged, or pointing past the
+//     segment;
+//   - a segment that holds opts.RecoveryPoint is validated batch by batch
+//     (header, magic, length, CRC, dense offsets) from the offset index entry
+//     at or below the recovery point, or from its start when there is none
+//     or the index is damaged; at the first torn or corrupt batch the
+//     segment is cut there (logged at Warn with path and byte position) and
+//     any later segments are deleted; its indexes are rebuilt from there on.
+//     Damage found below the recovery point means the index or the
+//     checkpoint cannot be trusted, and the segment is validated again from
+//     its start;
+//   - segments above the recovery point are validated from their start;
+//   - the last segment, when the recovery point is above its base offset, is
+//     first checked as Kafka checks it after a clean shutdown: the indexes
+//     must load, their last entries must lie inside the file, and the batch
+//     headers after the last offset index entry (no CRC) must end exactly at
+//     the recovery point. Then nothing more is read. A log that ends past
+//     the recovery point is validated from it as above; one that ends before
+//     it, or whose headers are damaged below it, means a stale checkpoint,
+//     and the last segment is validated from its start;
 //   - segments entirely below opts.LogStartOffset are deleted, and a log
 //     ending before it is emptied to start there;
 //   - an empty directory gives one empty segment at opts.LogStartOffset.
@@ -105,29 +120,38 @@ func (l *Log) load(opts Options) error {
 		if !last {
 			nextBase = bases[i+1]
 		}
-		if last || nextBase > opts.RecoveryPoint || seg.size == 0 {
-			intact, err := l.recoverSegment(seg, false)
-			if err != nil {
+		if !last && nextBase <= opts.RecoveryPoint && seg.size > 0 {
+			seg.nextOffset = nextBase
+			if err := l.loadIndexes(seg); err != nil {
 				return err
-			}
-			if !last {
-				if err := seg.sealTimeIndex(); err != nil {
-					return err
-				}
-			}
-			if !last && (!intact || seg.nextOffset != nextBase) {
-				l.logger.WithFields(logrus.Fields{"segment": seg.path, "next_offset": seg.nextOffset, "dropped": len(bases) - i - 1}).
-					Warn("recovery: deleting the segments after a cut segment")
-				if err := l.removeBases(bases[i+1:]); err != nil {
-					return err
-				}
-				break
 			}
 			continue
 		}
-		seg.nextOffset = nextBase
-		if err := l.loadIndexes(seg); err != nil {
+		var intact bool
+		switch {
+		case seg.size == 0 || opts.RecoveryPoint <= seg.baseOffset:
+			intact, err = l.recoverSegment(seg, false)
+		case last:
+			intact, err = l.openLast(seg, opts.RecoveryPoint)
+		default:
+			intact, err = l.recoverAbove(seg, opts.RecoveryPoint)
+		}
+		if err != nil {
 			return err
+		}
+		if last {
+			continue
+		}
+		if err := seg.sealTimeIndex(); err != nil {
+			return err
+		}
+		if !intact || seg.nextOffset != nextBase {
+			l.logger.WithFields(logrus.Fields{"segment": seg.path, "next_offset": seg.nextOffset, "dropped": len(bases) - i - 1}).
+				Warn("recovery: deleting the segments after a cut segment")
+			if err := l.removeBases(bases[i+1:]); err != nil {
+				return err
+			}
+			break
 		}
 	}
 	if len(l.segments) == 0 {
@@ -283,45 +307,187 @@ func (l *Log) recoverSegment(seg *segment, trusted bool) (intact bool, err error
 	if err := seg.createIndexes(); err != nil {
 		return false, err
 	}
-	seg.reset()
 	fileSize := seg.size
+	seg.reset()
 	seg.size = 0
-	sc := scanner{seg: seg, size: fileSize, buf: l.scanBuf()}
-	var position int64
+	intact, _, err = l.validate(seg, fileSize, trusted, -1)
+	return intact, err
+}
+
+// validate checks seg's batches with their CRCs from seg.size, where the
+// batch with base offset seg.nextOffset starts, to fileSize, tracking each
+// into seg's state and indexes, which the caller has prepared for that
+// position. At the first damaged batch it cuts the .log there, unless
+// trusted, where it leaves the damage for reads to report. With floor >= 0,
+// damage at a batch whose base offset is below floor, or at the first batch
+// (where an index entry pointed), cuts nothing and returns redo: the index
+// or the recovery point is wrong, and the caller validates again from the
+// segment's start.
+func (l *Log) validate(seg *segment, fileSize int64, trusted bool, floor int64) (intact, redo bool, err error) {
+	start := seg.size
+	sc := scanner{seg: seg, size: fileSize, buf: make([]byte, 0, min(scanChunk, fileSize-start))}
+	position := start
 	for position < fileSize {
 		h, derr, err := sc.batch(position, seg.nextOffset)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if derr != nil {
 			fields := logrus.Fields{"segment": seg.path, "position": position, "error": derr.Error()}
+			if floor >= 0 && (seg.nextOffset < floor || position == start) {
+				l.logger.WithFields(fields).Warn("recovery: damaged batch below the recovery point; validating the segment from its start")
+				return false, true, nil
+			}
 			if trusted {
 				l.logger.WithFields(fields).Warn("recovery: damaged batch below the recovery point; reads of it will fail")
 				seg.size = fileSize
-				return false, nil
+				return false, false, nil
 			}
 			l.logger.WithFields(fields).Warn("recovery: truncating torn or corrupt tail")
 			if err := seg.log.Truncate(position); err != nil {
-				return false, fmt.Errorf("disk: truncate %s: %w", seg.path, err)
+				return false, false, fmt.Errorf("disk: truncate %s: %w", seg.path, err)
 			}
 			// The cut must be durable before anything is written after it.
 			if err := seg.log.Sync(); err != nil {
-				return false, fmt.Errorf("disk: sync %s: %w", seg.path, err)
+				return false, false, fmt.Errorf("disk: sync %s: %w", seg.path, err)
 			}
 			seg.size = position
 			l.dirDirty = true
-			return false, nil
+			return false, false, nil
 		}
 		if err := seg.track(&h, position, l.config.IndexIntervalBytes, h.MaxTimestamp); err != nil {
-			return false, err
+			return false, false, err
 		}
 		position += int64(h.Size())
 	}
+	return true, false, nil
+}
+
+// openIndexes opens seg's indexes as they are on disk and checks them
+// against the file size as Kafka's sanity check does: both must decode, and
+// the last offset index entry must leave room for a batch header inside the
+// .log. It returns a reason when they cannot be used, and leaves seg's
+// indexes open (those that opened) either way.
+func (l *Log) openIndexes(seg *segment) string {
+	seg.closeIndexes()
+	ix, ierr := OpenOffsetIndex(l.fs, segmentPath(l.dir, seg.baseOffset, indexExt), seg.baseOffset)
+	if ierr != nil {
+		return ierr.Error()
+	}
+	seg.index = ix
+	tix, terr := OpenTimeIndex(l.fs, segmentPath(l.dir, seg.baseOffset, timeIndexExt), seg.baseOffset)
+	if terr != nil {
+		return terr.Error()
+	}
+	seg.timeIndex = tix
+	if seg.size > maxRelativeOffset {
+		return fmt.Sprintf("segment of %d bytes does not fit 32-bit positions", seg.size)
+	}
+	if e, ok := ix.Last(); ok && e.Position+wire.HeaderSize > seg.size {
+		return fmt.Sprintf("offset index entry (%d, %d) is past the segment (%d bytes)", e.Offset, e.Position, seg.size)
+	}
+	return ""
+}
+
+// openLast opens the last segment when the recovery point is above its
+// base offset. When its indexes are sane and the batch headers after the
+// last offset index entry end exactly at recoveryPoint, the log was closed
+// cleanly and nothing else is read. A log that ends past the recovery point
+// is validated from it (recoverAbove); anything else is validated from the
+// segment's start.
+func (l *Log) openLast(seg *segment, recoveryPoint int64) (intact bool, err error) {
+	fields := logrus.Fields{"segment": seg.path, "recovery_point": recoveryPoint}
+	if reason := l.openIndexes(seg); reason != "" {
+		l.logger.WithFields(fields).WithField("reason", reason).Warn("recovery: rebuilding indexes of the last segment")
+		return l.recoverSegment(seg, false)
+	}
+	from, _ := seg.index.Last()
+	if from.Position == 0 {
+		from = OffsetEntry{Offset: seg.baseOffset}
+	}
+	tail, err := seg.scanTail(l.header[:], from)
+	if err != nil {
+		return false, err
+	}
+	te, hasTime := seg.timeIndex.Last()
+	switch {
+	case tail.end < recoveryPoint:
+		l.logger.WithFields(fields).WithField("end_offset", tail.end).
+			Warn("recovery: the log ends before its recovery point; the checkpoint is stale, validating the last segment")
+		return l.recoverSegment(seg, false)
+	case tail.damaged || tail.end > recoveryPoint:
+		return l.recoverAbove(seg, recoveryPoint)
+	case hasTime && te.Offset >= tail.end:
+		l.logger.WithFields(fields).WithField("reason", fmt.Sprintf("time index entry (%d, %d) is past the segment", te.Timestamp, te.Offset)).
+			Warn("recovery: rebuilding indexes of the last segment")
+		return l.recoverSegment(seg, false)
+	}
+	// Closed cleanly: the state comes from the indexes and the tail headers.
+	first, err := seg.readHeader(l.header[:], 0, seg.baseOffset)
+	if err != nil {
+		l.logger.WithFields(fields).WithError(err).Warn("recovery: first batch damaged; validating the last segment")
+		return l.recoverSegment(seg, false)
+	}
+	seg.reset()
+	seg.nextOffset = tail.end
+	seg.rollTimestamp = first.MaxTimestamp
+	if hasTime {
+		seg.maxTimestamp, seg.offsetOfMaxTimestamp = te.Timestamp, te.Offset
+	}
+	if tail.maxTimestamp > seg.maxTimestamp {
+		seg.maxTimestamp, seg.offsetOfMaxTimestamp = tail.maxTimestamp, tail.offsetOfMaxTimestamp
+	}
+	seg.bytesSinceIndex = seg.size - from.Position
 	return true, nil
 }
 
-func (l *Log) scanBuf() []byte {
-	return make([]byte, 0, scanChunk)
+// recoverAbove validates seg from the offset index entry at or below
+// recoveryPoint to its end, keeping the index entries below that entry and
+// the state they imply; it validates from the start when there is no such
+// entry, the indexes are unusable, or damage turns up below the recovery
+// point.
+func (l *Log) recoverAbove(seg *segment, recoveryPoint int64) (intact bool, err error) {
+	if seg.index == nil || seg.timeIndex == nil {
+		if reason := l.openIndexes(seg); reason != "" {
+			l.logger.WithFields(logrus.Fields{"segment": seg.path, "reason": reason}).Warn("recovery: rebuilding indexes")
+			return l.recoverSegment(seg, false)
+		}
+	}
+	e := seg.index.Lookup(recoveryPoint)
+	if e.Position == 0 {
+		return l.recoverSegment(seg, false)
+	}
+	first, err := seg.readHeader(l.header[:], 0, seg.baseOffset)
+	if err != nil {
+		return l.recoverSegment(seg, false)
+	}
+	// Drop the entry at e with those above it: validating its batch adds
+	// it again. The time index keeps the entries up to e's batch, which
+	// hold the largest timestamp below it.
+	if err := seg.index.TruncateTo(e.Offset); err != nil {
+		return false, err
+	}
+	if err := seg.timeIndex.TruncateTo(e.Offset + 1); err != nil {
+		return false, err
+	}
+	fileSize := seg.size
+	seg.reset()
+	seg.size = e.Position
+	seg.nextOffset = e.Offset
+	seg.rollTimestamp = first.MaxTimestamp
+	if te, ok := seg.timeIndex.Last(); ok {
+		seg.maxTimestamp, seg.offsetOfMaxTimestamp = te.Timestamp, te.Offset
+	}
+	seg.bytesSinceIndex = int64(l.config.IndexIntervalBytes)
+	intact, redo, err := l.validate(seg, fileSize, false, recoveryPoint)
+	if err != nil {
+		return false, err
+	}
+	if redo {
+		seg.size = fileSize
+		return l.recoverSegment(seg, false)
+	}
+	return intact, nil
 }
 
 // scanner reads a segment's batches through a window of buffered bytes.

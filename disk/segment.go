@@ -204,10 +204,60 @@ func (s *segment) readHeader(buf []byte, position, want int64) (wire.Header, err
 	if want >= 0 && h.BaseOffset != want {
 		return h, s.corrupt(position, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want))
 	}
-	if h.LastOffsetDelta < 0 {
-		return h, s.corrupt(position, fmt.Errorf("disk: negative last offset delta %d", h.LastOffsetDelta))
+	if err := checkStructure(&h); err != nil {
+		return h, s.corrupt(position, err)
 	}
 	return h, nil
+}
+
+// checkStructure reports what a parsed header alone shows to be damaged
+// (the checks of wire.Validate that need no CRC): a record count that
+// disagrees with lastOffsetDelta, or an unknown codec. wire.ParseHeader has
+// already checked the magic and that the length holds a header.
+func checkStructure(h *wire.Header) error {
+	if h.RecordCount < 1 || int64(h.LastOffsetDelta) != int64(h.RecordCount)-1 {
+		return fmt.Errorf("%w: count %d, last offset delta %d", wire.ErrRecordCount, h.RecordCount, h.LastOffsetDelta)
+	}
+	if c := h.Compression(); c > wire.CompressionZstd {
+		return fmt.Errorf("%w: unknown codec %d", wire.ErrCompression, int8(c))
+	}
+	return nil
+}
+
+// tail is what scanTail learns from the headers at the end of a segment.
+type tail struct {
+	// end is the next offset after the last sound batch: the segment's next
+	// offset when not damaged.
+	end                  int64
+	maxTimestamp         int64 // -1 when none
+	offsetOfMaxTimestamp int64
+	// damaged is set when a header is damaged or runs past the file.
+	damaged bool
+}
+
+// scanTail reads the headers (no CRC) of the batches from the one at
+// from.Position, whose base offset must be from.Offset, to the end of the
+// file. buf must hold wire.HeaderSize bytes. Only I/O errors are returned;
+// damage sets damaged.
+func (s *segment) scanTail(buf []byte, from OffsetEntry) (tail, error) {
+	t := tail{end: from.Offset, maxTimestamp: -1, offsetOfMaxTimestamp: from.Offset}
+	for position := from.Position; position < s.size; {
+		h, err := s.readHeader(buf, position, t.end)
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			t.damaged = true
+			return t, nil
+		}
+		if err != nil {
+			return t, err
+		}
+		if h.MaxTimestamp > t.maxTimestamp {
+			t.maxTimestamp, t.offsetOfMaxTimestamp = h.MaxTimestamp, h.BaseOffset
+		}
+		t.end = h.NextOffset()
+		position += int64(h.Size())
+	}
+	return t, nil
 }
 
 // find returns the position and header of the batch holding offset, which

@@ -33,6 +33,9 @@ type TimeIndex struct {
 	file       File
 	entries    []TimeEntry
 	dirty      bool
+	// scratch holds the entry being written, so Append allocates nothing
+	// once the entries' capacity suffices.
+	scratch [TimeIndexEntrySize]byte
 }
 
 // OpenTimeIndex opens the time index at path, creating an empty one if it
@@ -148,8 +151,7 @@ func (ti *TimeIndex) Append(timestamp, offset int64) error {
 		return err
 	}
 	e := TimeEntry{Timestamp: timestamp, Offset: offset}
-	var buf [TimeIndexEntrySize]byte
-	if _, err := ti.file.WriteAt(AppendTimeEntry(buf[:0], e, ti.baseOffset), ti.SizeBytes()); err != nil {
+	if _, err := ti.file.WriteAt(AppendTimeEntry(ti.scratch[:0], e, ti.baseOffset), ti.SizeBytes()); err != nil {
 		ti.dirty = true
 		return fmt.Errorf("disk: append to time index %s: %w", ti.path, err)
 	}
