@@ -69,3 +69,12 @@ func TestByCountBalances(t *testing.T) {
 		require.LessOrEqual(t, hi-lo, 1, "n=%d counts=%v", n, counts)
 	}
 }
+
+func TestByCountSkipsDraining(t *testing.T) {
+	dirs := []Dir{{Path: "a", Online: true, Draining: true}, {Path: "b", Online: true, Partitions: 7}}
+	got, err := ByCount(dirs, 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "b"}, got)
+	_, err = ByCount(dirs[:1], 1)
+	require.ErrorIs(t, err, ErrNoOnlineDirs)
+}
