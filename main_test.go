@@ -115,6 +115,22 @@ func TestCLIAsAUser(t *testing.T) {
 	}
 	require.Equal(t, int64(300), total)
 
+	out, errOut, code = cli(t, "", "disks", "-o", "json", b)
+	require.Equal(t, 0, code, errOut)
+	var disks []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &disks))
+	require.Len(t, disks, 2)
+	for _, d := range disks {
+		for _, field := range []string{"path", "state", "partitions", "bytes", "capacity_bytes", "free_bytes"} {
+			require.Contains(t, d, field)
+		}
+		require.Equal(t, "online", d["state"])
+		require.Positive(t, d["capacity_bytes"])
+	}
+	out, errOut, code = cli(t, "", "disks", "balance", "--dry-run", b)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "NOW")
+
 	_, errOut, code = cli(t, "", "topic", "delete", "orders", b)
 	require.Equal(t, 0, code, errOut)
 	out, _, _ = cli(t, "", "topic", "list", b)

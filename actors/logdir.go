@@ -3,13 +3,17 @@ package actors
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
+	"github.com/depot-dev/depot/actors/placement"
 	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
 )
 
 // Checkpoint file names in a log directory, as Kafka names them.
@@ -19,7 +23,23 @@ const (
 	// defaultCheckpointInterval is Kafka's
 	// log.flush.offset.checkpoint.interval.ms.
 	defaultCheckpointInterval = 60 * time.Second
+	// defaultUsageInterval is how often a log-dir actor reports its usage
+	// to the placement actor even when nothing changed.
+	defaultUsageInterval = 10 * time.Second
+	// rateHalfLife is the half-life of the write-rate average.
+	rateHalfLife = 30 * time.Second
 )
+
+// Log directory states, as shown by `depot disks`.
+const (
+	LogDirOnline   = "online"
+	LogDirOffline  = "offline"
+	LogDirDraining = "draining"
+)
+
+// LogDirActorName is the stable name of the log-dir actor of the directory
+// path on its node.
+func LogDirActorName(path string) string { return "logdir:" + filepath.Clean(path) }
 
 // Checkpoints are the offsets a log directory remembers for its partitions.
 type Checkpoints struct {
@@ -47,10 +67,19 @@ func ReadCheckpoints(fsys disk.FS, path string, logger *logrus.Entry) Checkpoint
 type LogDirConfig struct {
 	Path string
 	FS   disk.FS
+	// Capacity is the declared capacity in bytes; 0 asks the file system
+	// (statfs) for its size.
+	Capacity int64
+	// Draining is set for a directory being emptied.
+	Draining bool
 	// Checkpoints are those read at start-up; the actor keeps them current.
 	Checkpoints Checkpoints
-	// CheckpointInterval defaults to 60 s.
+	// Placement receives the directory's usage on change and on a timer.
+	// May be nil.
+	Placement *actor.PID
+	// CheckpointInterval defaults to 60 s, UsageInterval to 10 s.
 	CheckpointInterval time.Duration
+	UsageInterval      time.Duration
 	Logger             *logrus.Entry
 }
 
@@ -61,13 +90,80 @@ type WriteCheckpoints struct{}
 // WriteCheckpointsDone answers WriteCheckpoints.
 type WriteCheckpointsDone struct{ Err error }
 
-// logDirActor owns one log directory's checkpoint files and knows the
-// partitions it holds, from their reports.
+// partitionReport tells a log-dir actor about one partition it holds.
+type partitionReport struct {
+	tp             disk.TopicPartition
+	pid            *actor.PID
+	sizeBytes      int64
+	recoveryPoint  int64
+	logStartOffset int64
+	// appendedBytes counts every byte the partition appended since it
+	// started: the difference between two reports is its write rate.
+	appendedBytes  int64
+	retentionBytes int64
+	retentionMs    int64
+	// closed is set on the final report of a cleanly closed log.
+	closed bool
+	// deleted is set when the partition's log was removed, or moved away.
+	deleted bool
+}
+
+// logDirFailed tells a log-dir actor that an I/O error hit one of its
+// partitions: the whole directory goes offline, as Kafka's KIP-112 does.
+type logDirFailed struct {
+	tp  disk.TopicPartition
+	err error
+}
+
+// goOffline tells a partition actor that its directory failed.
+type goOffline struct{ reason string }
+
+// setDraining switches a log directory's draining state.
+type setDraining struct{ draining bool }
+
+// ChooseLogDirs asks the placement actor for a directory for each of a new
+// topic's partitions; it answers ChooseLogDirsResult.
+type ChooseLogDirs struct {
+	Topic          string
+	Partitions     int
+	RetentionBytes int64
+	RetentionMs    int64
+}
+
+// ChooseLogDirsResult answers ChooseLogDirs.
+type ChooseLogDirsResult struct {
+	Dirs []string
+	Err  error
+}
+
+// logDirAdded tells the partition manager about a new log directory.
+type logDirAdded struct {
+	path string
+	pid  *actor.PID
+}
+
+// logDirUsage is what a log-dir actor reports to the placement actor.
+type logDirUsage struct {
+	info *messages.LogDirInfo
+}
+
+// partitionState is what a log-dir actor knows of one partition.
+type partitionState struct {
+	report   partitionReport
+	rate     float64 // bytes per second, decaying average
+	lastSeen time.Time
+}
+
+// logDirActor owns one log directory: its checkpoint files, its state
+// (online, offline, draining), and what it knows of the partitions it holds
+// from their reports, which it passes on to the placement actor.
 type logDirActor struct {
 	cfg        LogDirConfig
-	partitions map[disk.TopicPartition]partitionReport
+	partitions map[disk.TopicPartition]*partitionState
+	state      string
+	failure    string
 	dirty      bool
-	stopTimer  scheduler.CancelFunc
+	timers     []scheduler.CancelFunc
 	logger     *logrus.Entry
 }
 
@@ -76,11 +172,17 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 	if cfg.CheckpointInterval <= 0 {
 		cfg.CheckpointInterval = defaultCheckpointInterval
 	}
+	if cfg.UsageInterval <= 0 {
+		cfg.UsageInterval = defaultUsageInterval
+	}
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "logdir", "dir": cfg.Path})
 	return Props(func() actor.Actor {
-		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]partitionReport{}, logger: logger}
+		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, logger: logger}
+		if cfg.Draining {
+			a.state = LogDirDraining
+		}
 		for tp, rp := range cfg.Checkpoints.RecoveryPoints {
-			a.partitions[tp] = partitionReport{tp: tp, recoveryPoint: rp, logStartOffset: cfg.Checkpoints.LogStart[tp]}
+			a.partitions[tp] = &partitionState{report: partitionReport{tp: tp, recoveryPoint: rp, logStartOffset: cfg.Checkpoints.LogStart[tp]}}
 		}
 		return a
 	}, logger)
@@ -89,18 +191,28 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 func (a *logDirActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.stopTimer = scheduler.NewTimerScheduler(ctx).SendRepeatedly(a.cfg.CheckpointInterval, a.cfg.CheckpointInterval, ctx.Self(), &checkpointTick{})
+		timers := scheduler.NewTimerScheduler(ctx)
+		a.timers = append(a.timers,
+			timers.SendRepeatedly(a.cfg.CheckpointInterval, a.cfg.CheckpointInterval, ctx.Self(), &checkpointTick{}),
+			timers.SendRepeatedly(a.cfg.UsageInterval, a.cfg.UsageInterval, ctx.Self(), &usageTick{}))
+		a.reportUsage(ctx)
 	case *partitionReport:
-		a.onReport(m)
+		a.onReport(ctx, m)
+	case *logDirFailed:
+		a.onFailed(ctx, m)
+	case *setDraining:
+		a.onSetDraining(ctx, m)
 	case *checkpointTick:
 		if a.dirty {
 			_ = a.writeCheckpoints()
 		}
+	case *usageTick:
+		a.reportUsage(ctx)
 	case *WriteCheckpoints:
 		ctx.Respond(&WriteCheckpointsDone{Err: a.writeCheckpoints()})
 	case *actor.Stopping:
-		if a.stopTimer != nil {
-			a.stopTimer()
+		for _, cancel := range a.timers {
+			cancel()
 		}
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
@@ -110,22 +222,135 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 
 type checkpointTick struct{}
 
-func (a *logDirActor) onReport(m *partitionReport) {
+type usageTick struct{}
+
+func (a *logDirActor) onReport(ctx actor.Context, m *partitionReport) {
 	a.dirty = true
 	if m.deleted {
 		delete(a.partitions, m.tp)
+		a.reportUsage(ctx)
 		return
 	}
-	a.partitions[m.tp] = *m
+	now := time.Now()
+	p := a.partitions[m.tp]
+	if p == nil {
+		p = &partitionState{}
+		a.partitions[m.tp] = p
+	}
+	if !p.lastSeen.IsZero() && m.appendedBytes >= p.report.appendedBytes {
+		p.rate = decayRate(p.rate, float64(m.appendedBytes-p.report.appendedBytes), now.Sub(p.lastSeen))
+	}
+	p.report = *m
+	p.lastSeen = now
+	if m.sizeBytes != p.report.sizeBytes || m.closed {
+		a.reportUsage(ctx)
+	}
+}
+
+// decayRate folds bytes written over elapsed into an exponentially decaying
+// average rate with half-life rateHalfLife.
+func decayRate(rate, bytes float64, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return rate
+	}
+	current := bytes / elapsed.Seconds()
+	keep := 1 / (1 + elapsed.Seconds()/rateHalfLife.Seconds())
+	return rate*keep + current*(1-keep)
+}
+
+func (a *logDirActor) onFailed(ctx actor.Context, m *logDirFailed) {
+	if a.state == LogDirOffline {
+		return
+	}
+	a.state = LogDirOffline
+	a.failure = fmt.Sprintf("I/O error in %s: %v", m.tp, m.err)
+	a.logger.WithError(m.err).WithField("partition", m.tp.String()).Error("log directory failed; its partitions are offline")
+	for _, p := range a.partitions {
+		if p.report.pid != nil {
+			ctx.Send(p.report.pid, &goOffline{reason: a.failure})
+		}
+	}
+	a.reportUsage(ctx)
+}
+
+func (a *logDirActor) onSetDraining(ctx actor.Context, m *setDraining) {
+	if a.state == LogDirOffline {
+		return
+	}
+	if m.draining {
+		a.state = LogDirDraining
+	} else {
+		a.state = LogDirOnline
+	}
+	a.reportUsage(ctx)
+}
+
+// usage describes the directory now.
+func (a *logDirActor) usage() *messages.LogDirInfo {
+	info := &messages.LogDirInfo{Path: a.cfg.Path, State: a.state, Error: a.failure, Partitions: int32(len(a.partitions))}
+	keys := make([]disk.TopicPartition, 0, len(a.partitions))
+	for tp := range a.partitions {
+		keys = append(keys, tp)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Topic != keys[j].Topic {
+			return keys[i].Topic < keys[j].Topic
+		}
+		return keys[i].Partition < keys[j].Partition
+	})
+	for _, tp := range keys {
+		p := a.partitions[tp]
+		info.Bytes += p.report.sizeBytes
+		info.WriteBytesPerS += p.rate
+		info.ProjectedBytes += placement.Projection(p.report.sizeBytes, p.rate, p.report.retentionBytes, p.report.retentionMs)
+		info.PartitionUsage = append(info.PartitionUsage, &messages.PartitionUsage{
+			Topic: tp.Topic, Partition: tp.Partition, Bytes: p.report.sizeBytes, WriteBytesPerS: p.rate,
+			RetentionBytes: p.report.retentionBytes, RetentionMs: p.report.retentionMs,
+		})
+	}
+	info.CapacityBytes, info.FreeBytes = a.space(info.Bytes)
+	return info
+}
+
+// space returns the directory's capacity and free bytes: the declared
+// capacity less what its partitions hold (and no more than the file system
+// has free), or the file system's own figures.
+func (a *logDirActor) space(used int64) (capacity, free int64) {
+	var fsTotal, fsFree int64 = -1, -1
+	var st unix.Statfs_t
+	if a.cfg.FS == disk.OS && unix.Statfs(a.cfg.Path, &st) == nil {
+		fsTotal = int64(st.Blocks) * int64(st.Bsize)
+		fsFree = int64(st.Bavail) * int64(st.Bsize)
+	}
+	if a.cfg.Capacity > 0 {
+		free = max(a.cfg.Capacity-used, 0)
+		if fsFree >= 0 && fsFree < free {
+			free = fsFree
+		}
+		return a.cfg.Capacity, free
+	}
+	if fsTotal < 0 {
+		return 0, 0
+	}
+	return fsTotal, fsFree
+}
+
+func (a *logDirActor) reportUsage(ctx actor.Context) {
+	if a.cfg.Placement != nil {
+		ctx.Send(a.cfg.Placement, &logDirUsage{info: a.usage()})
+	}
 }
 
 // writeCheckpoints writes both checkpoint files atomically.
 func (a *logDirActor) writeCheckpoints() error {
+	if a.state == LogDirOffline {
+		return nil
+	}
 	recovery := make(map[disk.TopicPartition]int64, len(a.partitions))
 	start := make(map[disk.TopicPartition]int64, len(a.partitions))
 	for tp, p := range a.partitions {
-		recovery[tp] = p.recoveryPoint
-		start[tp] = p.logStartOffset
+		recovery[tp] = p.report.recoveryPoint
+		start[tp] = p.report.logStartOffset
 	}
 	for name, offsets := range map[string]map[disk.TopicPartition]int64{
 		RecoveryPointCheckpointFile: recovery,

@@ -64,6 +64,9 @@ type MetadataConfig struct {
 	LogDirs []string
 	// PartitionManager starts and stops partition actors on this node.
 	PartitionManager *actor.PID
+	// Placement, when set, chooses the log dir of each new partition (the
+	// placement actor, by load); otherwise LogDirs are used by count.
+	Placement *actor.PID
 	// ManagerTimeout bounds each request to the partition manager. Default
 	// DefaultManagerTimeout (10 s).
 	ManagerTimeout time.Duration
@@ -127,6 +130,9 @@ type metadataActor struct {
 	failed error
 
 	topics map[string]*topicState
+	// creating holds the names of topics whose directories are being
+	// chosen, so that a second create of the same name is refused.
+	creating map[string]bool
 	// nextProducerID is the next producer id to hand out; ids below
 	// producerIDBlockEnd are reserved by the log.
 	nextProducerID     int64
@@ -161,6 +167,7 @@ func (a *metadataActor) Receive(ctx actor.Context) {
 
 func (a *metadataActor) onStarted() {
 	a.topics = map[string]*topicState{}
+	a.creating = map[string]bool{}
 	a.builder = wire.NewBuilder(wire.NoProducer)
 	logCfg := disk.DefaultConfig()
 	logCfg.SegmentBytes = metadataSegmentBytes
@@ -336,16 +343,48 @@ func (a *metadataActor) placePartitions(n int) ([]string, error) {
 
 func (a *metadataActor) onCreateTopic(ctx actor.Context, m *messages.CreateTopicRequest) {
 	config, code, msg := a.validateCreate(m)
+	if code == messages.ErrorCode_NONE && a.creating[m.GetName()] {
+		code, msg = messages.ErrorCode_TOPIC_ALREADY_EXISTS, fmt.Sprintf("topic %q is being created", m.GetName())
+	}
 	if code != messages.ErrorCode_NONE {
 		ctx.Respond(&messages.CreateTopicResponse{Error: code, ErrorMessage: msg})
 		return
 	}
-	name := m.GetName()
-	dirs, err := a.placePartitions(int(m.GetPartitions()))
-	if err != nil {
-		ctx.Respond(&messages.CreateTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()})
+	if a.cfg.Placement == nil || m.GetValidateOnly() {
+		dirs, err := a.placePartitions(int(m.GetPartitions()))
+		a.createTopic(ctx, m, config, dirs, err)
 		return
 	}
+	name := m.GetName()
+	a.creating[name] = true
+	future := ctx.RequestFuture(a.cfg.Placement, &ChooseLogDirs{
+		Topic:          name,
+		Partitions:     int(m.GetPartitions()),
+		RetentionBytes: config.Log.RetentionBytes,
+		RetentionMs:    retentionMillis(config.Log.RetentionMs),
+	}, a.cfg.ManagerTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		delete(a.creating, name)
+		var dirs []string
+		if err == nil {
+			if r, ok := res.(*ChooseLogDirsResult); ok {
+				dirs, err = r.Dirs, r.Err
+			} else {
+				err = fmt.Errorf("placement answered %T", res)
+			}
+		}
+		a.createTopic(ctx, m, config, dirs, err)
+	})
+}
+
+// createTopic records a validated topic whose partitions go to dirs (or
+// answers err), then has its partitions started.
+func (a *metadataActor) createTopic(ctx actor.Context, m *messages.CreateTopicRequest, config TopicConfig, dirs []string, err error) {
+	if err != nil {
+		ctx.Respond(&messages.CreateTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("choosing log dirs: %v", err)})
+		return
+	}
+	name := m.GetName()
 	record := &messages.TopicRecord{
 		Name:     name,
 		Configs:  copyConfigs(m.GetConfigs()),

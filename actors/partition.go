@@ -42,18 +42,10 @@ type PartitionConfig struct {
 	// TickInterval overrides partitionTickInterval when positive.
 	TickInterval time.Duration
 	Logger       *logrus.Entry
-}
-
-// partitionReport tells a log-dir actor about one partition it holds.
-type partitionReport struct {
-	tp             disk.TopicPartition
-	sizeBytes      int64
-	recoveryPoint  int64
-	logStartOffset int64
-	// closed is set on the final report of a cleanly closed log.
-	closed bool
-	// deleted is set when the partition's log was removed.
-	deleted bool
+	// moveHook, when set, is called at each step of a move (moveStepCopy,
+	// moveStepS2, moveStepS3, moveStepS4); an error fails the move there,
+	// as an I/O error at that step would. Tests use it to stop a move.
+	moveHook func(step string) error
 }
 
 // deletePartition makes a partition actor remove its log before it stops.
@@ -103,19 +95,33 @@ type partitionActor struct {
 	nextFetchID    uint64
 	deleted        bool
 	readBuffer     []byte
+	// appendedBytes counts the bytes appended since the actor started; the
+	// log-dir actor derives the write rate from it.
+	appendedBytes int64
+
+	// move is the running move to another log directory, if any; moveSeq
+	// numbers moves so that a stale copyStep is recognised.
+	move    *partitionMove
+	moveSeq uint64
+	// home is the config the next incarnation of the actor starts from,
+	// shared with its props; only the live actor writes it.
+	home *PartitionConfig
 }
 
 // NewPartitionProps returns the props of a partition actor.
 func NewPartitionProps(cfg PartitionConfig) *actor.Props {
-	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition, "dir": cfg.LogDir})
+	// home is where the partition lives; a move changes it, so that an
+	// actor restarted after a failure opens the log where it now is.
+	home := &cfg
 	return Props(func() actor.Actor {
 		return &partitionActor{
-			cfg:       cfg,
-			tp:        disk.TopicPartition{Topic: cfg.Topic, Partition: cfg.Partition},
+			cfg:       *home,
+			home:      home,
+			tp:        disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
 			producers: producerStates{},
-			logger:    logger,
+			logger:    home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
 		}
-	}, logger)
+	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
 }
 
 // PartitionDir is the directory of a partition's log in a log directory.
@@ -141,8 +147,14 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.status())
 	case *partitionTick:
 		a.onTick(ctx)
+	case *goOffline:
+		a.onOffline(ctx, m)
 	case *deletePartition:
 		a.onDelete(ctx)
+	case *messages.MovePartitionRequest:
+		a.onMove(ctx, m)
+	case *copyStep:
+		a.onCopyStep(ctx, m)
 	case *actor.Stopping:
 		a.onStopping(ctx)
 	case *actor.Restarting:
@@ -248,10 +260,11 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		}
 		res, err := a.log.Append(batch)
 		if err != nil {
-			resp.Error, resp.ErrorMessage = a.appendError(err)
+			resp.Error, resp.ErrorMessage = a.appendError(ctx, err)
 			break
 		}
 		appended = true
+		a.appendedBytes += int64(len(batch))
 		h.BaseOffset = res.BaseOffset
 		a.producers.update(&h)
 		if resp.BaseOffset < 0 {
@@ -299,7 +312,7 @@ func validateProduce(records []byte, maxMessageBytes int32) (messages.ErrorCode,
 }
 
 // appendError classifies an append failure.
-func (a *partitionActor) appendError(err error) (messages.ErrorCode, string) {
+func (a *partitionActor) appendError(ctx actor.Context, err error) (messages.ErrorCode, string) {
 	var corrupt *disk.CorruptionError
 	switch {
 	case errors.Is(err, wire.ErrBadCRC), errors.Is(err, wire.ErrShort), errors.Is(err, wire.ErrBadLength),
@@ -310,7 +323,41 @@ func (a *partitionActor) appendError(err error) (messages.ErrorCode, string) {
 		return messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
 	}
 	a.logger.WithError(err).Error("append failed")
+	a.dirFailed(ctx, err)
 	return messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+}
+
+// dirFailed reports an I/O error to the log-dir actor, which takes the whole
+// directory offline (and this partition with it) as Kafka does.
+func (a *partitionActor) dirFailed(ctx actor.Context, err error) {
+	if a.cfg.LogDirActor != nil {
+		ctx.Send(a.cfg.LogDirActor, &logDirFailed{tp: a.tp, err: err})
+	}
+}
+
+// onOffline closes the log of a partition whose directory failed: from now
+// on every request is answered with KAFKA_STORAGE_ERROR.
+func (a *partitionActor) onOffline(ctx actor.Context, m *goOffline) {
+	if a.log == nil {
+		return
+	}
+	a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, m.reason)
+	a.logErr = errors.New(m.reason)
+	log := a.log
+	a.log = nil
+	for _, p := range a.parkedProduces {
+		p.response.Error, p.response.ErrorMessage = a.unavailable()
+		ctx.Send(p.sender, p.response)
+	}
+	a.parkedProduces = nil
+	for _, p := range a.parkedFetches {
+		p.cancel()
+		resp, _ := a.fetch(p.request)
+		ctx.Send(p.sender, resp)
+	}
+	a.parkedFetches = nil
+	_ = log.Close()
+	a.logger.WithField("reason", m.reason).Error("partition offline")
 }
 
 // onSyncParked is the group commit: one fsync covers every acks=all batch
@@ -326,6 +373,7 @@ func (a *partitionActor) onSyncParked(ctx actor.Context) {
 	} else if err := a.log.Sync(); err != nil {
 		a.logger.WithError(err).Error("fsync failed")
 		code, msg = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		a.dirFailed(ctx, err)
 	}
 	for _, p := range parked {
 		if code != messages.ErrorCode_NONE {
@@ -454,6 +502,10 @@ func (a *partitionActor) status() *messages.PartitionStatusResponse {
 	resp.SizeBytes = a.log.Size()
 	resp.Segments = int32(len(a.log.Segments()))
 	resp.RecoveryPoint = a.log.RecoveryPoint()
+	if a.move != nil {
+		resp.MovingTo = a.move.toDir
+		resp.MoveCopiedBytes = a.move.copied
+	}
 	return resp
 }
 
@@ -481,15 +533,20 @@ func (a *partitionActor) report(ctx actor.Context, closed bool) {
 	}
 	ctx.Send(a.cfg.LogDirActor, &partitionReport{
 		tp:             a.tp,
+		pid:            ctx.Self(),
 		sizeBytes:      a.log.Size(),
 		recoveryPoint:  a.log.RecoveryPoint(),
 		logStartOffset: a.log.StartOffset(),
+		appendedBytes:  a.appendedBytes,
+		retentionBytes: a.cfg.Config.Log.RetentionBytes,
+		retentionMs:    retentionMillis(a.cfg.Config.Log.RetentionMs),
 		closed:         closed,
 	})
 }
 
 func (a *partitionActor) onDelete(ctx actor.Context) {
 	a.deleted = true
+	a.abortMove(ctx, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted")
 	if a.log == nil {
 		return
 	}
@@ -514,6 +571,7 @@ func (a *partitionActor) onStopping(ctx actor.Context) {
 // closeLog answers what is parked, closes the log cleanly (it syncs) and
 // sends the final report with the recovery point for the checkpoint.
 func (a *partitionActor) closeLog(ctx actor.Context) {
+	a.abortMove(ctx, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, "partition stopped during the move")
 	if a.log == nil {
 		return
 	}
@@ -536,4 +594,12 @@ func (a *partitionActor) answerParked(ctx actor.Context) {
 		ctx.Send(p.sender, resp)
 	}
 	a.parkedFetches = nil
+}
+
+// retentionMillis is retention.ms as Kafka writes it: -1 for unlimited.
+func retentionMillis(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Milliseconds()
 }

@@ -66,6 +66,8 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onStop(ctx, msg)
 	case *actor.Terminated:
 		m.onTerminated(ctx, msg)
+	case *logDirAdded:
+		m.cfg.LogDirs[msg.path] = msg.pid
 	case *actor.Stopping:
 		m.stopping = true
 	case *actor.Started, *actor.Stopped, *actor.Restarting:

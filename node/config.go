@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/disk"
 )
 
@@ -54,6 +55,12 @@ type Config struct {
 	// TickInterval is how often partitions apply retention and report.
 	// Default 10 s.
 	TickInterval time.Duration
+	// Policy places new partitions: "load" (default: by projected bytes
+	// against capacity, spread per topic) or "count" (Kafka's rule).
+	Policy string
+	// Balance tunes the balancer that moves partitions between log
+	// directories.
+	Balance actors.BalanceSettings
 	// FS is the file system; default the operating system's.
 	FS disk.FS
 	// Logger overrides the logger built from LogLevel.
@@ -73,6 +80,9 @@ func (c Config) withDefaults() Config {
 			c.LogDirs = append(c.LogDirs, LogDir{Path: filepath.Join(c.DataDir, fmt.Sprintf("logs-%d", i))})
 		}
 	}
+	for i := range c.LogDirs {
+		c.LogDirs[i].Path = filepath.Clean(c.LogDirs[i].Path)
+	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -81,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TickInterval == 0 {
 		c.TickInterval = 10 * time.Second
+	}
+	if c.Policy == "" {
+		c.Policy = actors.PolicyLoad
 	}
 	if c.FS == nil {
 		c.FS = disk.OS
@@ -119,6 +132,12 @@ func (c Config) validate() error {
 		if d.Capacity < 0 {
 			errs = append(errs, fmt.Errorf("log dir %q: negative capacity", d.Path))
 		}
+	}
+	if c.Policy != actors.PolicyLoad && c.Policy != actors.PolicyCount {
+		errs = append(errs, fmt.Errorf("placement policy %q: want load or count", c.Policy))
+	}
+	if b := c.Balance; b.MaxDeviation < 0 || b.HighWater < 0 || b.HighWater > 1 {
+		errs = append(errs, fmt.Errorf("balance settings out of range: max deviation %v, high water %v", b.MaxDeviation, b.HighWater))
 	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %v is negative", c.TickInterval))

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -23,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -43,13 +45,18 @@ type Node struct {
 	address   string
 	metadata  *actor.PID
 	manager   *actor.PID
+	placement *actor.PID
 	logDirs   []*actor.PID
+	mu        sync.Mutex // guards logDirs, which grows when a directory is added
 	http      *http.Server
 	httpAddr  string
 	lock      *os.File
 	registry  *prometheus.Registry
 	stopped   bool
 	stoppedCh chan struct{}
+	// locations maps each partition found on disk at start-up to the log
+	// directory holding it, once interrupted moves are resolved.
+	locations map[disk.TopicPartition]string
 }
 
 // Start starts a node with cfg and returns once it serves: every topic in
@@ -72,40 +79,56 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 	}()
 
-	if err := cfg.FS.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := mkdirDurable(cfg.FS, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	if err := n.lockDataDir(); err != nil {
-		return nil, err
+	if cfg.FS == disk.OS {
+		if err := n.lockDataDir(); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range cfg.LogDirs {
-		if err := cfg.FS.MkdirAll(d.Path, 0o755); err != nil {
+		if err := mkdirDurable(cfg.FS, d.Path); err != nil {
 			return nil, fmt.Errorf("node: log dir %s: %w", d.Path, err)
 		}
 	}
-
 	n.system = actors.NewActorSystem(baseLogger)
 	if err := n.startRemote(); err != nil {
 		return nil, err
 	}
 	root := n.system.Root
 
-	logDirPIDs := map[string]*actor.PID{}
-	checkpoints := map[string]actors.Checkpoints{}
-	for i, d := range cfg.LogDirs {
-		cp := actors.ReadCheckpoints(cfg.FS, d.Path, n.logger.WithField("dir", d.Path))
-		checkpoints[d.Path] = cp
-		pid, err := root.SpawnNamed(actors.NewLogDirProps(actors.LogDirConfig{
-			Path:        d.Path,
-			FS:          cfg.FS,
-			Checkpoints: actors.Checkpoints{RecoveryPoints: clone(cp.RecoveryPoints), LogStart: clone(cp.LogStart)},
-			Logger:      n.logger,
-		}), fmt.Sprintf("logdir-%d", i))
-		if err != nil {
-			return nil, fmt.Errorf("node: %w", err)
+	disksState, err := actors.ReadDisksState(cfg.FS, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	specs, added := logDirSpecs(cfg.LogDirs, disksState)
+	for _, d := range added {
+		if err := cfg.FS.MkdirAll(d.Path, 0o755); err != nil {
+			return nil, fmt.Errorf("node: log dir %s: %w", d.Path, err)
 		}
-		logDirPIDs[d.Path] = pid
-		n.logDirs = append(n.logDirs, pid)
+	}
+	if err := n.recoverMoves(specs); err != nil {
+		return nil, err
+	}
+	// Log-dir actors have names derived from their paths, so the actors
+	// that talk to them can be told their PIDs before they are spawned.
+	logDirPIDs := map[string]*actor.PID{}
+	for _, d := range specs {
+		logDirPIDs[d.Path] = actor.NewPID(n.address, actors.LogDirActorName(d.Path))
+	}
+	checkpoints := map[string]actors.Checkpoints{}
+	for _, d := range specs {
+		cp := actors.ReadCheckpoints(cfg.FS, d.Path, n.logger.WithField("dir", d.Path))
+		// A partition that moved away has no checkpoint here any more.
+		for _, m := range []map[disk.TopicPartition]int64{cp.RecoveryPoints, cp.LogStart} {
+			for tp := range m {
+				if dir, ok := n.locations[tp]; ok && dir != d.Path {
+					delete(m, tp)
+				}
+			}
+		}
+		checkpoints[d.Path] = cp
 	}
 
 	n.manager, err = root.SpawnNamed(actors.NewPartitionManagerProps(actors.PartitionManagerConfig{
@@ -119,9 +142,29 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.placement, err = root.SpawnNamed(actors.NewPlacementProps(actors.PlacementConfig{
+		FS:               cfg.FS,
+		DataDir:          cfg.DataDir,
+		Policy:           cfg.Policy,
+		LogDirs:          specs,
+		AddedLogDirs:     added,
+		Balance:          cfg.Balance,
+		PartitionManager: n.manager,
+		StartLogDir:      func(spec actors.LogDirSpec) (*actor.PID, error) { return n.startLogDir(spec, actors.Checkpoints{}) },
+		Logger:           n.logger,
+	}), actors.PlacementActorName)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	for _, d := range specs {
+		cp := checkpoints[d.Path]
+		if _, err := n.startLogDir(d, actors.Checkpoints{RecoveryPoints: clone(cp.RecoveryPoints), LogStart: clone(cp.LogStart)}); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
 
-	logDirPaths := make([]string, len(cfg.LogDirs))
-	for i, d := range cfg.LogDirs {
+	logDirPaths := make([]string, len(specs))
+	for i, d := range specs {
 		logDirPaths[i] = d.Path
 	}
 	n.metadata, err = root.SpawnNamed(actors.NewMetadataProps(actors.MetadataConfig{
@@ -131,6 +174,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Address:          n.address,
 		LogDirs:          logDirPaths,
 		PartitionManager: n.manager,
+		Placement:        n.placement,
 		Logger:           n.logger,
 	}), MetadataActorName)
 	if err != nil {
@@ -146,6 +190,54 @@ func Start(cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
+// logDirSpecs returns the log directories to run: the configured ones (in
+// their order, draining when the state says so), then those added at run
+// time; added lists the latter.
+func logDirSpecs(configured []LogDir, st actors.DisksState) (specs, added []actors.LogDirSpec) {
+	draining := map[string]bool{}
+	for _, path := range st.Draining {
+		draining[filepath.Clean(path)] = true
+	}
+	seen := map[string]bool{}
+	for _, d := range configured {
+		path := filepath.Clean(d.Path)
+		seen[path] = true
+		specs = append(specs, actors.LogDirSpec{Path: path, Capacity: d.Capacity, Draining: draining[path]})
+	}
+	for _, d := range st.Added {
+		path := filepath.Clean(d.Path)
+		if seen[path] {
+			continue
+		}
+		seen[path] = true
+		spec := actors.LogDirSpec{Path: path, Capacity: d.Capacity, Draining: draining[path]}
+		specs = append(specs, spec)
+		added = append(added, spec)
+	}
+	return specs, added
+}
+
+// startLogDir spawns the log-dir actor of one directory.
+func (n *Node) startLogDir(spec actors.LogDirSpec, cp actors.Checkpoints) (*actor.PID, error) {
+	pid, err := n.system.Root.SpawnNamed(actors.NewLogDirProps(actors.LogDirConfig{
+		Path:          spec.Path,
+		FS:            n.cfg.FS,
+		Capacity:      spec.Capacity,
+		Draining:      spec.Draining,
+		Checkpoints:   cp,
+		Placement:     n.placement,
+		UsageInterval: n.cfg.TickInterval,
+		Logger:        n.logger,
+	}), actors.LogDirActorName(spec.Path))
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.logDirs = append(n.logDirs, pid)
+	n.mu.Unlock()
+	return pid, nil
+}
+
 func clone[K comparable, V any](m map[K]V) map[K]V {
 	c := make(map[K]V, len(m))
 	for k, v := range m {
@@ -155,7 +247,9 @@ func clone[K comparable, V any](m map[K]V) map[K]V {
 }
 
 // lockDataDir takes an exclusive lock on the data directory so that two
-// nodes never share one.
+// nodes never share one. It is taken only on the OS file system: a node on
+// another FS (a test's memory file system) shares no directory with
+// another process.
 func (n *Node) lockDataDir() error {
 	path := filepath.Join(n.cfg.DataDir, ".lock")
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
@@ -167,6 +261,67 @@ func (n *Node) lockDataDir() error {
 		return fmt.Errorf("node: data dir %s is in use by another node (lock %s held)", n.cfg.DataDir, path)
 	}
 	n.lock = f
+	return nil
+}
+
+// mkdirDurable creates dir and its missing parents, and syncs the parent of
+// each one it creates, so that a crash does not take the directory away
+// with whatever was since written in it.
+func mkdirDurable(fsys disk.FS, dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(created[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverMoves finishes or undoes the partition moves between log
+// directories that a crash interrupted (actors.RecoverMoves), making each
+// step durable, and records where every partition found on disk lives.
+func (n *Node) recoverMoves(dirs []actors.LogDirSpec) error {
+	fsys := n.cfg.FS
+	listings := make([]actors.LogDirListing, 0, len(dirs))
+	for _, d := range dirs {
+		names, err := fsys.ReadDir(d.Path)
+		if err != nil {
+			return fmt.Errorf("node: list log dir %s: %w", d.Path, err)
+		}
+		listings = append(listings, actors.LogDirListing{Dir: d.Path, Names: names})
+	}
+	plan, err := actors.RecoverMoves(listings)
+	if err != nil {
+		return fmt.Errorf("node: log dirs: %w", err)
+	}
+	for _, a := range plan.Actions {
+		var err error
+		if a.Kind == actors.MoveRename {
+			err = fsys.Rename(a.Path, a.To)
+		} else {
+			err = fsys.RemoveAll(a.Path)
+		}
+		if err == nil {
+			err = fsys.SyncDir(filepath.Dir(a.Path))
+		}
+		if err != nil {
+			return fmt.Errorf("node: recovering interrupted partition moves: %s: %w", a, err)
+		}
+		n.logger.WithField("action", a.String()).Warn("recovered an interrupted partition move")
+	}
+	n.locations = plan.Locations
 	return nil
 }
 
@@ -206,8 +361,15 @@ func (n *Node) startPartitions() error {
 			if p.Leader != n.cfg.NodeID {
 				continue
 			}
+			// The partition starts where its copy is, which a move may
+			// have changed; a partition with no copy yet starts where the
+			// metadata places it.
+			logDir := p.LogDir
+			if dir, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
+				logDir = dir
+			}
 			req.Partitions = append(req.Partitions, &messages.PartitionAssignment{
-				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, LogDir: p.LogDir,
+				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, LogDir: logDir,
 			})
 		}
 		resp, err := actors.Request[*messages.StartPartitionsResponse](ctx, n.system.Root, n.manager, req, startTimeout)
@@ -226,7 +388,7 @@ func (n *Node) startPartitions() error {
 
 func (n *Node) startHTTP() error {
 	n.registry = prometheus.NewRegistry()
-	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newDiskCollector(n.system.Root, n.placement))
 	if n.cfg.HTTP == "" {
 		return nil
 	}
@@ -259,6 +421,9 @@ func (n *Node) HTTPAddress() string { return n.httpAddr }
 // process.
 func (n *Node) System() *actor.ActorSystem { return n.system }
 
+// Placement is the node's placement actor.
+func (n *Node) Placement() *actor.PID { return n.placement }
+
 // Metadata is the node's metadata actor.
 func (n *Node) Metadata() *actor.PID { return n.metadata }
 
@@ -283,6 +448,9 @@ func (n *Node) Stop() error {
 			errs = append(errs, fmt.Errorf("stopping metadata: %w", err))
 		}
 	}
+	if n.placement != nil {
+		_ = root.StopFuture(n.placement).Wait()
+	}
 	if n.manager != nil {
 		// Stopping the manager stops every partition first; each sends its
 		// final report to its log directory before it is gone.
@@ -290,7 +458,10 @@ func (n *Node) Stop() error {
 			errs = append(errs, fmt.Errorf("stopping partitions: %w", err))
 		}
 	}
-	for _, pid := range n.logDirs {
+	n.mu.Lock()
+	logDirs := append([]*actor.PID(nil), n.logDirs...)
+	n.mu.Unlock()
+	for _, pid := range logDirs {
 		res, err := root.RequestFuture(pid, &actors.WriteCheckpoints{}, startTimeout).Result()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("checkpoint of %s: %w", pid.Id, err))

@@ -104,6 +104,7 @@ func TestNodeProduceFetchRestart(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Contains(t, string(body), "go_goroutines")
+	require.Contains(t, string(body), `depot_log_dir_bytes{dir="`+filepath.Join(dir, "logs-1")+`",state="online"}`)
 
 	require.NoError(t, n.Stop())
 	// A clean stop leaves a checkpoint with the partition's end offset.

@@ -1,0 +1,78 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/depot-dev/depot/messages"
+)
+
+// PlacementActorName is the name of every node's placement actor, which
+// answers for the node's log directories.
+const PlacementActorName = "placement"
+
+// nodeRequest sends msg to the actor named name on the node at addr (the
+// first broker when addr is empty) and checks the answer's type.
+func nodeRequest[T any](ctx context.Context, c *Client, addr, name string, msg any) (T, error) {
+	var zero T
+	if addr == "" {
+		addr = c.cfg.brokers[0]
+	}
+	res, err := c.request(ctx, actor.NewPID(addr, name), msg, c.contactTimeout())
+	if errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter) {
+		return zero, fmt.Errorf("%w: %s", ErrUnreachable, addr)
+	}
+	if err != nil {
+		return zero, err
+	}
+	c.contacted.Store(true)
+	v, ok := res.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: %T from %s", ErrBadResponse, res, addr)
+	}
+	return v, nil
+}
+
+// DescribeLogDirs returns the log directories of the node at addr (the
+// first broker when empty): state, partitions, bytes, capacity, free bytes
+// and write rate of each.
+func (c *Client) DescribeLogDirs(ctx context.Context, addr string) (*messages.DescribeLogDirsResponse, error) {
+	resp, err := nodeRequest[*messages.DescribeLogDirsResponse](ctx, c, addr, PlacementActorName, &messages.DescribeLogDirsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp, codeError(resp.Error, resp.ErrorMessage)
+}
+
+// AddLogDir adds the directory path (capacity 0: as the file system says)
+// to the running node at addr.
+func (c *Client) AddLogDir(ctx context.Context, addr, path string, capacity int64) error {
+	resp, err := nodeRequest[*messages.AddLogDirResponse](ctx, c, addr, PlacementActorName, &messages.AddLogDirRequest{Path: path, CapacityBytes: capacity})
+	if err != nil {
+		return err
+	}
+	return codeError(resp.Error, resp.ErrorMessage)
+}
+
+// DrainLogDir starts moving every partition off the directory path of the
+// node at addr, and returns the moves planned.
+func (c *Client) DrainLogDir(ctx context.Context, addr, path string) ([]*messages.PartitionMove, error) {
+	resp, err := nodeRequest[*messages.DrainLogDirResponse](ctx, c, addr, PlacementActorName, &messages.DrainLogDirRequest{Path: path})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Moves, codeError(resp.Error, resp.ErrorMessage)
+}
+
+// Balance returns the balancing plan of the node at addr; unless dryRun,
+// the node starts carrying it out.
+func (c *Client) Balance(ctx context.Context, addr string, dryRun bool) (*messages.BalanceResponse, error) {
+	resp, err := nodeRequest[*messages.BalanceResponse](ctx, c, addr, PlacementActorName, &messages.BalanceRequest{DryRun: dryRun})
+	if err != nil {
+		return nil, err
+	}
+	return resp, codeError(resp.Error, resp.ErrorMessage)
+}

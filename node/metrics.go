@@ -1,0 +1,71 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/messages"
+)
+
+// scrapeTimeout bounds how long a scrape waits for the node's actors.
+const scrapeTimeout = 2 * time.Second
+
+// diskCollector exports each log directory's usage, asked of the placement
+// actor at scrape time.
+type diskCollector struct {
+	root      *actor.RootContext
+	placement *actor.PID
+
+	bytes, capacity, free, partitions, writeRate, projected, online *prometheus.Desc
+}
+
+func newDiskCollector(root *actor.RootContext, placement *actor.PID) *diskCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("depot_log_dir_"+name, help, []string{"dir", "state"}, nil)
+	}
+	return &diskCollector{
+		root:       root,
+		placement:  placement,
+		bytes:      desc("bytes", "Bytes of partition data in the log directory."),
+		capacity:   desc("capacity_bytes", "Capacity of the log directory, declared or from the file system."),
+		free:       desc("free_bytes", "Free bytes in the log directory."),
+		partitions: desc("partitions", "Partitions in the log directory."),
+		writeRate:  desc("write_bytes_per_second", "Bytes appended per second to the log directory's partitions."),
+		projected:  desc("projected_bytes", "Bytes the log directory is expected to hold once growth meets retention."),
+		online:     desc("online", "1 when the log directory serves (online or draining), 0 when offline."),
+	}
+}
+
+func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.bytes, c.capacity, c.free, c.partitions, c.writeRate, c.projected, c.online} {
+		ch <- d
+	}
+}
+
+func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	resp, err := actors.Request[*messages.DescribeLogDirsResponse](context.Background(), c.root, c.placement, &messages.DescribeLogDirsRequest{}, scrapeTimeout)
+	if err != nil {
+		return
+	}
+	for _, d := range resp.Dirs {
+		online := 1.0
+		if d.State == actors.LogDirOffline {
+			online = 0
+		}
+		for desc, v := range map[*prometheus.Desc]float64{
+			c.bytes:      float64(d.Bytes),
+			c.capacity:   float64(d.CapacityBytes),
+			c.free:       float64(d.FreeBytes),
+			c.partitions: float64(d.Partitions),
+			c.writeRate:  d.WriteBytesPerS,
+			c.projected:  float64(d.ProjectedBytes),
+			c.online:     online,
+		} {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, d.Path, d.State)
+		}
+	}
+}
