@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Baseline sizes.
+const (
+	baselineBlock    = 1 << 20  // file writes and reads
+	loopbackBlock    = 64 << 10 // loopback TCP writes
+	maxBaselineBytes = 1 << 30
+	minBaselineBytes = 1 << 20
+)
+
+// Baseline is what this machine does without Depot in the way: one
+// sequential file written in 1 MiB writes (timed without and with one fsync
+// at the end), read back in 1 MiB reads (mostly from the page cache), and
+// one loopback TCP connection with 64 KiB writes.
+type Baseline struct {
+	FileBytes        int64   `json:"file_bytes"`
+	FileWriteMBPerS  float64 `json:"file_write_mb_per_s"`
+	FileFsyncMBPerS  float64 `json:"file_write_fsync_mb_per_s"`
+	FileReadMBPerS   float64 `json:"file_read_mb_per_s"`
+	LoopbackBytes    int64   `json:"loopback_bytes"`
+	LoopbackMBPerS   float64 `json:"loopback_mb_per_s"`
+	FileWriteSeconds float64 `json:"file_write_seconds"`
+	FileFsyncSeconds float64 `json:"file_write_fsync_seconds"`
+	FileReadSeconds  float64 `json:"file_read_seconds"`
+	LoopbackSeconds  float64 `json:"loopback_seconds"`
+	FileTimeBoundHit bool    `json:"file_time_bound_hit,omitempty"`
+}
+
+// baselineBytes is the file size of the baseline: what the run produces,
+// between 1 MiB and 1 GiB.
+func baselineBytes(cfg Config) int64 {
+	n := cfg.Records * int64(cfg.RecordSize)
+	return min(max(n, minBaselineBytes), maxBaselineBytes)
+}
+
+// MeasureBaseline measures the machine: a file of size bytes in dir (removed
+// afterwards), each file pass bounded by 5 x loopback, and loopback TCP on
+// 127.0.0.1 for loopback.
+func MeasureBaseline(ctx context.Context, dir string, size int64, loopback time.Duration) (*Baseline, error) {
+	b := &Baseline{}
+	if err := b.measureFile(ctx, dir, size, 5*loopback); err != nil {
+		return nil, err
+	}
+	if err := b.measureLoopback(ctx, loopback); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Baseline) measureFile(ctx context.Context, dir string, size int64, bound time.Duration) (err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("bench: baseline: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "depot-bench-baseline-")
+	if err != nil {
+		return fmt.Errorf("bench: baseline: %w", err)
+	}
+	defer func() {
+		f.Close()
+		if rerr := os.Remove(f.Name()); rerr != nil && err == nil {
+			err = fmt.Errorf("bench: baseline: %w", rerr)
+		}
+	}()
+	block := make([]byte, baselineBlock)
+	_, _ = rand.Read(block)
+	start := time.Now()
+	var written int64
+	for written < size && ctx.Err() == nil {
+		if time.Since(start) > bound {
+			b.FileTimeBoundHit = true
+			break
+		}
+		n, err := f.Write(block[:min(int64(len(block)), size-written)])
+		written += int64(n)
+		if err != nil {
+			return fmt.Errorf("bench: baseline write: %w", err)
+		}
+	}
+	wrote := time.Since(start)
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("bench: baseline fsync: %w", err)
+	}
+	synced := time.Since(start)
+	b.FileBytes = written
+	b.FileWriteSeconds, b.FileFsyncSeconds = wrote.Seconds(), synced.Seconds()
+	b.FileWriteMBPerS = mbPerS(written, wrote)
+	b.FileFsyncMBPerS = mbPerS(written, synced)
+
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("bench: baseline: %w", err)
+	}
+	start = time.Now()
+	var read int64
+	for ctx.Err() == nil && time.Since(start) < bound {
+		n, err := f.Read(block)
+		read += int64(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("bench: baseline read: %w", err)
+		}
+	}
+	took := time.Since(start)
+	b.FileReadSeconds = took.Seconds()
+	b.FileReadMBPerS = mbPerS(read, took)
+	return nil
+}
+
+// measureLoopback writes 64 KiB blocks on one loopback connection for d and
+// counts what the other end read.
+func (b *Baseline) measureLoopback(ctx context.Context, d time.Duration) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("bench: baseline loopback: %w", err)
+	}
+	defer l.Close()
+	var received atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, loopbackBlock)
+		for {
+			n, err := c.Read(buf)
+			received.Add(int64(n))
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				done <- err
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return fmt.Errorf("bench: baseline loopback: %w", err)
+	}
+	block := make([]byte, loopbackBlock)
+	_, _ = rand.Read(block)
+	start := time.Now()
+	_ = c.SetWriteDeadline(start.Add(d + time.Second))
+	var werr error
+	for time.Since(start) < d && ctx.Err() == nil {
+		if _, werr = c.Write(block); werr != nil {
+			break
+		}
+	}
+	c.Close()
+	rerr := <-done
+	took := time.Since(start)
+	if werr != nil {
+		return fmt.Errorf("bench: baseline loopback write: %w", werr)
+	}
+	if rerr != nil {
+		return fmt.Errorf("bench: baseline loopback read: %w", rerr)
+	}
+	b.LoopbackBytes = received.Load()
+	b.LoopbackSeconds = took.Seconds()
+	b.LoopbackMBPerS = mbPerS(b.LoopbackBytes, took)
+	return nil
+}
+
+// applyRatios sets res's ratios: MB/s over file write (with fsync for
+// acks=all) for produce, over file read for the consumer rows, and over
+// loopback for every row.
+func (b *Baseline) applyRatios(res *Result, acks int) {
+	disk := b.FileReadMBPerS
+	if res.Workload == RowProduce {
+		disk = b.FileWriteMBPerS
+		if acks == -1 {
+			disk = b.FileFsyncMBPerS
+		}
+	}
+	res.RatioToBaseline = ratio(res.MBPerS, disk)
+	res.RatioToLoopback = ratio(res.MBPerS, b.LoopbackMBPerS)
+}
+
+func ratio(a, b float64) *float64 {
+	r := 0.0
+	if b > 0 {
+		r = a / b
+	}
+	return &r
+}
+
+func mbPerS(bytes int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(bytes) / 1e6 / d.Seconds()
+}

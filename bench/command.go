@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/depot-dev/depot/wire"
+)
+
+// NewCommand returns the `depot bench` command, writing its report to stdout
+// and its progress bar (on a terminal only) and logs to stderr. SIGINT or
+// SIGTERM ends the run early; what was measured is still printed.
+func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		cfg         Config
+		brokers     string
+		acks        string
+		compression string
+		workload    string
+		output      string
+		plotPath    string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure produce and consume throughput and latency",
+		Long: `Measure produce and consume throughput and latency, by default against a node
+embedded in this process (data in a temporary directory, removed at the end),
+or against running nodes with --brokers (a topic is created there and deleted
+at the end unless --keep).
+
+Workloads: produce; consume (produce, then re-read everything from the start);
+both (the default: consumers tail the topic while producing, giving end-to-end
+latency, then a catch-up read). MB is 10^6 bytes of record values.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			for _, b := range strings.Split(brokers, ",") {
+				if b = strings.TrimSpace(b); b != "" {
+					cfg.Brokers = append(cfg.Brokers, b)
+				}
+			}
+			if cfg.Acks, err = ParseAcks(acks); err != nil {
+				return err
+			}
+			cfg.AcksSet = true
+			if cfg.Compression, err = wire.ParseCompression(compression); err != nil {
+				return fmt.Errorf("%w: %w", ErrConfig, err)
+			}
+			cfg.Workload = Workload(workload)
+			if output != "text" && output != "json" {
+				return fmt.Errorf("%w: -o %q: want text or json", ErrConfig, output)
+			}
+			logger := logrus.New()
+			logger.SetOutput(stderr)
+			logger.SetLevel(logrus.WarnLevel)
+			cfg.Logger = logger
+			if isTerminal(stderr) {
+				cfg.Progress = stderr
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				stop() // a second Ctrl-C kills the process
+			}()
+			rep, err := Run(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				err = rep.WriteJSON(stdout)
+			} else {
+				err = rep.WriteText(stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if plotPath != "" {
+				if err := WritePlot(rep, plotPath); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	f := cmd.Flags()
+	f.StringVar(&brokers, "brokers", "", "comma-separated node addresses to benchmark (default: an embedded node)")
+	f.StringVar(&cfg.Topic, "topic", "", "topic to produce to, created if missing (default depot-bench-<random>)")
+	f.BoolVar(&cfg.Keep, "keep", false, "keep the topic (with --brokers) or the embedded node's data at the end")
+	f.StringVar(&cfg.Dir, "dir", "", "directory for the embedded node's data and the baseline file (default the system temporary directory)")
+	f.IntVar(&cfg.RecordSize, "record-size", DefaultRecordSize, "bytes per record value, at least 8")
+	f.Int64Var(&cfg.Records, "records", DefaultRecords, "records to produce across producers")
+	f.DurationVar(&cfg.Duration, "duration", DefaultDuration, "time bound of production (and of the catch-up read); whichever of it and --records ends first")
+	f.IntVar(&cfg.Partitions, "partitions", 1, "partitions of the topic")
+	f.IntVar(&cfg.Producers, "producers", 1, "producers, each with its own batching")
+	f.IntVar(&cfg.Consumers, "consumers", 1, "consumers; partition p goes to consumer p mod consumers")
+	f.StringVar(&acks, "acks", "1", "acknowledgement: 0, 1, -1 or all")
+	f.StringVar(&compression, "compression", "none", "compression: none, gzip, snappy, lz4, zstd")
+	f.IntVar(&cfg.Keys, "keys", 0, "distinct keys, used in turn (0: null keys)")
+	f.Float64Var(&cfg.Rate, "rate", 0, "target records/s across producers (0: unthrottled)")
+	f.DurationVar(&cfg.Linger, "linger", 0, "producer linger (default the client's, 5ms)")
+	f.IntVar(&cfg.BatchBytes, "batch-bytes", 0, "producer batch size in bytes (default the client's, 1 MiB)")
+	f.StringVar(&workload, "workload", string(WorkloadBoth), "produce, consume or both")
+	f.StringVarP(&output, "output", "o", "text", "output format: text or json (one object per line)")
+	f.StringVar(&plotPath, "plot", "", "write throughput over time and latency percentiles to this PNG file")
+	f.BoolVar(&cfg.Baseline, "baseline", false, "first measure file write, read and loopback TCP, and give ratios to them")
+	f.DurationVar(&cfg.BaselineDuration, "baseline-duration", DefaultBaselineDuration, "duration of the loopback measurement (file passes are bounded by 5 times it)")
+	return cmd
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/node"
+)
+
+// runCommand executes `depot bench args...` and returns stdout and stderr.
+func runCommand(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := NewCommand(&stdout, &stderr)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return stdout.String(), stderr.String(), err
+}
+
+// jsonRows parses one JSON object per line of out, keyed by workload.
+func jsonRows(t *testing.T, out string) map[string]map[string]any {
+	t.Helper()
+	rows := map[string]map[string]any{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var row map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &row), sc.Text())
+		name, ok := row["workload"].(string)
+		require.True(t, ok, "row without workload: %s", sc.Text())
+		require.NotContains(t, rows, name, "workload %s twice", name)
+		rows[name] = row
+	}
+	require.NoError(t, sc.Err())
+	return rows
+}
+
+func TestBenchBothJSON(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, err := runCommand(t, "--records", "3000", "--record-size", "512", "--partitions", "2",
+		"--producers", "2", "--consumers", "2", "--keys", "10", "--dir", dir, "-o", "json")
+	require.NoError(t, err, stderr)
+	rows := jsonRows(t, stdout)
+	require.Len(t, rows, 3)
+
+	positive := []string{"record_size", "records", "records_per_s", "mb_per_s", "p50_ms", "p99_ms", "p999_ms", "max_ms",
+		"partitions", "producers", "consumers", "acks", "seconds", "peak_rss_bytes"}
+	for _, name := range []string{RowProduce, RowEndToEnd, RowConsume} {
+		t.Run(name, func(t *testing.T) {
+			row, ok := rows[name]
+			require.True(t, ok, "no %s row in %s", name, stdout)
+			for _, field := range positive {
+				v, ok := row[field].(float64)
+				require.True(t, ok, "%s: field %s missing or not a number", name, field)
+				require.Positive(t, v, "%s: %s", name, field)
+			}
+			require.Equal(t, "none", row["compression"])
+			require.Equal(t, 512.0, row["record_size"])
+			require.Equal(t, 3000.0, row["records"], "every record is acknowledged and read once")
+			require.Equal(t, 0.0, row["errors"])
+			require.NotContains(t, row, "ratio_to_baseline")
+		})
+	}
+	require.Positive(t, rows[RowProduce]["peak_buffered_bytes"])
+	require.Equal(t, float64(DefaultMaxBufferedBytes), rows[RowProduce]["buffer_bound_bytes"])
+	require.Equal(t, "end-to-end", rows[RowEndToEnd]["latency"])
+	// The embedded node's data is gone.
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+	require.Empty(t, stderr, "no progress bar off a terminal")
+}
+
+func TestBenchPlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bench.png")
+	stdout, stderr, err := runCommand(t, "--records", "2000", "--acks", "all", "--dir", t.TempDir(), "--plot", path)
+	require.NoError(t, err, stderr)
+	require.Contains(t, stdout, "end-to-end")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
+	require.Greater(t, len(b), 10_000)
+}
+
+func TestBenchBaseline(t *testing.T) {
+	stdout, stderr, err := runCommand(t, "--records", "1000", "--workload", "consume", "--baseline",
+		"--baseline-duration", "200ms", "--dir", t.TempDir(), "-o", "json")
+	require.NoError(t, err, stderr)
+	rows := jsonRows(t, stdout)
+	for _, name := range []string{RowFileWrite, RowFileWriteFsync, RowFileRead, RowLoopback} {
+		require.Positive(t, rows[name]["mb_per_s"], name)
+		require.Positive(t, rows[name]["bytes"], name)
+	}
+	require.NotContains(t, rows, RowEndToEnd)
+	for _, name := range []string{RowProduce, RowConsume} {
+		require.Positive(t, rows[name]["ratio_to_baseline"], name)
+		require.Positive(t, rows[name]["ratio_to_loopback"], name)
+	}
+}
+
+func TestBenchAgainstBrokers(t *testing.T) {
+	logger := logrus.New()
+	logger.SetLevel(logrus.WarnLevel)
+	n, err := node.Start(node.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "", Logger: logger})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Stop() })
+	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+
+	tests := []struct {
+		name   string
+		keep   bool
+		exists bool
+	}{
+		{"topic deleted at the end", false, false},
+		{"topic kept with --keep", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := "bench-" + strings.ReplaceAll(tt.name, " ", "-")
+			topic = strings.ReplaceAll(topic, "--", "")
+			args := []string{"--brokers", n.Address(), "--topic", topic, "--records", "1500", "--partitions", "3", "--workload", "produce", "-o", "json"}
+			if tt.keep {
+				args = append(args, "--keep")
+			}
+			stdout, stderr, err := runCommand(t, args...)
+			require.NoError(t, err, stderr)
+			rows := jsonRows(t, stdout)
+			require.Equal(t, 1500.0, rows[RowProduce]["records"])
+			require.Equal(t, 3.0, rows[RowProduce]["partitions"])
+
+			md, err := c.Metadata(t.Context(), topic)
+			require.NoError(t, err)
+			require.Len(t, md.Topics, 1)
+			if !tt.exists {
+				require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, md.Topics[0].Error)
+				return
+			}
+			require.Equal(t, messages.ErrorCode_NONE, md.Topics[0].Error)
+			total := int64(0)
+			for p := range int32(3) {
+				end, err := c.ListOffset(t.Context(), topic, p, client.LatestOffset)
+				require.NoError(t, err)
+				total += end
+			}
+			require.Equal(t, int64(1500), total)
+		})
+	}
+}
+
+func TestRunInterruptedReportsWhatRan(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	rep, err := Run(ctx, Config{Records: 1_000_000, Rate: 2000, Dir: t.TempDir()})
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 15*time.Second, "stops well before 1,000,000 records at 2000/s")
+	require.True(t, rep.Interrupted)
+	require.NotEmpty(t, rep.Results)
+	produce := rep.Results[0]
+	require.Equal(t, RowProduce, produce.Workload)
+	require.Positive(t, produce.Records)
+	require.Less(t, produce.Records, int64(1_000_000))
+	for _, r := range rep.Results {
+		require.NotEqual(t, RowConsume, r.Workload, "no catch-up read after an interrupt")
+	}
+	var out bytes.Buffer
+	require.NoError(t, rep.WriteText(&out))
+	require.Contains(t, out.String(), "interrupted")
+}
+
+func TestRunRateBoundsThroughput(t *testing.T) {
+	// 2000 records at 4000/s take at least half a second; unthrottled they
+	// take a few milliseconds. Only the lower bound is asserted.
+	rep, err := Run(t.Context(), Config{Records: 2000, Rate: 4000, Producers: 2, Workload: WorkloadProduce, Dir: t.TempDir()})
+	require.NoError(t, err)
+	require.Len(t, rep.Results, 1)
+	require.Equal(t, int64(2000), rep.Results[0].Records)
+	require.GreaterOrEqual(t, rep.Results[0].Seconds, 0.4)
+}
+
+func TestBenchRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--acks", "2"},
+		{"--compression", "brotli"},
+		{"--workload", "read"},
+		{"-o", "yaml"},
+		{"--record-size", "4"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			_, _, err := runCommand(t, args...)
+			require.ErrorIs(t, err, ErrConfig)
+		})
+	}
+}
+
+func TestBenchUnderRootWithPersistentFlags(t *testing.T) {
+	// The depot root command has persistent --brokers and -o/--output; the
+	// bench command's own flags of those names take precedence.
+	var stdout, stderr bytes.Buffer
+	root := &cobra.Command{Use: "depot", SilenceUsage: true, SilenceErrors: true}
+	root.PersistentFlags().String("brokers", "127.0.0.1:1", "")
+	root.PersistentFlags().StringP("output", "o", "text", "")
+	root.AddCommand(NewCommand(&stdout, &stderr))
+	root.SetArgs([]string{"bench", "--records", "500", "--workload", "produce", "--dir", t.TempDir(), "-o", "json"})
+	require.NoError(t, root.Execute(), stderr.String())
+	rows := jsonRows(t, stdout.String())
+	require.Equal(t, 500.0, rows[RowProduce]["records"])
+}

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// BaselineRow is one baseline measurement as a JSON object of -o json.
+type BaselineRow struct {
+	Workload string  `json:"workload"`
+	Bytes    int64   `json:"bytes"`
+	Seconds  float64 `json:"seconds"`
+	MBPerS   float64 `json:"mb_per_s"`
+}
+
+// Baseline rows, by their workload field.
+const (
+	RowFileWrite      = "baseline-file-write"
+	RowFileWriteFsync = "baseline-file-write-fsync"
+	RowFileRead       = "baseline-file-read"
+	RowLoopback       = "baseline-loopback-tcp"
+)
+
+// Rows returns the baseline as rows.
+func (b *Baseline) Rows() []BaselineRow {
+	return []BaselineRow{
+		{RowFileWrite, b.FileBytes, b.FileWriteSeconds, b.FileWriteMBPerS},
+		{RowFileWriteFsync, b.FileBytes, b.FileFsyncSeconds, b.FileFsyncMBPerS},
+		{RowFileRead, b.FileBytes, b.FileReadSeconds, b.FileReadMBPerS},
+		{RowLoopback, b.LoopbackBytes, b.LoopbackSeconds, b.LoopbackMBPerS},
+	}
+}
+
+// WriteJSON writes one JSON object per line: the baseline rows, then one
+// per workload row.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	if rep.Baseline != nil {
+		for _, row := range rep.Baseline.Rows() {
+			if err := enc.Encode(row); err != nil {
+				return err
+			}
+		}
+	}
+	for _, res := range rep.Results {
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteText writes the report as a table with a heading and a memory line.
+func (rep *Report) WriteText(w io.Writer) error {
+	cfg := rep.Config
+	target := "embedded node"
+	if len(cfg.Brokers) > 0 {
+		target = fmt.Sprintf("brokers %v", cfg.Brokers)
+	}
+	acks := fmt.Sprint(cfg.Acks)
+	if cfg.Acks == -1 {
+		acks = "all"
+	}
+	rate := "unthrottled"
+	if cfg.Rate > 0 {
+		rate = fmt.Sprintf("%.0f records/s", cfg.Rate)
+	}
+	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s\n",
+		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, acks, cfg.Compression, cfg.Keys, rate)
+	if rep.Interrupted {
+		fmt.Fprintln(w, "interrupted: figures cover what ran")
+	}
+	if b := rep.Baseline; b != nil {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "baseline\tbytes\tseconds\tMB/s\t")
+		for _, row := range b.Rows() {
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t\n", row.Workload, row.Bytes, row.Seconds, row.MBPerS)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "workload\trecords\tseconds\trecords/s\tMB/s\tlatency\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\t"
+	if rep.Baseline != nil {
+		head += "x disk\tx loopback\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t",
+			r.Workload, r.Records, r.Seconds, r.RecordsPerS, r.MBPerS, r.Latency, r.P50Ms, r.P99Ms, r.P999Ms, r.MaxMs, r.Errors)
+		if r.RatioToBaseline != nil && r.RatioToLoopback != nil {
+			fmt.Fprintf(tw, "%.3f\t%.3f\t", *r.RatioToBaseline, *r.RatioToLoopback)
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "memory: peak RSS %.1f MB; producer buffer peak %.1f MB of %.1f MB bound\n",
+		float64(rep.PeakRSSBytes)/1e6, float64(rep.PeakBufferedBytes)/1e6, float64(cfg.MaxBufferedBytes)/1e6)
+	if err == nil && rep.DataDir != "" {
+		_, err = fmt.Fprintf(w, "data kept in %s\n", rep.DataDir)
+	}
+	return err
+}

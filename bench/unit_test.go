@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestTokenBucket(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tests := []struct {
+		name  string
+		rate  float64
+		steps []time.Duration // time of each reserve since t0
+		want  []time.Duration // pause each reserve asks for
+	}{
+		{"first token is free", 10, []time.Duration{0}, []time.Duration{0}},
+		{"second token owed a tenth of a second", 10, []time.Duration{0, 0}, []time.Duration{0, 100 * time.Millisecond}},
+		{"debt accumulates", 10, []time.Duration{0, 0, 0}, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}},
+		{"time repays debt", 10, []time.Duration{0, 0, 100 * time.Millisecond}, []time.Duration{0, 100 * time.Millisecond, 100 * time.Millisecond}},
+		{"on pace never waits", 10, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}, []time.Duration{0, 0, 0}},
+		{"idle time is capped at a burst of one", 10, []time.Duration{0, 10 * time.Second, 10 * time.Second}, []time.Duration{0, 0, 100 * time.Millisecond}},
+		{"burst is 10 ms worth at high rates", 100_000, []time.Duration{time.Second, time.Second}, []time.Duration{0, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newTokenBucket(tt.rate, t0)
+			for i, at := range tt.steps {
+				require.InDelta(t, float64(tt.want[i]), float64(b.reserve(t0.Add(at))), float64(time.Microsecond), "step %d", i)
+			}
+		})
+	}
+}
+
+func TestTokenBucketPacesLongRun(t *testing.T) {
+	// 100k records at 50k/s take two seconds of pauses, taken at most once
+	// per millisecond of debt rather than once per record.
+	b := newTokenBucket(50_000, time.Unix(0, 0))
+	now := time.Unix(0, 0)
+	pauses := 0
+	for range 100_000 {
+		if d := b.reserve(now); d >= minPause {
+			now = now.Add(d)
+			pauses++
+		}
+	}
+	require.InDelta(t, 2.0, now.Sub(time.Unix(0, 0)).Seconds(), 0.01)
+	require.LessOrEqual(t, pauses, 2000)
+	require.Greater(t, pauses, 100)
+}
+
+func TestLatencies(t *testing.T) {
+	l := NewLatencies()
+	for i := 1; i <= 1000; i++ {
+		l.Record(time.Duration(i) * time.Millisecond)
+	}
+	l.Record(0)                 // clamped to 1 us
+	l.Record(100 * time.Minute) // clamped to 60 s
+	require.Equal(t, int64(1002), l.Count())
+	require.InDelta(t, 500, l.QuantileMs(0.5), 1)
+	require.InDelta(t, 990, l.QuantileMs(0.99), 2)
+	require.InDelta(t, 60_000, l.MaxMs(), 60)
+
+	other := NewLatencies()
+	other.Record(time.Second)
+	l.Merge(other)
+	require.Equal(t, int64(1003), l.Count())
+
+	pts := l.Percentiles()
+	require.NotEmpty(t, pts)
+	require.Equal(t, 1.0, pts[0].X)
+	require.InDelta(t, 0.001, pts[0].Ms, 0.0001, "the first point is the minimum")
+	for i := 1; i < len(pts); i++ {
+		require.GreaterOrEqual(t, pts[i].X, pts[i-1].X)
+		require.GreaterOrEqual(t, pts[i].Ms, pts[i-1].Ms)
+	}
+	require.LessOrEqual(t, pts[len(pts)-2].X, 1003.0, "no point beyond the count's resolution")
+	require.Nil(t, NewLatencies().Percentiles())
+}
+
+func TestParseVmHWM(t *testing.T) {
+	tests := []struct {
+		name    string
+		status  string
+		want    int64
+		wantErr bool
+	}{
+		{"linux", "Name:\tbench\nVmPeak:\t  999 kB\nVmHWM:\t   1234 kB\nVmRSS:\t 1000 kB\n", 1234 * 1024, false},
+		{"missing", "Name:\tbench\n", 0, true},
+		{"no unit", "VmHWM:\t1234\n", 0, true},
+		{"not a number", "VmHWM:\tlots kB\n", 0, true},
+		{"negative", "VmHWM:\t-5 kB\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseVmHWM([]byte(tt.status))
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func FuzzParseVmHWM(f *testing.F) {
+	f.Add([]byte("VmHWM:\t   1234 kB\n"))
+	f.Add([]byte("VmHWM: 99999999999999999999 kB"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, status []byte) {
+		n, err := parseVmHWM(status)
+		if err == nil {
+			require.GreaterOrEqual(t, n, int64(0))
+		}
+	})
+}
+
+func TestConfigDefaultsAndErrors(t *testing.T) {
+	cfg, err := Config{}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, DefaultRecordSize, cfg.RecordSize)
+	require.Equal(t, int64(DefaultRecords), cfg.Records)
+	require.Equal(t, DefaultDuration, cfg.Duration)
+	require.Equal(t, 1, cfg.Acks)
+	require.Equal(t, WorkloadBoth, cfg.Workload)
+	require.Regexp(t, `^depot-bench-[0-9a-f]{8}$`, cfg.Topic)
+
+	cfg, err = Config{AcksSet: true}.withDefaults()
+	require.NoError(t, err)
+	require.Equal(t, 0, cfg.Acks)
+
+	bad := []struct {
+		name string
+		cfg  Config
+	}{
+		{"record too small for the send time", Config{RecordSize: 7}},
+		{"negative records", Config{Records: -1}},
+		{"acks 2", Config{Acks: 2}},
+		{"unknown workload", Config{Workload: "read"}},
+		{"negative rate", Config{Rate: -1}},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.cfg.withDefaults()
+			require.ErrorIs(t, err, ErrConfig)
+		})
+	}
+}
+
+func TestParseAcks(t *testing.T) {
+	for in, want := range map[string]int{"0": 0, "1": 1, "-1": -1, "all": -1} {
+		got, err := ParseAcks(in)
+		require.NoError(t, err)
+		require.Equal(t, want, got, in)
+	}
+	_, err := ParseAcks("2")
+	require.ErrorIs(t, err, ErrConfig)
+}
+
+func TestBaselineMeasures(t *testing.T) {
+	dir := t.TempDir()
+	b, err := MeasureBaseline(t.Context(), dir, 4<<20, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, int64(4<<20), b.FileBytes)
+	require.Positive(t, b.FileWriteMBPerS)
+	require.Positive(t, b.FileFsyncMBPerS)
+	require.GreaterOrEqual(t, b.FileWriteMBPerS, b.FileFsyncMBPerS, "the fsync is inside the second timing")
+	require.Positive(t, b.FileReadMBPerS)
+	require.Positive(t, b.LoopbackBytes)
+	require.Positive(t, b.LoopbackMBPerS)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the baseline file is removed")
+
+	res := Result{Workload: RowProduce, MBPerS: b.FileFsyncMBPerS}
+	b.applyRatios(&res, -1)
+	require.InDelta(t, 1.0, *res.RatioToBaseline, 1e-9, "acks=all compares with the fsynced write")
+}
