@@ -38,11 +38,20 @@ const (
 	ErrorCode_INVALID_FETCH_SIZE           ErrorCode = 5
 	ErrorCode_NOT_LEADER_OR_FOLLOWER       ErrorCode = 6
 	ErrorCode_REQUEST_TIMED_OUT            ErrorCode = 7
+	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS ErrorCode = 14
+	ErrorCode_COORDINATOR_NOT_AVAILABLE    ErrorCode = 15
+	ErrorCode_NOT_COORDINATOR              ErrorCode = 16
 	ErrorCode_MESSAGE_TOO_LARGE            ErrorCode = 10
 	ErrorCode_INVALID_TOPIC                ErrorCode = 17
 	ErrorCode_RECORD_LIST_TOO_LARGE        ErrorCode = 18
 	ErrorCode_NOT_ENOUGH_REPLICAS          ErrorCode = 19
 	ErrorCode_INVALID_REQUIRED_ACKS        ErrorCode = 21
+	ErrorCode_ILLEGAL_GENERATION           ErrorCode = 22
+	ErrorCode_INCONSISTENT_GROUP_PROTOCOL  ErrorCode = 23
+	ErrorCode_INVALID_GROUP_ID             ErrorCode = 24
+	ErrorCode_UNKNOWN_MEMBER_ID            ErrorCode = 25
+	ErrorCode_INVALID_SESSION_TIMEOUT      ErrorCode = 26
+	ErrorCode_REBALANCE_IN_PROGRESS        ErrorCode = 27
 	ErrorCode_TOPIC_ALREADY_EXISTS         ErrorCode = 36
 	ErrorCode_INVALID_PARTITIONS           ErrorCode = 37
 	ErrorCode_INVALID_REPLICATION_FACTOR   ErrorCode = 38
@@ -54,7 +63,10 @@ const (
 	ErrorCode_KAFKA_STORAGE_ERROR          ErrorCode = 56
 	ErrorCode_LOG_DIR_NOT_FOUND            ErrorCode = 57
 	ErrorCode_UNKNOWN_PRODUCER_ID          ErrorCode = 59
+	ErrorCode_NON_EMPTY_GROUP              ErrorCode = 68
+	ErrorCode_GROUP_ID_NOT_FOUND           ErrorCode = 69
 	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
+	ErrorCode_FENCED_INSTANCE_ID           ErrorCode = 82
 )
 
 // Enum value maps for ErrorCode.
@@ -68,11 +80,20 @@ var (
 		5:  "INVALID_FETCH_SIZE",
 		6:  "NOT_LEADER_OR_FOLLOWER",
 		7:  "REQUEST_TIMED_OUT",
+		14: "COORDINATOR_LOAD_IN_PROGRESS",
+		15: "COORDINATOR_NOT_AVAILABLE",
+		16: "NOT_COORDINATOR",
 		10: "MESSAGE_TOO_LARGE",
 		17: "INVALID_TOPIC",
 		18: "RECORD_LIST_TOO_LARGE",
 		19: "NOT_ENOUGH_REPLICAS",
 		21: "INVALID_REQUIRED_ACKS",
+		22: "ILLEGAL_GENERATION",
+		23: "INCONSISTENT_GROUP_PROTOCOL",
+		24: "INVALID_GROUP_ID",
+		25: "UNKNOWN_MEMBER_ID",
+		26: "INVALID_SESSION_TIMEOUT",
+		27: "REBALANCE_IN_PROGRESS",
 		36: "TOPIC_ALREADY_EXISTS",
 		37: "INVALID_PARTITIONS",
 		38: "INVALID_REPLICATION_FACTOR",
@@ -84,7 +105,10 @@ var (
 		56: "KAFKA_STORAGE_ERROR",
 		57: "LOG_DIR_NOT_FOUND",
 		59: "UNKNOWN_PRODUCER_ID",
+		68: "NON_EMPTY_GROUP",
+		69: "GROUP_ID_NOT_FOUND",
 		76: "UNSUPPORTED_COMPRESSION_TYPE",
+		82: "FENCED_INSTANCE_ID",
 	}
 	ErrorCode_value = map[string]int32{
 		"NONE":                         0,
@@ -95,11 +119,20 @@ var (
 		"INVALID_FETCH_SIZE":           5,
 		"NOT_LEADER_OR_FOLLOWER":       6,
 		"REQUEST_TIMED_OUT":            7,
+		"COORDINATOR_LOAD_IN_PROGRESS": 14,
+		"COORDINATOR_NOT_AVAILABLE":    15,
+		"NOT_COORDINATOR":              16,
 		"MESSAGE_TOO_LARGE":            10,
 		"INVALID_TOPIC":                17,
 		"RECORD_LIST_TOO_LARGE":        18,
 		"NOT_ENOUGH_REPLICAS":          19,
 		"INVALID_REQUIRED_ACKS":        21,
+		"ILLEGAL_GENERATION":           22,
+		"INCONSISTENT_GROUP_PROTOCOL":  23,
+		"INVALID_GROUP_ID":             24,
+		"UNKNOWN_MEMBER_ID":            25,
+		"INVALID_SESSION_TIMEOUT":      26,
+		"REBALANCE_IN_PROGRESS":        27,
 		"TOPIC_ALREADY_EXISTS":         36,
 		"INVALID_PARTITIONS":           37,
 		"INVALID_REPLICATION_FACTOR":   38,
@@ -111,7 +144,10 @@ var (
 		"KAFKA_STORAGE_ERROR":          56,
 		"LOG_DIR_NOT_FOUND":            57,
 		"UNKNOWN_PRODUCER_ID":          59,
+		"NON_EMPTY_GROUP":              68,
+		"GROUP_ID_NOT_FOUND":           69,
 		"UNSUPPORTED_COMPRESSION_TYPE": 76,
+		"FENCED_INSTANCE_ID":           82,
 	}
 )
 
@@ -1683,7 +1719,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\x84\x05\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xbd\a\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -1692,13 +1728,22 @@ const file_depot_proto_rawDesc = "" +
 	"\x1aUNKNOWN_TOPIC_OR_PARTITION\x10\x04\x12\x16\n" +
 	"\x12INVALID_FETCH_SIZE\x10\x05\x12\x1a\n" +
 	"\x16NOT_LEADER_OR_FOLLOWER\x10\x06\x12\x15\n" +
-	"\x11REQUEST_TIMED_OUT\x10\a\x12\x15\n" +
+	"\x11REQUEST_TIMED_OUT\x10\a\x12 \n" +
+	"\x1cCOORDINATOR_LOAD_IN_PROGRESS\x10\x0e\x12\x1d\n" +
+	"\x19COORDINATOR_NOT_AVAILABLE\x10\x0f\x12\x13\n" +
+	"\x0fNOT_COORDINATOR\x10\x10\x12\x15\n" +
 	"\x11MESSAGE_TOO_LARGE\x10\n" +
 	"\x12\x11\n" +
 	"\rINVALID_TOPIC\x10\x11\x12\x19\n" +
 	"\x15RECORD_LIST_TOO_LARGE\x10\x12\x12\x17\n" +
 	"\x13NOT_ENOUGH_REPLICAS\x10\x13\x12\x19\n" +
-	"\x15INVALID_REQUIRED_ACKS\x10\x15\x12\x18\n" +
+	"\x15INVALID_REQUIRED_ACKS\x10\x15\x12\x16\n" +
+	"\x12ILLEGAL_GENERATION\x10\x16\x12\x1f\n" +
+	"\x1bINCONSISTENT_GROUP_PROTOCOL\x10\x17\x12\x14\n" +
+	"\x10INVALID_GROUP_ID\x10\x18\x12\x15\n" +
+	"\x11UNKNOWN_MEMBER_ID\x10\x19\x12\x1b\n" +
+	"\x17INVALID_SESSION_TIMEOUT\x10\x1a\x12\x19\n" +
+	"\x15REBALANCE_IN_PROGRESS\x10\x1b\x12\x18\n" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
 	"\x12INVALID_PARTITIONS\x10%\x12\x1e\n" +
 	"\x1aINVALID_REPLICATION_FACTOR\x10&\x12\x12\n" +
@@ -1709,8 +1754,11 @@ const file_depot_proto_rawDesc = "" +
 	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x15\n" +
 	"\x11LOG_DIR_NOT_FOUND\x109\x12\x17\n" +
-	"\x13UNKNOWN_PRODUCER_ID\x10;\x12 \n" +
-	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10LB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
+	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
+	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
+	"\x12GROUP_ID_NOT_FOUND\x10E\x12 \n" +
+	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
+	"\x12FENCED_INSTANCE_ID\x10RB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
 
 var (
 	file_depot_proto_rawDescOnce sync.Once
