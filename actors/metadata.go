@@ -160,6 +160,8 @@ func (a *metadataActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.metadata(m))
 	case *messages.InitProducerIdRequest:
 		ctx.Respond(a.initProducerID())
+	case *PartitionMoved:
+		a.onPartitionMoved(m)
 	default:
 		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
 	}
@@ -244,6 +246,14 @@ func (a *metadataActor) apply(rec *messages.MetadataRecord) {
 		delete(a.topics, r.TopicDeleted.GetName())
 	case *messages.MetadataRecord_ProducerIds:
 		a.producerIDBlockEnd = max(a.producerIDBlockEnd, r.ProducerIds.GetNextProducerId())
+	case *messages.MetadataRecord_PartitionDir:
+		if t, ok := a.topics[r.PartitionDir.GetTopic()]; ok {
+			for _, p := range t.record.GetPartitions() {
+				if p.GetPartition() == r.PartitionDir.GetPartition() && p.GetNodeId() == r.PartitionDir.GetNodeId() {
+					p.LogDir = r.PartitionDir.GetLogDir()
+				}
+			}
+		}
 	default:
 		a.logger.WithField("type", fmt.Sprintf("%T", r)).Warn("unknown metadata record skipped")
 	}
@@ -552,4 +562,24 @@ func copyConfigs(m map[string]string) map[string]string {
 		c[k] = v
 	}
 	return c
+}
+
+// PartitionMoved tells the metadata actor that a partition of this node now
+// lives in another log directory.
+type PartitionMoved struct {
+	Topic     string
+	Partition int32
+	LogDir    string
+}
+
+func (a *metadataActor) onPartitionMoved(m *PartitionMoved) {
+	if _, ok := a.topics[m.Topic]; !ok {
+		return
+	}
+	err := a.persist(&messages.MetadataRecord{Record: &messages.MetadataRecord_PartitionDir{PartitionDir: &messages.PartitionDirRecord{
+		Topic: m.Topic, Partition: m.Partition, NodeId: a.cfg.NodeID, LogDir: m.LogDir,
+	}}})
+	if err != nil {
+		a.logger.WithError(err).Error("recording a partition's new log dir failed")
+	}
 }

@@ -17,8 +17,12 @@ import (
 	"github.com/depot-dev/depot/messages"
 )
 
-// PlacementActorName is the name of a node's placement actor.
-const PlacementActorName = "placement"
+// Names of a node's singleton actors: any process reaches them as
+// actor.NewPID(nodeAddress, name).
+const (
+	PlacementActorName = "placement"
+	MetadataActorName  = "metadata"
+)
 
 // Placement policies.
 const (
@@ -495,6 +499,7 @@ func (a *placementActor) onMoveDone(ctx actor.Context, m *moveDone) {
 		fields["took"] = (time.Duration(m.resp.DurationMs) * time.Millisecond).String()
 		a.logger.WithFields(fields).Info("partition moved")
 		a.applyMove(m.move)
+		ctx.Send(actor.NewPID(ctx.Self().Address, MetadataActorName), &PartitionMoved{Topic: m.move.Topic, Partition: m.move.Partition, LogDir: m.move.To})
 	}
 	a.next(ctx)
 	if a.running == nil && len(a.queue) == 0 {

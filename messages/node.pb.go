@@ -314,6 +314,7 @@ type MetadataRecord struct {
 	//	*MetadataRecord_Topic
 	//	*MetadataRecord_TopicDeleted
 	//	*MetadataRecord_ProducerIds
+	//	*MetadataRecord_PartitionDir
 	Record        isMetadataRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -383,6 +384,15 @@ func (x *MetadataRecord) GetProducerIds() *ProducerIdBlockRecord {
 	return nil
 }
 
+func (x *MetadataRecord) GetPartitionDir() *PartitionDirRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_PartitionDir); ok {
+			return x.PartitionDir
+		}
+	}
+	return nil
+}
+
 type isMetadataRecord_Record interface {
 	isMetadataRecord_Record()
 }
@@ -399,11 +409,87 @@ type MetadataRecord_ProducerIds struct {
 	ProducerIds *ProducerIdBlockRecord `protobuf:"bytes,3,opt,name=producer_ids,json=producerIds,proto3,oneof"`
 }
 
+type MetadataRecord_PartitionDir struct {
+	PartitionDir *PartitionDirRecord `protobuf:"bytes,4,opt,name=partition_dir,json=partitionDir,proto3,oneof"`
+}
+
 func (*MetadataRecord_Topic) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_TopicDeleted) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_ProducerIds) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_PartitionDir) isMetadataRecord_Record() {}
+
+// PartitionDirRecord records that a partition moved to another log
+// directory of its node.
+type PartitionDirRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	NodeId        int32                  `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	LogDir        string                 `protobuf:"bytes,4,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionDirRecord) Reset() {
+	*x = PartitionDirRecord{}
+	mi := &file_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionDirRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionDirRecord) ProtoMessage() {}
+
+func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionDirRecord.ProtoReflect.Descriptor instead.
+func (*PartitionDirRecord) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PartitionDirRecord) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionDirRecord) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionDirRecord) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *PartitionDirRecord) GetLogDir() string {
+	if x != nil {
+		return x.LogDir
+	}
+	return ""
+}
 
 type TopicRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -417,7 +503,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_node_proto_msgTypes[6]
+	mi := &file_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +515,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[6]
+	mi := &file_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +528,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{6}
+	return file_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -482,7 +568,7 @@ type TopicDeletedRecord struct {
 
 func (x *TopicDeletedRecord) Reset() {
 	*x = TopicDeletedRecord{}
-	mi := &file_node_proto_msgTypes[7]
+	mi := &file_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +580,7 @@ func (x *TopicDeletedRecord) String() string {
 func (*TopicDeletedRecord) ProtoMessage() {}
 
 func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[7]
+	mi := &file_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +593,7 @@ func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDeletedRecord.ProtoReflect.Descriptor instead.
 func (*TopicDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{7}
+	return file_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TopicDeletedRecord) GetName() string {
@@ -527,7 +613,7 @@ type ProducerIdBlockRecord struct {
 
 func (x *ProducerIdBlockRecord) Reset() {
 	*x = ProducerIdBlockRecord{}
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +625,7 @@ func (x *ProducerIdBlockRecord) String() string {
 func (*ProducerIdBlockRecord) ProtoMessage() {}
 
 func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +638,7 @@ func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdBlockRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdBlockRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{8}
+	return file_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProducerIdBlockRecord) GetNextProducerId() int64 {
@@ -591,12 +677,18 @@ const file_node_proto_rawDesc = "" +
 	"\x06delete\x18\x02 \x01(\bR\x06delete\"e\n" +
 	"\x16StopPartitionsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xcb\x01\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x8d\x02\n" +
 	"\x0eMetadataRecord\x12*\n" +
 	"\x05topic\x18\x01 \x01(\v2\x12.depot.TopicRecordH\x00R\x05topic\x12@\n" +
 	"\rtopic_deleted\x18\x02 \x01(\v2\x19.depot.TopicDeletedRecordH\x00R\ftopicDeleted\x12A\n" +
-	"\fproducer_ids\x18\x03 \x01(\v2\x1c.depot.ProducerIdBlockRecordH\x00R\vproducerIdsB\b\n" +
-	"\x06record\"\xf0\x01\n" +
+	"\fproducer_ids\x18\x03 \x01(\v2\x1c.depot.ProducerIdBlockRecordH\x00R\vproducerIds\x12@\n" +
+	"\rpartition_dir\x18\x04 \x01(\v2\x19.depot.PartitionDirRecordH\x00R\fpartitionDirB\b\n" +
+	"\x06record\"z\n" +
+	"\x12PartitionDirRecord\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\x05R\x06nodeId\x12\x17\n" +
+	"\alog_dir\x18\x04 \x01(\tR\x06logDir\"\xf0\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\n" +
@@ -624,7 +716,7 @@ func file_node_proto_rawDescGZIP() []byte {
 	return file_node_proto_rawDescData
 }
 
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_node_proto_goTypes = []any{
 	(*PartitionAssignment)(nil),     // 0: depot.PartitionAssignment
 	(*StartPartitionsRequest)(nil),  // 1: depot.StartPartitionsRequest
@@ -632,30 +724,32 @@ var file_node_proto_goTypes = []any{
 	(*StopPartitionsRequest)(nil),   // 3: depot.StopPartitionsRequest
 	(*StopPartitionsResponse)(nil),  // 4: depot.StopPartitionsResponse
 	(*MetadataRecord)(nil),          // 5: depot.MetadataRecord
-	(*TopicRecord)(nil),             // 6: depot.TopicRecord
-	(*TopicDeletedRecord)(nil),      // 7: depot.TopicDeletedRecord
-	(*ProducerIdBlockRecord)(nil),   // 8: depot.ProducerIdBlockRecord
-	nil,                             // 9: depot.StartPartitionsRequest.ConfigsEntry
-	nil,                             // 10: depot.TopicRecord.ConfigsEntry
-	(ErrorCode)(0),                  // 11: depot.ErrorCode
-	(*TopicPartition)(nil),          // 12: depot.TopicPartition
+	(*PartitionDirRecord)(nil),      // 6: depot.PartitionDirRecord
+	(*TopicRecord)(nil),             // 7: depot.TopicRecord
+	(*TopicDeletedRecord)(nil),      // 8: depot.TopicDeletedRecord
+	(*ProducerIdBlockRecord)(nil),   // 9: depot.ProducerIdBlockRecord
+	nil,                             // 10: depot.StartPartitionsRequest.ConfigsEntry
+	nil,                             // 11: depot.TopicRecord.ConfigsEntry
+	(ErrorCode)(0),                  // 12: depot.ErrorCode
+	(*TopicPartition)(nil),          // 13: depot.TopicPartition
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: depot.StartPartitionsRequest.partitions:type_name -> depot.PartitionAssignment
-	9,  // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
-	11, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
-	12, // 3: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
-	11, // 4: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
-	6,  // 5: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
-	7,  // 6: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
-	8,  // 7: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
-	0,  // 8: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
-	10, // 9: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	10, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
+	12, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
+	13, // 3: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
+	12, // 4: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
+	7,  // 5: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
+	8,  // 6: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
+	9,  // 7: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
+	6,  // 8: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
+	0,  // 9: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
+	11, // 10: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -668,6 +762,7 @@ func file_node_proto_init() {
 		(*MetadataRecord_Topic)(nil),
 		(*MetadataRecord_TopicDeleted)(nil),
 		(*MetadataRecord_ProducerIds)(nil),
+		(*MetadataRecord_PartitionDir)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -675,7 +770,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -291,6 +291,16 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 		dirs := describeDirs(t, n)
 		return dirs[0].Partitions == 0 && dirs[0].State == actors.LogDirDraining && dirs[1].Partitions == 4
 	}, 30*time.Second, 20*time.Millisecond)
+	// The metadata follows the moves.
+	require.Eventually(t, func() bool {
+		md := request[*messages.MetadataResponse](t, n, n.Metadata(), &messages.MetadataRequest{Topics: []string{"logs"}})
+		for _, p := range md.Topics[0].Partitions {
+			if p.LogDir != second {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond)
 	_, err = c.CreateTopic(ctx, "after-drain", 2, nil)
 	require.NoError(t, err)
 	for p := int32(0); p < 2; p++ {

@@ -30,7 +30,7 @@ import (
 
 // MetadataActorName is the name the metadata actor is spawned under; any
 // process reaches it as actor.NewPID(nodeAddress, MetadataActorName).
-const MetadataActorName = "metadata"
+const MetadataActorName = actors.MetadataActorName
 
 // startTimeout bounds each step of start-up and shut-down that waits on an
 // actor.
