@@ -94,7 +94,6 @@ type partitionActor struct {
 	parkedFetches  []*parkedFetch
 	nextFetchID    uint64
 	deleted        bool
-	readBuffer     []byte
 	// appendedBytes counts the bytes appended since the actor started; the
 	// log-dir actor derives the write rate from it.
 	appendedBytes int64
@@ -145,6 +144,8 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.onListOffsets(ctx, m)
 	case *messages.PartitionStatusRequest:
 		ctx.Respond(a.status())
+	case *messages.DeleteRecordsRequest:
+		a.onDeleteRecords(ctx, m)
 	case *partitionTick:
 		a.onTick(ctx)
 	case *goOffline:
@@ -245,7 +246,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		size, _ := wire.PeekSize(rest) // validated above
 		batch := rest[:size]
 		rest = rest[size:]
-		h, _ := wire.ParseHeader(batch)
+		h, _ := wire.ParseHeader(batch) // validated above, CRC included
 		code, dup := a.producers.check(&h)
 		if code != messages.ErrorCode_NONE {
 			resp.Error = code
@@ -258,7 +259,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 			}
 			continue
 		}
-		res, err := a.log.Append(batch)
+		res, err := a.log.AppendValidated(batch, h)
 		if err != nil {
 			resp.Error, resp.ErrorMessage = a.appendError(ctx, err)
 			break
@@ -418,7 +419,9 @@ func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchRespons
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_FETCH_SIZE, fmt.Sprintf("max_bytes %d", m.MaxBytes)
 		return resp, true
 	}
-	data, err := a.log.Read(m.Offset, maxBytes, a.readBuffer[:0])
+	// Read allocates exactly what it returns: the response owns it, since it
+	// may cross to another node or stay with a client.
+	data, err := a.log.Read(m.Offset, maxBytes, nil)
 	switch {
 	case errors.Is(err, disk.ErrOffsetOutOfRange):
 		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
@@ -429,10 +432,7 @@ func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchRespons
 		a.logger.WithError(err).Error("read failed")
 		return resp, true
 	}
-	// The response keeps its own copy: it may cross to another node or be
-	// held by a client after the next read reuses the buffer.
-	resp.Records = append([]byte(nil), data...)
-	a.readBuffer = data[:0]
+	resp.Records = data
 	return resp, false
 }
 
@@ -488,6 +488,36 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 			resp.Offset, resp.Timestamp = offset, ts
 		}
 	}
+}
+
+// onDeleteRecords raises the log start offset (Kafka's DeleteRecords):
+// offset -1 means the high watermark; an offset past it is refused and
+// changes nothing.
+func (a *partitionActor) onDeleteRecords(ctx actor.Context, m *messages.DeleteRecordsRequest) {
+	resp := &messages.DeleteRecordsResponse{LowWatermark: -1}
+	defer ctx.Respond(resp)
+	if a.log == nil {
+		resp.Error, resp.ErrorMessage = a.unavailable()
+		return
+	}
+	offset := m.Offset
+	if offset == -1 {
+		offset = a.log.EndOffset()
+	}
+	if offset < 0 || offset > a.log.EndOffset() {
+		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
+		resp.ErrorMessage = fmt.Sprintf("delete before %d: outside [0, %d]", m.Offset, a.log.EndOffset())
+		resp.LowWatermark = a.log.StartOffset()
+		return
+	}
+	if err := a.log.DeleteBefore(offset); err != nil {
+		a.logger.WithError(err).Error("delete records failed")
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		a.dirFailed(ctx, err)
+		return
+	}
+	resp.LowWatermark = a.log.StartOffset()
+	a.report(ctx, false)
 }
 
 func (a *partitionActor) status() *messages.PartitionStatusResponse {

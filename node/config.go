@@ -61,6 +61,18 @@ type Config struct {
 	// Balance tunes the balancer that moves partitions between log
 	// directories.
 	Balance actors.BalanceSettings
+	// OffsetsTopicPartitions is the partition count __consumer_offsets is
+	// created with (Kafka's offsets.topic.num.partitions). Default 50.
+	OffsetsTopicPartitions int32
+	// OffsetsTopicSegmentBytes is the segment.bytes of __consumer_offsets
+	// (Kafka's offsets.topic.segment.bytes). Default 100 MiB.
+	OffsetsTopicSegmentBytes int64
+	// OffsetsCleanBytes is how many superseded bytes an offsets partition
+	// may hold before it is cleaned. Default 16 MiB.
+	OffsetsCleanBytes int64
+	// GroupMetadataInterval is how often a stable group checks its topics'
+	// partition counts. Default 5 s.
+	GroupMetadataInterval time.Duration
 	// FS is the file system; default the operating system's.
 	FS disk.FS
 	// Logger overrides the logger built from LogLevel.
@@ -97,6 +109,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FS == nil {
 		c.FS = disk.OS
+	}
+	if c.OffsetsTopicPartitions == 0 {
+		c.OffsetsTopicPartitions = actors.DefaultOffsetsTopicPartitions
+	}
+	if c.OffsetsTopicSegmentBytes == 0 {
+		c.OffsetsTopicSegmentBytes = actors.DefaultOffsetsSegmentBytes
+	}
+	if c.OffsetsCleanBytes == 0 {
+		c.OffsetsCleanBytes = actors.DefaultOffsetsCleanBytes
+	}
+	if c.GroupMetadataInterval == 0 {
+		c.GroupMetadataInterval = actors.DefaultGroupMetadataInterval
 	}
 	return c
 }
@@ -138,6 +162,13 @@ func (c Config) validate() error {
 	}
 	if b := c.Balance; b.MaxDeviation < 0 || b.HighWater < 0 || b.HighWater > 1 {
 		errs = append(errs, fmt.Errorf("balance settings out of range: max deviation %v, high water %v", b.MaxDeviation, b.HighWater))
+	}
+	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > actors.MaxPartitionsPerTopic {
+		errs = append(errs, fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicPartitions, actors.MaxPartitionsPerTopic))
+	}
+	if c.OffsetsTopicSegmentBytes < 0 || c.OffsetsCleanBytes < 0 || c.GroupMetadataInterval < 0 {
+		errs = append(errs, fmt.Errorf("offsets segment bytes %d, clean bytes %d and group metadata interval %v must not be negative",
+			c.OffsetsTopicSegmentBytes, c.OffsetsCleanBytes, c.GroupMetadataInterval))
 	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %v is negative", c.TickInterval))

@@ -46,6 +46,7 @@ type Node struct {
 	metadata  *actor.PID
 	manager   *actor.PID
 	placement *actor.PID
+	groups    *actor.PID
 	logDirs   []*actor.PID
 	mu        sync.Mutex // guards logDirs, which grows when a directory is added
 	http      *http.Server
@@ -182,6 +183,24 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	if err := n.startPartitions(); err != nil {
 		return nil, err
+	}
+	// The group coordinator loads __consumer_offsets when it exists and
+	// creates it on the first group request otherwise, as Kafka does.
+	n.groups, err = root.SpawnNamed(actors.NewGroupsProps(actors.GroupsConfig{
+		NodeID:            cfg.NodeID,
+		Address:           n.address,
+		Metadata:          n.metadata,
+		OffsetsPartitions: cfg.OffsetsTopicPartitions,
+		OffsetsTopicConfigs: map[string]string{
+			actors.ConfigRetentionMs:  "-1",
+			actors.ConfigSegmentBytes: fmt.Sprint(cfg.OffsetsTopicSegmentBytes),
+		},
+		CleanBytes:       cfg.OffsetsCleanBytes,
+		MetadataInterval: cfg.GroupMetadataInterval,
+		Logger:           n.logger,
+	}), actors.GroupCoordinatorName)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err := n.startHTTP(); err != nil {
 		return nil, err
@@ -427,6 +446,9 @@ func (n *Node) Placement() *actor.PID { return n.placement }
 // Metadata is the node's metadata actor.
 func (n *Node) Metadata() *actor.PID { return n.metadata }
 
+// Groups is the node's group coordinator (actors.GroupCoordinatorName).
+func (n *Node) Groups() *actor.PID { return n.groups }
+
 // Stop shuts the node down cleanly: partitions answer what they hold, sync
 // and close their logs, and the log directories write their checkpoints, so
 // the next start does not need to recover anything.
@@ -443,6 +465,10 @@ func (n *Node) Stop() error {
 		cancel()
 	}
 	root := n.system.Root
+	if n.groups != nil {
+		// Groups first: their writes go to partitions that stop below.
+		_ = root.StopFuture(n.groups).Wait()
+	}
 	if n.metadata != nil {
 		if err := root.StopFuture(n.metadata).Wait(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping metadata: %w", err))
