@@ -42,8 +42,10 @@ var NoProducer = BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -
 // create with NewBuilder. A Builder is not safe for concurrent use. Reset lets
 // one builder produce many batches without allocating.
 type Builder struct {
-	opts          BatchOptions
-	records       []byte // encoded records, uncompressed
+	opts BatchOptions
+	// buf holds HeaderSize bytes reserved for the batch header, then the
+	// encoded records, uncompressed; Take finishes the header in place.
+	buf           []byte
 	count         int32
 	baseTimestamp int64
 	maxTimestamp  int64
@@ -60,7 +62,7 @@ func NewBuilder(opts BatchOptions) *Builder {
 // Reset empties the builder and sets new options, keeping its buffers.
 func (b *Builder) Reset(opts BatchOptions) {
 	b.opts = opts
-	b.records = b.records[:0]
+	b.buf = reserveHeader(b.buf)
 	b.count = 0
 	b.baseTimestamp = 0
 	b.maxTimestamp = 0
@@ -70,7 +72,15 @@ func (b *Builder) Reset(opts BatchOptions) {
 func (b *Builder) Len() int { return int(b.count) }
 
 // Size is the size the batch would have uncompressed.
-func (b *Builder) Size() int { return HeaderSize + len(b.records) }
+func (b *Builder) Size() int { return len(b.buf) }
+
+// reserveHeader empties buf down to the space of a batch header.
+func reserveHeader(buf []byte) []byte {
+	if cap(buf) < HeaderSize {
+		return make([]byte, HeaderSize, 4096)
+	}
+	return buf[:HeaderSize]
+}
 
 // RecordSize is the encoded size of a record with these fields, including its
 // length prefix, for a timestamp delta and offset delta of ts and off.
@@ -108,7 +118,7 @@ func (b *Builder) Append(timestamp int64, key, value []byte, headers []RecordHea
 	}
 	tsDelta := timestamp - b.baseTimestamp
 	offsetDelta := b.count
-	dst := b.records
+	dst := b.buf
 	dst = binary.AppendVarint(dst, int64(bodySize(tsDelta, offsetDelta, key, value, headers)))
 	dst = append(dst, 0) // attributes
 	dst = binary.AppendVarint(dst, tsDelta)
@@ -121,7 +131,7 @@ func (b *Builder) Append(timestamp int64, key, value []byte, headers []RecordHea
 		dst = append(dst, h.Key...)
 		dst = appendBytes(dst, h.Value)
 	}
-	b.records = dst
+	b.buf = dst
 	b.count++
 }
 
@@ -138,10 +148,10 @@ func appendBytes(dst, b []byte) []byte {
 // computes the CRC. The builder keeps its records until Reset. A builder
 // with no records gives a batch of zero records, which Validate refuses.
 func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
-	records := b.records
+	records := b.buf[HeaderSize:]
 	if b.opts.Compression != CompressionNone {
 		var err error
-		b.scratch, err = compress(b.opts.Compression, b.scratch[:0], b.records)
+		b.scratch, err = compress(b.opts.Compression, b.scratch[:0], records)
 		if err != nil {
 			return dst, err
 		}
@@ -151,7 +161,30 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	var h [HeaderSize]byte
 	dst = append(dst, h[:]...)
 	dst = append(dst, records...)
-	batch := dst[start:]
+	b.writeHeader(dst[start:])
+	return dst, nil
+}
+
+// Take finishes the batch and returns it, without copying the records of
+// an uncompressed batch: the builder hands over its buffer and continues,
+// empty with the same options, in spare (whose contents are discarded; nil
+// is fine). A compressed batch is written into spare instead. Either way the
+// returned slice belongs to the caller.
+func (b *Builder) Take(spare []byte) ([]byte, error) {
+	if b.opts.Compression != CompressionNone {
+		batch, err := b.AppendTo(spare[:0])
+		b.Reset(b.opts)
+		return batch, err
+	}
+	batch := b.buf
+	b.writeHeader(batch)
+	b.buf = spare
+	b.Reset(b.opts)
+	return batch, nil
+}
+
+// writeHeader fills in the header of the finished batch.
+func (b *Builder) writeHeader(batch []byte) {
 	attributes := uint16(b.opts.Compression) & compressionMask
 	if b.opts.LogAppendTime {
 		attributes |= timestampTypeBit
@@ -174,7 +207,6 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	be.PutUint32(batch[baseSequencePos:], uint32(b.opts.BaseSequence))
 	be.PutUint32(batch[recordCountPos:], uint32(b.count))
 	be.PutUint32(batch[crcPos:], checksum(batch))
-	return dst, nil
 }
 
 func varintSize(v int64) int {

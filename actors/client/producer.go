@@ -374,7 +374,7 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 		b = &batch{}
 	}
 	b.topic, b.partition = pb.topic, pb.partition
-	b.buf, b.err = pb.builder.AppendTo(b.buf[:0])
+	b.buf, b.err = pb.builder.Take(b.buf[:0])
 	b.records, pb.pending = pb.pending, b.records[:0]
 	b.bytes, pb.bytes = pb.bytes, 0
 	b.baseSeq = pb.nextSeq
