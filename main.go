@@ -1,9 +1,12 @@
-// Command depot runs a Depot node and talks to one: topics, produce, consume.
+// Command depot runs a Depot node and talks to one: topics, produce,
+// consume, consumer groups.
 //
 //	depot node                         start a node on ./data, 127.0.0.1:7070
 //	depot topic create NAME -p 3       create a topic
 //	depot produce NAME < lines.txt     one record per line
 //	depot consume NAME -n 10           read records back
+//	depot consume NAME -g GROUP        read as a member of a consumer group
+//	depot group describe GROUP         members, committed offsets, lag
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"sort"
@@ -96,7 +100,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.brokers, "brokers", envOr("DEPOT_BROKERS", node.DefaultListen), "comma-separated node addresses to contact (env DEPOT_BROKERS)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "how long to wait for a node's answer")
-	root.AddCommand(newNodeCommand(g), newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newDisksCommand(g), bench.NewCommand(stdout, stderr))
+	root.AddCommand(newNodeCommand(g), newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newDisksCommand(g), bench.NewCommand(stdout, stderr))
 	return root
 }
 
@@ -580,19 +584,23 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		count      int
 		format     string
 		partitions []int32
+		group      string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
-		Short: "Print a topic's records, one per line",
+		Short: "Print a topic's records, one per line (with -g, as a member of a consumer group)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
+			if count < 0 {
+				return usagef("-n %d: want a positive count, or 0 for no limit", count)
+			}
+			if cmd.Flags().Changed("group") {
+				return consumeGroup(g, topic, group, offset, count, format, partitions)
+			}
 			at, err := parseOffset(offset)
 			if err != nil {
 				return usageError{err}
-			}
-			if count < 0 {
-				return usagef("-n %d: want a positive count, or 0 for no limit", count)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -655,6 +663,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 	cmd.Flags().IntVarP(&count, "num", "n", 0, "stop after this many records (0: run until interrupted)")
 	cmd.Flags().StringVarP(&format, "format", "f", "%v\\n", "output format: %v value, %k key, %p partition, %o offset, %t topic, %d timestamp (ms), %h headers; \\n, \\t")
 	cmd.Flags().Int32SliceVarP(&partitions, "partitions", "p", nil, "only these partitions (default: all)")
+	cmd.Flags().StringVarP(&group, "group", "g", "", "consume as a member of this consumer group: the group assigns partitions, and printed records are committed; --offset (start or end) is where partitions with no committed offset start")
 	return cmd
 }
 
@@ -909,4 +918,499 @@ func printMoves(g *globals, moves []*messages.PartitionMove) error {
 		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", m.Topic, m.Partition, m.FromDir, m.ToDir, humanBytes(m.Bytes))
 	}
 	return w.Flush()
+}
+
+// ---- depot consume -g ----
+
+// groupCommitInterval is how often `depot consume -g` commits what it has
+// printed.
+const groupCommitInterval = 5 * time.Second
+
+// consumeGroup prints topic's records as a member of group and commits the
+// position after each record printed (never one not yet written out): every
+// groupCommitInterval, when the group takes partitions away, and on exit.
+func consumeGroup(g *globals, topic, group, offset string, count int, format string, partitions []int32) error {
+	if group == "" {
+		return usagef("-g: empty group id")
+	}
+	if len(partitions) > 0 {
+		return usagef("-p cannot be used with -g: the group assigns the partitions")
+	}
+	var reset client.ResetPolicy
+	switch offset {
+	case "start", "earliest":
+		reset = client.ResetEarliest
+	case "end", "latest":
+		reset = client.ResetLatest
+	default:
+		return usagef("--offset %q: with -g, want start or end (where partitions with no committed offset start)", offset)
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, stop := signalContext()
+	defer stop()
+	md, err := c.Metadata(ctx, topic)
+	if err != nil {
+		return err
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
+		return fmt.Errorf("unknown topic %s", topic)
+	}
+	printed := map[client.TopicPartition]int64{} // next offset after each record written out
+	var gc *client.GroupConsumer
+	commitRevoked := func(ctx context.Context, tps []client.TopicPartition) {
+		offsets := map[client.TopicPartition]int64{}
+		for _, tp := range tps {
+			if next, ok := printed[tp]; ok {
+				offsets[tp] = next
+			}
+		}
+		if err := gc.CommitOffsets(ctx, offsets); err != nil {
+			fmt.Fprintf(g.stderr, "depot: commit revoked partitions: %v\n", oneLine(err))
+		}
+		for _, tp := range tps {
+			delete(printed, tp)
+		}
+	}
+	gc, err = c.NewGroupConsumer(group, []string{topic}, client.ResetOffset(reset), client.AutoCommit(0), client.OnRevoked(commitRevoked))
+	if err != nil {
+		return err
+	}
+	defer gc.Close()
+	out := bufio.NewWriter(g.stdout)
+	defer out.Flush()
+	total := 0
+	lastCommit := time.Now()
+	var line []byte
+	var pollErr error
+	for count == 0 || total < count {
+		records, err := gc.Poll(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				pollErr = err
+			}
+			break
+		}
+		done := map[client.TopicPartition]int64{}
+		for _, r := range records {
+			line = formatRecord(line[:0], format, r)
+			out.Write(line)
+			done[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset + 1
+			total++
+			if count > 0 && total >= count {
+				break
+			}
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
+		maps.Copy(printed, done)
+		if time.Since(lastCommit) >= groupCommitInterval {
+			lastCommit = time.Now()
+			if err := gc.CommitOffsets(ctx, printed); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(g.stderr, "depot: commit: %v\n", oneLine(err))
+			}
+		}
+	}
+	commitCtx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	if err := gc.CommitOffsets(commitCtx, printed); err != nil {
+		return errors.Join(pollErr, fmt.Errorf("commit offsets of group %s: %w", group, err))
+	}
+	return pollErr
+}
+
+// ---- depot group ----
+
+func newGroupCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "group", Short: "List, describe, reset the offsets of, and delete consumer groups"}
+	cmd.AddCommand(newGroupListCommand(g), newGroupDescribeCommand(g), newGroupResetOffsetsCommand(g), newGroupDeleteCommand(g))
+	return cmd
+}
+
+// withClient runs fn with a client and a context bounded by --timeout.
+func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	return fn(ctx, c)
+}
+
+// groupArg checks a group id given on the command line.
+func groupArg(args []string) (string, error) {
+	if args[0] == "" {
+		return "", usagef("empty group id")
+	}
+	return args[0], nil
+}
+
+// groupError makes a group's broker error read as the command's outcome.
+func groupError(group string, err error) error {
+	switch {
+	case errors.Is(err, client.ErrGroupIDNotFound):
+		return fmt.Errorf("unknown group %s", group)
+	case errors.Is(err, client.ErrNonEmptyGroup), errors.Is(err, client.ErrUnknownMemberID), errors.Is(err, client.ErrRebalanceInProgress):
+		return fmt.Errorf("group %s is not empty: stop its consumers first (%w)", group, err)
+	}
+	return err
+}
+
+func newGroupListCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List consumer groups",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				groups, err := c.ListGroups(ctx)
+				if err != nil {
+					return err
+				}
+				type row struct {
+					Group   string `json:"group"`
+					State   string `json:"state"`
+					Members int32  `json:"members"`
+				}
+				rows := []row{}
+				for _, gr := range groups {
+					rows = append(rows, row{Group: gr.GroupId, State: gr.State, Members: gr.Members})
+				}
+				if g.output == "json" {
+					return g.printJSON(rows)
+				}
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "GROUP\tSTATE\tMEMBERS")
+				for _, r := range rows {
+					fmt.Fprintf(w, "%s\t%s\t%d\n", r.Group, r.State, r.Members)
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+// groupDescription is `depot group describe -o json`.
+type groupDescription struct {
+	Group      string              `json:"group"`
+	State      string              `json:"state"`
+	Generation int32               `json:"generation"`
+	Assignor   string              `json:"assignor"`
+	Members    []groupMemberRow    `json:"members"`
+	Partitions []groupPartitionRow `json:"partitions"`
+}
+
+type groupMemberRow struct {
+	MemberID   string   `json:"member_id"`
+	InstanceID string   `json:"instance_id,omitempty"`
+	ClientID   string   `json:"client_id"`
+	Partitions []string `json:"partitions"`
+}
+
+// groupPartitionRow is one partition of a group: committed is -1 where
+// nothing is committed, and lag is then -1 too.
+type groupPartitionRow struct {
+	Topic        string `json:"topic"`
+	Partition    int32  `json:"partition"`
+	Committed    int64  `json:"committed"`
+	LogEndOffset int64  `json:"log_end_offset"`
+	Lag          int64  `json:"lag"`
+	Owner        string `json:"owner,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+// describeGroup gathers a group's description, with each partition's log
+// end offset and lag.
+func describeGroup(ctx context.Context, c *client.Client, group string) (*groupDescription, error) {
+	d, err := c.DescribeGroup(ctx, group)
+	if err != nil {
+		return nil, groupError(group, err)
+	}
+	out := &groupDescription{Group: group, State: d.State, Generation: d.Generation, Assignor: d.Assignor, Members: []groupMemberRow{}, Partitions: []groupPartitionRow{}}
+	rows := map[client.TopicPartition]*groupPartitionRow{}
+	row := func(topic string, partition int32) *groupPartitionRow {
+		tp := client.TopicPartition{Topic: topic, Partition: partition}
+		if rows[tp] == nil {
+			rows[tp] = &groupPartitionRow{Topic: topic, Partition: partition, Committed: -1, Lag: -1}
+		}
+		return rows[tp]
+	}
+	for _, m := range d.Members {
+		mr := groupMemberRow{MemberID: m.MemberId, InstanceID: m.GroupInstanceId, ClientID: m.ClientId, Partitions: []string{}}
+		for _, tp := range m.Assignment {
+			mr.Partitions = append(mr.Partitions, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
+			row(tp.Topic, tp.Partition).Owner = m.MemberId
+		}
+		out.Members = append(out.Members, mr)
+	}
+	for _, o := range d.Offsets {
+		r := row(o.Topic, o.Partition)
+		if o.Offset >= 0 {
+			r.Committed = o.Offset
+		}
+	}
+	for _, r := range rows {
+		end, err := c.ListOffset(ctx, r.Topic, r.Partition, client.LatestOffset)
+		if err != nil {
+			r.LogEndOffset, r.Error = -1, oneLine(err)
+		} else {
+			r.LogEndOffset = end
+			if r.Committed >= 0 {
+				r.Lag = max(0, end-r.Committed)
+			}
+		}
+		out.Partitions = append(out.Partitions, *r)
+	}
+	sort.Slice(out.Partitions, func(i, j int) bool {
+		a, b := out.Partitions[i], out.Partitions[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return out, nil
+}
+
+// dash prints n, or "-" when it is negative (unknown).
+func dash(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newGroupDescribeCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe GROUP",
+		Short: "Show a group's state and members, and per partition its committed offset, log end offset, lag and owner",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := groupArg(args)
+			if err != nil {
+				return err
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				d, err := describeGroup(ctx, c, group)
+				if err != nil {
+					return err
+				}
+				if g.output == "json" {
+					return g.printJSON(d)
+				}
+				var lag int64
+				for _, p := range d.Partitions {
+					lag += max(p.Lag, 0)
+				}
+				fmt.Fprintf(g.stdout, "GROUP       %s\nSTATE       %s\nGENERATION  %d\nASSIGNOR    %s\nMEMBERS     %d\nTOTAL-LAG   %d\n",
+					d.Group, d.State, d.Generation, orDash(d.Assignor), len(d.Members), lag)
+				if len(d.Members) > 0 {
+					fmt.Fprintln(g.stdout, "\nMEMBERS")
+					w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(w, "MEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tPARTITIONS")
+					for _, m := range d.Members {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", m.MemberID, orDash(m.InstanceID), orDash(m.ClientID), orDash(strings.Join(m.Partitions, ",")))
+					}
+					w.Flush()
+				}
+				fmt.Fprintln(g.stdout, "\nPARTITIONS")
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tOWNER")
+				for _, p := range d.Partitions {
+					fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s", p.Topic, p.Partition, dash(p.Committed), dash(p.LogEndOffset), dash(p.Lag), orDash(p.Owner))
+					if p.Error != "" {
+						fmt.Fprintf(w, "\t%s", p.Error)
+					}
+					fmt.Fprintln(w)
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
+	var (
+		topic      string
+		partitions []int32
+		toEarliest bool
+		toLatest   bool
+		toOffset   int64
+		toDatetime string
+	)
+	cmd := &cobra.Command{
+		Use:   "reset-offsets GROUP --topic TOPIC (--to-earliest | --to-latest | --to-offset N | --to-datetime RFC3339)",
+		Short: "Set a group's committed offsets of a topic (the group must have no member)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group, err := groupArg(args)
+			if err != nil {
+				return err
+			}
+			if topic == "" {
+				return usagef("--topic is required")
+			}
+			chosen := 0
+			for _, name := range []string{"to-earliest", "to-latest", "to-offset", "to-datetime"} {
+				if cmd.Flags().Changed(name) {
+					chosen++
+				}
+			}
+			if chosen != 1 {
+				return usagef("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+			}
+			if cmd.Flags().Changed("to-offset") && toOffset < 0 {
+				return usagef("--to-offset %d: want a non-negative offset", toOffset)
+			}
+			var at time.Time
+			if cmd.Flags().Changed("to-datetime") {
+				if at, err = time.Parse(time.RFC3339, toDatetime); err != nil {
+					return usagef("--to-datetime %q: want RFC 3339, like 2024-05-01T12:00:00Z", toDatetime)
+				}
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				d, err := c.DescribeGroup(ctx, group)
+				switch {
+				case errors.Is(err, client.ErrGroupIDNotFound):
+					d = &messages.DescribeGroupResponse{}
+				case err != nil:
+					return err
+				case len(d.Members) > 0 || (d.State != "Empty" && d.State != "Dead"):
+					return fmt.Errorf("group %s is not empty (state %s, %d members): stop its consumers before resetting offsets", group, d.State, len(d.Members))
+				}
+				md, err := c.Metadata(ctx, topic)
+				if err != nil {
+					return err
+				}
+				if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
+					return fmt.Errorf("unknown topic %s", topic)
+				}
+				n := int32(len(md.Topics[0].Partitions))
+				if len(partitions) == 0 {
+					for p := range n {
+						partitions = append(partitions, p)
+					}
+				}
+				previous := map[client.TopicPartition]int64{}
+				for _, o := range d.Offsets {
+					previous[client.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+				}
+				offsets := map[client.TopicPartition]int64{}
+				for _, p := range partitions {
+					if p < 0 || p >= n {
+						return usagef("--partitions %d: topic %s has partitions 0 to %d", p, topic, n-1)
+					}
+					o, err := resetTarget(ctx, c, topic, p, toEarliest, toLatest, cmd.Flags().Changed("to-offset"), toOffset, at)
+					if err != nil {
+						return err
+					}
+					offsets[client.TopicPartition{Topic: topic, Partition: p}] = o
+				}
+				if err := c.AlterGroupOffsets(ctx, group, offsets); err != nil {
+					return groupError(group, err)
+				}
+				type row struct {
+					Topic     string `json:"topic"`
+					Partition int32  `json:"partition"`
+					Previous  int64  `json:"previous"`
+					Offset    int64  `json:"offset"`
+				}
+				rows := []row{}
+				for _, p := range partitions {
+					tp := client.TopicPartition{Topic: topic, Partition: p}
+					prev, ok := previous[tp]
+					if !ok {
+						prev = -1
+					}
+					rows = append(rows, row{Topic: topic, Partition: p, Previous: prev, Offset: offsets[tp]})
+				}
+				sort.Slice(rows, func(i, j int) bool { return rows[i].Partition < rows[j].Partition })
+				if g.output == "json" {
+					return g.printJSON(rows)
+				}
+				w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TOPIC\tPARTITION\tPREVIOUS\tNEW")
+				for _, r := range rows {
+					fmt.Fprintf(w, "%s\t%d\t%s\t%d\n", r.Topic, r.Partition, dash(r.Previous), r.Offset)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&topic, "topic", "", "the topic whose offsets to reset")
+	f.Int32SliceVar(&partitions, "partitions", nil, "only these partitions (default: all)")
+	f.BoolVar(&toEarliest, "to-earliest", false, "to the first offset still stored")
+	f.BoolVar(&toLatest, "to-latest", false, "to the end: skip every record stored now")
+	f.Int64Var(&toOffset, "to-offset", 0, "to this offset (kept within the partition's first and end offsets)")
+	f.StringVar(&toDatetime, "to-datetime", "", "to the first record at or after this RFC 3339 time (the end when none is)")
+	return cmd
+}
+
+// resetTarget is the offset a partition resets to.
+func resetTarget(ctx context.Context, c *client.Client, topic string, p int32, earliest, latest, exact bool, offset int64, at time.Time) (int64, error) {
+	list := func(ts int64) (int64, error) {
+		o, err := c.ListOffset(ctx, topic, p, ts)
+		if err != nil {
+			return 0, fmt.Errorf("offsets of %s-%d: %w", topic, p, err)
+		}
+		return o, nil
+	}
+	switch {
+	case earliest:
+		return list(client.EarliestOffset)
+	case latest:
+		return list(client.LatestOffset)
+	case exact:
+		start, err := list(client.EarliestOffset)
+		if err != nil {
+			return 0, err
+		}
+		end, err := list(client.LatestOffset)
+		if err != nil {
+			return 0, err
+		}
+		return min(max(offset, start), end), nil
+	}
+	o, err := list(at.UnixMilli())
+	if err != nil || o >= 0 {
+		return o, err
+	}
+	return list(client.LatestOffset)
+}
+
+func newGroupDeleteCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete GROUP...",
+		Short: "Delete groups with no member, and their committed offsets",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, group := range args {
+				if group == "" {
+					return usagef("empty group id")
+				}
+			}
+			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				for _, group := range args {
+					if err := c.DeleteGroup(ctx, group); err != nil {
+						return groupError(group, err)
+					}
+					fmt.Fprintf(g.stdout, "deleted group %s\n", group)
+				}
+				return nil
+			})
+		},
+	}
 }

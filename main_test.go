@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -375,4 +377,285 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 		}
 		t.Logf("%s: %d acknowledged, %d after restart", topic, len(acks), len(seen))
 	}
+}
+
+func TestCLIGroupUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"empty group id on consume", []string{"consume", "orders", "-g", ""}, "empty group id"},
+		{"partitions with a group", []string{"consume", "orders", "-g", "g", "-p", "0"}, "-p cannot be used with -g"},
+		{"exact offset with a group", []string{"consume", "orders", "-g", "g", "--offset", "5"}, "want start or end"},
+		{"empty group id on describe", []string{"group", "describe", ""}, "empty group id"},
+		{"empty group id on delete", []string{"group", "delete", ""}, "empty group id"},
+		{"empty group id on reset", []string{"group", "reset-offsets", "", "--topic", "t", "--to-earliest"}, "empty group id"},
+		{"reset without a target", []string{"group", "reset-offsets", "g", "--topic", "t"}, "exactly one of"},
+		{"reset with two targets", []string{"group", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest"}, "exactly one of"},
+		{"reset without a topic", []string{"group", "reset-offsets", "g", "--to-earliest"}, "--topic is required"},
+		{"reset to a bad time", []string{"group", "reset-offsets", "g", "--topic", "t", "--to-datetime", "yesterday"}, "RFC 3339"},
+		{"reset to a negative offset", []string{"group", "reset-offsets", "g", "--topic", "t", "--to-offset", "-3"}, "non-negative"},
+		{"describe without a group", []string{"group", "describe"}, "arg"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Refused before any node is contacted.
+			_, errOut, code := cli(t, "", append(tc.args, "--brokers", unusedAddress(t))...)
+			require.Equal(t, 2, code, errOut)
+			require.Contains(t, errOut, tc.want)
+			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
+		})
+	}
+}
+
+// groupOffsets is `depot group describe -o json`, reduced to committed
+// offsets per partition.
+func groupOffsets(t *testing.T, b, group string) (state string, committed map[int32]int64, members int) {
+	t.Helper()
+	out, errOut, code := cli(t, "", "group", "describe", group, "-o", "json", b)
+	require.Equal(t, 0, code, errOut)
+	var d struct {
+		State      string `json:"state"`
+		Members    []any  `json:"members"`
+		Partitions []struct {
+			Partition int32 `json:"partition"`
+			Committed int64 `json:"committed"`
+			LogEnd    int64 `json:"log_end_offset"`
+			Lag       int64 `json:"lag"`
+		} `json:"partitions"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &d), out)
+	committed = map[int32]int64{}
+	for _, p := range d.Partitions {
+		committed[p.Partition] = p.Committed
+		if p.Committed >= 0 {
+			require.Equal(t, p.LogEnd-p.Committed, p.Lag)
+		}
+	}
+	return d.State, committed, len(d.Members)
+}
+
+func sum(m map[int32]int64) (n int64) {
+	for _, v := range m {
+		n += max(v, 0)
+	}
+	return n
+}
+
+func TestCLIGroups(t *testing.T) {
+	n := startTestNode(t)
+	b := "--brokers=" + n.Address()
+	_, errOut, code := cli(t, "", "topic", "create", "orders", "-p", "2", b)
+	require.Equal(t, 0, code, errOut)
+	var lines strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&lines, "k%d:v%d\n", i, i)
+	}
+	_, errOut, code = cli(t, lines.String(), "produce", "orders", "-k", ":", b)
+	require.Equal(t, 0, code, errOut)
+
+	// Two runs of a group consumer read everything once: the first
+	// committed exactly what it printed.
+	seen := map[string]int{}
+	out, errOut, code := cli(t, "", "consume", "orders", "-g", "g", "-n", "30", b)
+	require.Equal(t, 0, code, errOut)
+	for _, v := range strings.Fields(out) {
+		seen[v]++
+	}
+	state, committed, members := groupOffsets(t, b, "g")
+	require.Equal(t, "Empty", state)
+	require.Zero(t, members)
+	require.Equal(t, int64(30), sum(committed), "committed what was printed: %v", committed)
+	out, errOut, code = cli(t, "", "consume", "orders", "-g", "g", "-n", "70", b)
+	require.Equal(t, 0, code, errOut)
+	for _, v := range strings.Fields(out) {
+		seen[v]++
+	}
+	require.Len(t, seen, 100)
+	for v, n := range seen {
+		require.Equal(t, 1, n, "%s read twice", v)
+	}
+	_, committed, _ = groupOffsets(t, b, "g")
+	require.Equal(t, int64(100), sum(committed))
+
+	out, errOut, code = cli(t, "", "group", "list", "-o", "json", b)
+	require.Equal(t, 0, code, errOut)
+	var groups []struct {
+		Group   string `json:"group"`
+		State   string `json:"state"`
+		Members int    `json:"members"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &groups), out)
+	require.Len(t, groups, 1)
+	require.Equal(t, "g", groups[0].Group)
+	require.Equal(t, "Empty", groups[0].State)
+
+	// A group with a member refuses resets and deletion, and describe shows
+	// who owns what.
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	busy, err := c.NewGroupConsumer("busy", []string{"orders"}, client.ResetOffset(client.ResetEarliest))
+	require.NoError(t, err)
+	_, err = busy.Poll(ctx)
+	require.NoError(t, err)
+	out, errOut, code = cli(t, "", "group", "describe", "busy", b)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, busy.MemberID())
+	require.Contains(t, out, "orders-0,orders-1")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown group", []string{"group", "describe", "nope", b}, "unknown group nope"},
+		{"delete unknown group", []string{"group", "delete", "nope", b}, "unknown group nope"},
+		{"reset while active", []string{"group", "reset-offsets", "busy", "--topic", "orders", "--to-earliest", b}, "group busy is not empty"},
+		{"delete while active", []string{"group", "delete", "busy", b}, "group busy is not empty"},
+		{"reset of an unknown topic", []string{"group", "reset-offsets", "g", "--topic", "nope", "--to-earliest", b}, "unknown topic nope"},
+		{"consume an unknown topic", []string{"consume", "nope", "-g", "g", "-n", "1", b}, "unknown topic nope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := cli(t, "", tc.args...)
+			require.Equal(t, 1, code, errOut)
+			require.Contains(t, errOut, tc.want)
+			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
+		})
+	}
+	busy.Close()
+
+	// Reset to the start: the group reads everything again.
+	out, errOut, code = cli(t, "", "group", "reset-offsets", "g", "--topic", "orders", "--to-earliest", "-o", "json", b)
+	require.Equal(t, 0, code, errOut)
+	var reset []struct {
+		Partition int32 `json:"partition"`
+		Previous  int64 `json:"previous"`
+		Offset    int64 `json:"offset"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &reset), out)
+	require.Len(t, reset, 2)
+	for _, r := range reset {
+		require.Zero(t, r.Offset)
+		require.Equal(t, committed[r.Partition], r.Previous)
+	}
+	out, errOut, code = cli(t, "", "group", "reset-offsets", "g", "--topic", "orders", "--partitions", "1", "--to-offset", "1000", b)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "PREVIOUS")
+	_, committed, _ = groupOffsets(t, b, "g")
+	require.Zero(t, committed[0])
+	end, err := c.ListOffset(ctx, "orders", 1, client.LatestOffset)
+	require.NoError(t, err)
+	require.Equal(t, end, committed[1], "an offset past the end is kept at the end")
+	out, errOut, code = cli(t, "", "consume", "orders", "-g", "g", "-n", fmt.Sprint(100-end), "-f", "%p\\n", b)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, strings.Repeat("0\n", int(100-end)), out)
+
+	out, errOut, code = cli(t, "", "group", "delete", "g", b)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "deleted group g\n", out)
+	_, errOut, code = cli(t, "", "group", "describe", "g", b)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "unknown group g")
+}
+
+// Two members share a topic, one leaves mid-way, and every record is read
+// at least once with the group's offsets at the end of the log.
+func TestGroupMembersShareAndHandOver(t *testing.T) {
+	n := startTestNode(t)
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "shared", 4, nil)
+	require.NoError(t, err)
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	const first, total = 4000, 5000
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			p.Produce(ctx, &client.Record{Topic: "shared", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}, nil)
+		}
+		require.NoError(t, p.Flush(ctx))
+	}
+	produce(0, first)
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	owners := map[string][]client.TopicPartition{}
+	newMember := func(name string) *client.GroupConsumer {
+		gc, err := c.NewGroupConsumer("sharers", []string{"shared"}, client.ResetOffset(client.ResetEarliest),
+			client.HeartbeatInterval(100*time.Millisecond), client.SessionTimeout(3*time.Second), client.AutoCommit(100*time.Millisecond),
+			client.OnAssigned(func(_ context.Context, tps []client.TopicPartition) {
+				mu.Lock()
+				owners[name] = append(owners[name], tps...)
+				mu.Unlock()
+			}))
+		require.NoError(t, err)
+		return gc
+	}
+	a, b := newMember("a"), newMember("b")
+	consume := func(gc *client.GroupConsumer, stop func() bool) error {
+		for !stop() {
+			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			records, err := gc.Poll(short)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			mu.Lock()
+			for _, r := range records {
+				seen[string(r.Value)]++
+			}
+			mu.Unlock()
+		}
+		return nil
+	}
+	var bothOwned atomic.Bool
+	var wg sync.WaitGroup
+	var errA error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errA = consume(a, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) == total
+		})
+	}()
+	// b reads until both members have partitions, then leaves.
+	require.NoError(t, consume(b, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(owners["a"]) > 0 && len(owners["b"]) > 0 {
+			bothOwned.Store(true)
+		}
+		return bothOwned.Load() || ctx.Err() != nil
+	}))
+	b.Close()
+	// What comes after b left is all a's to read, on every partition.
+	produce(first, total)
+	wg.Wait()
+	require.NoError(t, errA)
+	require.True(t, bothOwned.Load(), "the group never split the partitions")
+	require.Len(t, a.Assigned(), 4)
+	require.NoError(t, a.CommitSync(ctx))
+	mu.Lock()
+	require.Len(t, seen, total)
+	mu.Unlock()
+	a.Close()
+	committed, err := c.CommittedOffsets(ctx, "sharers")
+	require.NoError(t, err)
+	var sumCommitted int64
+	for _, o := range committed {
+		sumCommitted += o
+	}
+	require.Equal(t, int64(total), sumCommitted)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -185,6 +186,14 @@ type assignPartition struct {
 	at        Offset
 }
 
+// unassignPartitions asks the fetcher to forget partitions; it answers
+// with an unassigned once they are gone.
+type unassignPartitions struct{ parts []partKey }
+
+// unassigned answers unassignPartitions. The fetcher and its asker share an
+// actor system, so it never crosses the wire.
+type unassigned struct{}
+
 // consumed tells the fetcher that Poll took bytes off the prefetch buffer.
 type consumed struct{ bytes int64 }
 
@@ -230,6 +239,12 @@ func (c *Consumer) wake() {
 // partition. An error from the fetcher is returned alone, after the records
 // that arrived before it.
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
+	return c.poll(ctx, nil)
+}
+
+// poll is Poll that also returns (nil, nil) when, with nothing ready,
+// interrupted reports true; whoever makes it true calls wake.
+func (c *Consumer) poll(ctx context.Context, interrupted func() bool) ([]*Record, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -261,6 +276,9 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 			return nil, err
 		}
 		c.mu.Unlock()
+		if interrupted != nil && interrupted() {
+			return nil, nil
+		}
 		select {
 		case <-c.notify:
 		case <-ctx.Done():
@@ -336,6 +354,42 @@ func (c *Consumer) decode(runs []fetched) ([]*Record, int64, error) {
 	return out, n, firstErr
 }
 
+// unassign stops fetching the partitions in drop and discards what was
+// fetched from them and not yet returned by Poll. When it returns, Poll
+// returns no record of those partitions until they are assigned again. Not
+// to be called while Poll runs.
+func (c *Consumer) unassign(ctx context.Context, drop map[TopicPartition]bool) error {
+	if len(drop) == 0 {
+		return nil
+	}
+	parts := make([]partKey, 0, len(drop))
+	for tp := range drop {
+		parts = append(parts, partKey{tp.Topic, tp.Partition})
+	}
+	// The fetcher answers after removing the partitions, so nothing of
+	// theirs is pushed after the answer.
+	if _, err := c.client.request(ctx, c.fetcher, &unassignPartitions{parts: parts}, c.cfg.requestTimeout); err != nil {
+		return fmt.Errorf("client: stop fetching: %w", err)
+	}
+	c.mu.Lock()
+	kept := c.ready[:0]
+	var dropped int64
+	for _, f := range c.ready {
+		if drop[TopicPartition{f.topic, f.partition}] {
+			dropped += int64(len(f.records))
+			continue
+		}
+		kept = append(kept, f)
+	}
+	clear(c.ready[len(kept):])
+	c.ready = kept
+	c.mu.Unlock()
+	if dropped > 0 {
+		c.client.root.Send(c.fetcher, &consumed{bytes: dropped})
+	}
+	return nil
+}
+
 // Close stops fetching. Poll then returns ErrClosed.
 func (c *Consumer) Close() {
 	c.mu.Lock()
@@ -398,6 +452,9 @@ func (f *fetcher) Receive(ctx actor.Context) {
 		f.onAssign(ctx, m)
 	case *messages.FetchResponse:
 		f.onFetchResponse(ctx, m)
+	case *unassignPartitions:
+		f.onUnassign(m)
+		ctx.Respond(&unassigned{})
 	case *consumed:
 		f.buffered -= m.bytes
 		f.stepAll(ctx)
@@ -426,6 +483,24 @@ func (f *fetcher) onAssign(ctx actor.Context, m *assignPartition) {
 	}
 	for i := range r.leaders {
 		f.assign(ctx, m.topic, int32(i), m.at)
+	}
+}
+
+// onUnassign forgets partitions: answers to their fetches in flight are
+// ignored from now on, and a resolve in flight finds them stopped.
+func (f *fetcher) onUnassign(m *unassignPartitions) {
+	for _, k := range m.parts {
+		fp := f.parts[k]
+		if fp == nil {
+			continue
+		}
+		delete(f.parts, k)
+		fp.stopped = true
+		if fp.inflight {
+			fp.inflight = false
+			f.asked -= int64(fp.asked)
+		}
+		f.order = slices.DeleteFunc(f.order, func(o *fetchPart) bool { return o == fp })
 	}
 }
 
@@ -503,6 +578,9 @@ func (f *fetcher) resolve(ctx actor.Context, fp *fetchPart) {
 	fut := ctx.RequestFuture(fp.leader, req, f.cons.cfg.requestTimeout)
 	ctx.ReenterAfter(fut, func(res any, err error) {
 		fp.resolving = false
+		if f.parts[fp.key] != fp {
+			return // unassigned meanwhile
+		}
 		if fp.at != at || !fp.resolve {
 			f.step(ctx, fp) // reassigned meanwhile
 			return
