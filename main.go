@@ -189,12 +189,14 @@ func newNodeCommand(g *globals) *cobra.Command {
 				logger.SetLevel(level)
 			}
 			cfg.Logger = logger
+			// Signals are caught from here on, so that one that arrives
+			// during start-up stops the node cleanly once it has started.
+			ctx, stop := signalContext()
+			defer stop()
 			n, err := node.Start(cfg)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signalContext()
-			defer stop()
 			<-ctx.Done()
 			logger.Info("shutting down")
 			return n.Stop()

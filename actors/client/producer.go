@@ -374,7 +374,13 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 		b = &batch{}
 	}
 	b.topic, b.partition = pb.topic, pb.partition
-	b.buf, b.err = pb.builder.Take(b.buf[:0])
+	// The builder continues in the recycled batch's buffer; a new one is
+	// made at full size at once rather than grown by doubling.
+	spare := b.buf[:0]
+	if cap(spare) < p.cfg.batchBytes+wire.HeaderSize {
+		spare = make([]byte, 0, p.cfg.batchBytes+wire.HeaderSize)
+	}
+	b.buf, b.err = pb.builder.Take(spare)
 	b.records, pb.pending = pb.pending, b.records[:0]
 	b.bytes, pb.bytes = pb.bytes, 0
 	b.baseSeq = pb.nextSeq
