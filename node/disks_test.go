@@ -39,7 +39,7 @@ func describeDirs(t *testing.T, n *Node) []*messages.LogDirInfo {
 }
 
 // fill writes perPartition bytes of 1 KiB records to every partition of topic.
-func fill(t *testing.T, c *client.Client, topic string, partitions int32, perPartition int) {
+func fill(t testing.TB, c *client.Client, topic string, partitions int32, perPartition int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -15,7 +15,7 @@ import (
 
 // newClient connects a client, in its own actor system, to n over remote on
 // 127.0.0.1.
-func newClient(t *testing.T, addr string) *client.Client {
+func newClient(t testing.TB, addr string) *client.Client {
 	t.Helper()
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
@@ -27,7 +27,7 @@ func newClient(t *testing.T, addr string) *client.Client {
 
 // consumeAll reads every record of topic's partitions up to their end
 // offsets at the time of the call.
-func consumeAll(t *testing.T, c *client.Client, topic string, partitions int32) map[int32][]*client.Record {
+func consumeAll(t testing.TB, c *client.Client, topic string, partitions int32) map[int32][]*client.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
@@ -131,7 +130,7 @@ func (f *crashFile) Truncate(size int64) error {
 }
 
 // moveTestConfig is a node on fsys with two log dirs and no HTTP.
-func moveTestConfig(t *testing.T, dir string, fsys disk.FS) Config {
+func moveTestConfig(t testing.TB, dir string, fsys disk.FS) Config {
 	t.Helper()
 	cfg := testConfig(t, dir)
 	cfg.HTTP = ""
@@ -141,7 +140,7 @@ func moveTestConfig(t *testing.T, dir string, fsys disk.FS) Config {
 }
 
 // logDirActorID is the id of the log-dir actor of path on n.
-func logDirActorID(t *testing.T, n *Node, path string) string {
+func logDirActorID(t testing.TB, n *Node, path string) string {
 	t.Helper()
 	for i, d := range n.cfg.LogDirs {
 		if d.Path == path {
@@ -307,43 +306,4 @@ func TestNodeRefusesTwoCopies(t *testing.T) {
 	}
 	_, err := Start(cfg)
 	require.ErrorContains(t, err, "/data/logs-0/orders-0 and /data/logs-1/orders-0")
-}
-
-// TestProduceThroughputDuringMove logs acks=1 produce throughput of 1 KiB
-// records with and without a move running (on the OS file system); it
-// asserts only that both runs produce everything.
-func TestProduceThroughputDuringMove(t *testing.T) {
-	cfg := moveTestConfig(t, t.TempDir(), disk.OS)
-	n := startNode(t, cfg)
-	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "orders", Partitions: 1})
-	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
-	pid := partitionPID(t, n, "orders", 0)
-	const records = 3000
-	produced := produceAll(t, n, pid, 1, 0, 20000, 1000) // a 20 MB log to move
-	measure := func() float64 {
-		started := time.Now()
-		produced = append(produced, produceAll(t, n, pid, 1, len(produced), records, 1024-8)...)
-		return records / time.Since(started).Seconds()
-	}
-	idle := measure()
-
-	dirs := []string{cfg.LogDirs[0].Path, cfg.LogDirs[1].Path}
-	done := make(chan *messages.MovePartitionResponse, 1)
-	st := request[*messages.PartitionStatusResponse](t, n, pid, &messages.PartitionStatusRequest{})
-	target := dirs[0]
-	if st.LogDir == target {
-		target = dirs[1]
-	}
-	go func() {
-		res, _ := n.System().Root.RequestFuture(pid, &messages.MovePartitionRequest{TargetDir: target, TargetLogDirActor: logDirActorID(t, n, target)}, requestTimeout).Result()
-		resp, _ := res.(*messages.MovePartitionResponse)
-		done <- resp
-	}()
-	moving := measure()
-	resp := <-done
-	require.NotNil(t, resp)
-	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
-	require.Equal(t, produced, fetchAll(t, n, pid))
-	t.Logf("acks=1 produce of 1 KiB records: %.0f records/s without a move, %.0f records/s during a move of %d bytes (%d ms)",
-		idle, moving, resp.BytesCopied, resp.DurationMs)
 }

@@ -20,14 +20,14 @@ import (
 
 const requestTimeout = 10 * time.Second
 
-func testConfig(t *testing.T, dir string) Config {
+func testConfig(t testing.TB, dir string) Config {
 	t.Helper()
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
 	return Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Logger: logger}
 }
 
-func startNode(t *testing.T, cfg Config) *Node {
+func startNode(t testing.TB, cfg Config) *Node {
 	t.Helper()
 	n, err := Start(cfg)
 	require.NoError(t, err)
@@ -35,7 +35,7 @@ func startNode(t *testing.T, cfg Config) *Node {
 	return n
 }
 
-func request[T any](t *testing.T, n *Node, pid *actor.PID, msg any) T {
+func request[T any](t testing.TB, n *Node, pid *actor.PID, msg any) T {
 	t.Helper()
 	res, err := actors.Request[T](context.Background(), n.System().Root, pid, msg, requestTimeout)
 	require.NoError(t, err)
@@ -53,7 +53,7 @@ func batchOf(t *testing.T, values ...string) []byte {
 	return out
 }
 
-func partitionPID(t *testing.T, n *Node, topic string, partition int32) *actor.PID {
+func partitionPID(t testing.TB, n *Node, topic string, partition int32) *actor.PID {
 	t.Helper()
 	md := request[*messages.MetadataResponse](t, n, n.Metadata(), &messages.MetadataRequest{Topics: []string{topic}})
 	require.Len(t, md.Topics, 1)
