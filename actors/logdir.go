@@ -240,9 +240,10 @@ func (a *logDirActor) onReport(ctx actor.Context, m *partitionReport) {
 	if !p.lastSeen.IsZero() && m.appendedBytes >= p.report.appendedBytes {
 		p.rate = decayRate(p.rate, float64(m.appendedBytes-p.report.appendedBytes), now.Sub(p.lastSeen))
 	}
+	changed := m.sizeBytes != p.report.sizeBytes || m.closed
 	p.report = *m
 	p.lastSeen = now
-	if m.sizeBytes != p.report.sizeBytes || m.closed {
+	if changed {
 		a.reportUsage(ctx)
 	}
 }

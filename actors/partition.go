@@ -21,6 +21,12 @@ const (
 	// partitionTickInterval is how often a partition applies retention,
 	// rolls by age and reports its size to its log directory.
 	partitionTickInterval = 10 * time.Second
+	// reportStepBytes: a partition also reports its size to its log
+	// directory whenever it has grown by this much since its last report.
+	reportStepBytes = 4 << 20
+	// reportDelay bounds how stale a log directory's view of a partition
+	// that is written to gets: at most one report per partition per delay.
+	reportDelay = time.Second
 )
 
 // PartitionConfig is what a partition actor needs to start.
@@ -53,6 +59,9 @@ type deletePartition struct{}
 
 // partitionTick drives retention, roll by age and reports.
 type partitionTick struct{}
+
+// reportSoon sends a report of bytes appended since the last one.
+type reportSoon struct{}
 
 // syncParked makes the partition fsync and answer the acks=all produce
 // requests that arrived before this message: a group commit.
@@ -97,6 +106,10 @@ type partitionActor struct {
 	// appendedBytes counts the bytes appended since the actor started; the
 	// log-dir actor derives the write rate from it.
 	appendedBytes int64
+	// reportedBytes is the appendedBytes of the last report;
+	// reportPending is set while a reportSoon is on its way.
+	reportedBytes int64
+	reportPending bool
 
 	// move is the running move to another log directory, if any; moveSeq
 	// numbers moves so that a stale copyStep is recognised.
@@ -148,6 +161,11 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.onDeleteRecords(ctx, m)
 	case *partitionTick:
 		a.onTick(ctx)
+	case *reportSoon:
+		a.reportPending = false
+		if a.appendedBytes != a.reportedBytes {
+			a.report(ctx, false)
+		}
 	case *goOffline:
 		a.onOffline(ctx, m)
 	case *deletePartition:
@@ -274,6 +292,13 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 	}
 	if appended {
 		a.wakeFetches(ctx, len(m.Records))
+		switch {
+		case a.appendedBytes-a.reportedBytes >= reportStepBytes:
+			a.report(ctx, false)
+		case !a.reportPending:
+			a.reportPending = true
+			a.timers.SendOnce(reportDelay, ctx.Self(), &reportSoon{})
+		}
 	}
 	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
 		a.parkedProduces = append(a.parkedProduces, parkedProduce{sender: ctx.Sender(), response: resp})
@@ -561,6 +586,7 @@ func (a *partitionActor) report(ctx actor.Context, closed bool) {
 	if a.cfg.LogDirActor == nil || a.log == nil {
 		return
 	}
+	a.reportedBytes = a.appendedBytes
 	ctx.Send(a.cfg.LogDirActor, &partitionReport{
 		tp:             a.tp,
 		pid:            ctx.Self(),
