@@ -332,4 +332,21 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 	for _, e := range names {
 		require.False(t, e.IsDir(), "no partition left in the drained dir: %s", e.Name())
 	}
+
+	// The drained dir can now be removed: a restart without it serves
+	// everything from the other.
+	require.NoError(t, n.Stop())
+	require.NoError(t, os.RemoveAll(first))
+	cfg.LogDirs = []LogDir{{Path: second, Capacity: 1 << 30}}
+	n = startNode(t, cfg)
+	c = newClient(t, n.Address())
+	dirs = describeDirs(t, n)
+	require.Len(t, dirs, 1)
+	require.Equal(t, second, dirs[0].Path)
+	got = consumeAll(t, c, "logs", 4)
+	total = 0
+	for _, rs := range got {
+		total += len(rs)
+	}
+	require.Equal(t, 4*mib/1024, total)
 }

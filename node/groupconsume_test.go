@@ -1,0 +1,220 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/actors/client"
+)
+
+// quietClient is a client whose own logs are discarded.
+func quietClient(t testing.TB, addr string) *client.Client {
+	t.Helper()
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	c, err := client.New(client.Brokers(addr), client.RequestTimeout(5*time.Second), client.Logger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// produceKeyed writes values "i" for i in [from, to) with key "k<i%keys>".
+func produceKeyed(t testing.TB, c *client.Client, topic string, from, to, keys int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	for i := from; i < to; i++ {
+		p.Produce(ctx, &client.Record{Topic: topic, Key: []byte(fmt.Sprint("k", i%keys)), Value: []byte(strconv.Itoa(i))}, nil)
+	}
+	require.NoError(t, p.Flush(ctx))
+}
+
+// seenRecords collects what group members read.
+type seenRecords struct {
+	mu      sync.Mutex
+	count   map[string]int
+	last    map[int32]int64 // per partition, the last offset read
+	ordered bool
+}
+
+func newSeen() *seenRecords {
+	return &seenRecords{count: map[string]int{}, last: map[int32]int64{}, ordered: true}
+}
+
+func (s *seenRecords) add(records []*client.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range records {
+		s.count[string(r.Value)]++
+		if last, ok := s.last[r.Partition]; ok && r.Offset <= last {
+			s.ordered = false
+		}
+		s.last[r.Partition] = r.Offset
+	}
+}
+
+func (s *seenRecords) distinct() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.count)
+}
+
+// poll reads with gc until stop says so.
+func poll(ctx context.Context, gc *client.GroupConsumer, seen *seenRecords, stop func() bool) error {
+	for !stop() && ctx.Err() == nil {
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		records, err := gc.Poll(short)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		seen.add(records)
+	}
+	return nil
+}
+
+// Three members of one group read a six-partition topic while it is being
+// written: every record is read by exactly one member, once, in order per
+// partition.
+func TestGroupThreeMembersReadEveryRecordOnce(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	c := quietClient(t, n.Address())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.CreateTopic(ctx, "orders", 6, nil)
+	require.NoError(t, err)
+	const total = 30_000
+
+	seen := newSeen()
+	owners := map[string]map[string]bool{}
+	var ownersMu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for m := 0; m < 3; m++ {
+		name := fmt.Sprint("member-", m)
+		gc, err := quietClient(t, n.Address()).NewGroupConsumer("billing", []string{"orders"},
+			client.ResetOffset(client.ResetEarliest), client.HeartbeatInterval(100*time.Millisecond),
+			client.OnAssigned(func(_ context.Context, tps []client.TopicPartition) {
+				ownersMu.Lock()
+				defer ownersMu.Unlock()
+				if owners[name] == nil {
+					owners[name] = map[string]bool{}
+				}
+				for _, tp := range tps {
+					owners[name][tp.String()] = true
+				}
+			}))
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer gc.Close()
+			errs[m] = poll(ctx, gc, seen, func() bool { return seen.distinct() >= total })
+		}()
+	}
+	produceKeyed(t, c, "orders", 0, total, 100)
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	require.Len(t, seen.count, total)
+	for value, times := range seen.count {
+		require.Equal(t, 1, times, "record %s read %d times", value, times)
+	}
+	require.True(t, seen.ordered, "offsets go forward in every partition")
+	// The partitions were shared: each member owned some, none two at once.
+	ownersMu.Lock()
+	defer ownersMu.Unlock()
+	require.Len(t, owners, 3)
+}
+
+// A member that dies without leaving loses its partitions within the session
+// timeout; the survivor resumes them from the last commit, so nothing is
+// lost and only what was read after that commit is read twice.
+func TestGroupKilledMemberResumesFromLastCommit(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	c := quietClient(t, n.Address())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.CreateTopic(ctx, "events", 4, nil)
+	require.NoError(t, err)
+	const total = 8_000
+	produceKeyed(t, c, "events", 0, total, 64)
+
+	seen := newSeen()
+	opts := []client.GroupOpt{
+		client.ResetOffset(client.ResetEarliest), client.HeartbeatInterval(100 * time.Millisecond),
+		client.SessionTimeout(time.Second), client.AutoCommit(0),
+	}
+	// The victim reads a little, commits, reads more, then its process dies:
+	// its client goes away without leaving the group.
+	victimClient, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logrus.New())))
+	require.NoError(t, err)
+	victim, err := victimClient.NewGroupConsumer("audit", []string{"events"}, opts...)
+	require.NoError(t, err)
+	committed := newSeen()
+	for committed.distinct() < 1000 {
+		records, err := victim.Poll(ctx)
+		require.NoError(t, err)
+		committed.add(records)
+	}
+	require.NoError(t, victim.CommitSync(ctx))
+	uncommitted := newSeen()
+	for uncommitted.distinct() < 500 {
+		records, err := victim.Poll(ctx)
+		require.NoError(t, err)
+		uncommitted.add(records)
+	}
+	died := time.Now()
+	victimClient.Close()
+
+	survivor, err := quietClient(t, n.Address()).NewGroupConsumer("audit", []string{"events"}, opts...)
+	require.NoError(t, err)
+	defer survivor.Close()
+	require.NoError(t, poll(ctx, survivor, seen, func() bool {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		for i := 0; i < total; i++ {
+			value := strconv.Itoa(i)
+			if committed.count[value] == 0 && seen.count[value] == 0 {
+				return false
+			}
+		}
+		return true
+	}))
+	took := time.Since(died)
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	// Everything not committed by the victim was read by the survivor, the
+	// victim's uncommitted reads again included; nothing committed came back.
+	for i := 0; i < total; i++ {
+		value := strconv.Itoa(i)
+		if committed.count[value] > 0 {
+			require.Zero(t, seen.count[value], "committed record %s read again", value)
+			continue
+		}
+		require.Equal(t, 1, seen.count[value], "record %s", value)
+	}
+	redelivered := 0
+	for value := range uncommitted.count {
+		if seen.count[value] > 0 {
+			redelivered++
+		}
+	}
+	require.Equal(t, len(uncommitted.count), redelivered, "what the victim read after its last commit is read again")
+	t.Logf("survivor read the rest %v after the victim died (session timeout 1 s); %d records read twice", took.Round(10*time.Millisecond), redelivered)
+}
