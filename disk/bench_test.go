@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/wire"
 )
 
 // benchBatch is 64 records of 1 KiB: a 64 KiB batch.
@@ -24,8 +26,17 @@ func benchBatch(b *testing.B) []byte {
 // they run in.
 const writeFileBytes = 64 << 20
 
-func BenchmarkAppend(b *testing.B) {
+// BenchmarkAppend appends through Append, which checks each batch's CRC.
+func BenchmarkAppend(b *testing.B) { benchmarkAppend(b, false) }
+
+// BenchmarkAppendValidated appends through AppendValidated, the broker's
+// path: the partition has checked the CRC while validating the request.
+func BenchmarkAppendValidated(b *testing.B) { benchmarkAppend(b, true) }
+
+func benchmarkAppend(b *testing.B, validated bool) {
 	batch := benchBatch(b)
+	header, err := wire.Validate(batch)
+	require.NoError(b, err)
 	l := openLog(b, OS, filepath.Join(b.TempDir(), "t-0"), testOptions(newClock(), func(c *Config) {
 		c.SegmentBytes = writeFileBytes
 		c.RetentionBytes = 0
@@ -34,7 +45,13 @@ func BenchmarkAppend(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := l.Append(batch)
+		var res AppendResult
+		var err error
+		if validated {
+			res, err = l.AppendValidated(batch, header)
+		} else {
+			res, err = l.Append(batch)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -34,12 +34,8 @@ type OffsetIndex struct {
 	baseOffset int64
 	file       File
 	entries    []OffsetEntry
-	// dirty is set when a write failed part way: the file may hold bytes
-	// past the entries, cut off before the next write or sync.
-	dirty bool
-	// scratch holds the entry being written, so Append allocates nothing
-	// once the entries' capacity suffices.
-	scratch [OffsetIndexEntrySize]byte
+	// pending tracks the entries appended but not yet written to the file.
+	pending pendingEntries
 }
 
 // OpenOffsetIndex opens the index at path, creating an empty one if it is
@@ -56,7 +52,7 @@ func OpenOffsetIndex(fs FS, path string, baseOffset int64) (*OffsetIndex, error)
 		_ = f.Close()
 		return nil, withPath(err, path)
 	}
-	return &OffsetIndex{fs: fs, path: path, baseOffset: baseOffset, file: f, entries: entries}, nil
+	return &OffsetIndex{fs: fs, path: path, baseOffset: baseOffset, file: f, entries: entries, pending: pendingEntries{persisted: len(entries)}}, nil
 }
 
 // CreateOffsetIndex creates a new, empty index at path, truncating any
@@ -176,27 +172,21 @@ func (ix *OffsetIndex) Append(offset, position int64) error {
 		return fmt.Errorf("%w: (offset %d, position %d) does not follow (offset %d, position %d) in %s",
 			ErrInvalidEntry, offset, position, last.Offset, last.Position, ix.path)
 	}
-	if err := ix.cutDirty(); err != nil {
-		return err
+	ix.entries = append(ix.entries, OffsetEntry{Offset: offset, Position: position})
+	if len(ix.entries)-ix.pending.persisted >= indexFlushEntries {
+		return ix.flush()
 	}
-	e := OffsetEntry{Offset: offset, Position: position}
-	if _, err := ix.file.WriteAt(AppendOffsetEntry(ix.scratch[:0], e, ix.baseOffset), ix.SizeBytes()); err != nil {
-		ix.dirty = true
-		return fmt.Errorf("disk: append to index %s: %w", ix.path, err)
-	}
-	ix.entries = append(ix.entries, e)
 	return nil
 }
 
-// cutDirty truncates bytes a failed write may have left past the entries.
-func (ix *OffsetIndex) cutDirty() error {
-	if !ix.dirty {
-		return nil
+// flush writes the pending entries to the file.
+func (ix *OffsetIndex) flush() error {
+	err := ix.pending.flush(ix.file, OffsetIndexEntrySize, len(ix.entries), func(dst []byte, i int) []byte {
+		return AppendOffsetEntry(dst, ix.entries[i], ix.baseOffset)
+	})
+	if err != nil {
+		return fmt.Errorf("disk: write index %s: %w", ix.path, err)
 	}
-	if err := ix.file.Truncate(ix.SizeBytes()); err != nil {
-		return fmt.Errorf("disk: truncate index %s: %w", ix.path, err)
-	}
-	ix.dirty = false
 	return nil
 }
 
@@ -226,11 +216,10 @@ func (ix *OffsetIndex) TruncateTo(offset int64) error {
 		return ErrClosed
 	}
 	i := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].Offset >= offset })
-	if err := ix.file.Truncate(int64(i) * OffsetIndexEntrySize); err != nil {
+	if err := ix.pending.truncate(ix.file, OffsetIndexEntrySize, i); err != nil {
 		return fmt.Errorf("disk: truncate index %s: %w", ix.path, err)
 	}
 	ix.entries = ix.entries[:i]
-	ix.dirty = false
 	return nil
 }
 
@@ -242,7 +231,7 @@ func (ix *OffsetIndex) Sync() error {
 	if ix.file == nil {
 		return ErrClosed
 	}
-	if err := ix.cutDirty(); err != nil {
+	if err := ix.flush(); err != nil {
 		return err
 	}
 	if err := ix.file.Sync(); err != nil {
@@ -256,7 +245,7 @@ func (ix *OffsetIndex) Close() error {
 	if ix.file == nil {
 		return ErrClosed
 	}
-	err := ix.cutDirty()
+	err := ix.flush()
 	if cerr := ix.file.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("disk: close index %s: %w", ix.path, cerr)
 	}

@@ -32,10 +32,8 @@ type TimeIndex struct {
 	baseOffset int64
 	file       File
 	entries    []TimeEntry
-	dirty      bool
-	// scratch holds the entry being written, so Append allocates nothing
-	// once the entries' capacity suffices.
-	scratch [TimeIndexEntrySize]byte
+	// pending tracks the entries appended but not yet written to the file.
+	pending pendingEntries
 }
 
 // OpenTimeIndex opens the time index at path, creating an empty one if it
@@ -53,7 +51,7 @@ func OpenTimeIndex(fs FS, path string, baseOffset int64) (*TimeIndex, error) {
 		_ = f.Close()
 		return nil, withPath(err, path)
 	}
-	return &TimeIndex{fs: fs, path: path, baseOffset: baseOffset, file: f, entries: entries}, nil
+	return &TimeIndex{fs: fs, path: path, baseOffset: baseOffset, file: f, entries: entries, pending: pendingEntries{persisted: len(entries)}}, nil
 }
 
 // CreateTimeIndex creates a new, empty time index at path, truncating any
@@ -147,26 +145,10 @@ func (ti *TimeIndex) Append(timestamp, offset int64) error {
 	if ok && offset < last.Offset {
 		return fmt.Errorf("%w: offset %d is before the last entry's %d in %s", ErrInvalidEntry, offset, last.Offset, ti.path)
 	}
-	if err := ti.cutDirty(); err != nil {
-		return err
+	ti.entries = append(ti.entries, TimeEntry{Timestamp: timestamp, Offset: offset})
+	if len(ti.entries)-ti.pending.persisted >= indexFlushEntries {
+		return ti.flush()
 	}
-	e := TimeEntry{Timestamp: timestamp, Offset: offset}
-	if _, err := ti.file.WriteAt(AppendTimeEntry(ti.scratch[:0], e, ti.baseOffset), ti.SizeBytes()); err != nil {
-		ti.dirty = true
-		return fmt.Errorf("disk: append to time index %s: %w", ti.path, err)
-	}
-	ti.entries = append(ti.entries, e)
-	return nil
-}
-
-func (ti *TimeIndex) cutDirty() error {
-	if !ti.dirty {
-		return nil
-	}
-	if err := ti.file.Truncate(ti.SizeBytes()); err != nil {
-		return fmt.Errorf("disk: truncate time index %s: %w", ti.path, err)
-	}
-	ti.dirty = false
 	return nil
 }
 
@@ -180,17 +162,27 @@ func (ti *TimeIndex) Lookup(timestamp int64) TimeEntry {
 	return ti.entries[i-1]
 }
 
+// flush writes the pending entries to the file.
+func (ti *TimeIndex) flush() error {
+	err := ti.pending.flush(ti.file, TimeIndexEntrySize, len(ti.entries), func(dst []byte, i int) []byte {
+		return AppendTimeEntry(dst, ti.entries[i], ti.baseOffset)
+	})
+	if err != nil {
+		return fmt.Errorf("disk: write time index %s: %w", ti.path, err)
+	}
+	return nil
+}
+
 // TruncateTo drops the entries with Offset >= offset, from memory and file.
 func (ti *TimeIndex) TruncateTo(offset int64) error {
 	if ti.file == nil {
 		return ErrClosed
 	}
 	i := sort.Search(len(ti.entries), func(i int) bool { return ti.entries[i].Offset >= offset })
-	if err := ti.file.Truncate(int64(i) * TimeIndexEntrySize); err != nil {
+	if err := ti.pending.truncate(ti.file, TimeIndexEntrySize, i); err != nil {
 		return fmt.Errorf("disk: truncate time index %s: %w", ti.path, err)
 	}
 	ti.entries = ti.entries[:i]
-	ti.dirty = false
 	return nil
 }
 
@@ -202,7 +194,7 @@ func (ti *TimeIndex) Sync() error {
 	if ti.file == nil {
 		return ErrClosed
 	}
-	if err := ti.cutDirty(); err != nil {
+	if err := ti.flush(); err != nil {
 		return err
 	}
 	if err := ti.file.Sync(); err != nil {
@@ -216,7 +208,7 @@ func (ti *TimeIndex) Close() error {
 	if ti.file == nil {
 		return ErrClosed
 	}
-	err := ti.cutDirty()
+	err := ti.flush()
 	if cerr := ti.file.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("disk: close time index %s: %w", ti.path, cerr)
 	}

@@ -21,6 +21,7 @@ func newTimeIndex(t *testing.T, fsys disk.FS, path string, pairs ...int64) *disk
 		require.NoError(t, ti.Append(pairs[i], pairs[i+1]))
 	}
 	require.Equal(t, len(pairs)/2, ti.Entries())
+	require.NoError(t, ti.Sync(), "entries reach the file at the latest on Sync")
 	return ti
 }
 

@@ -1,0 +1,66 @@
+package disk
+
+// indexFlushEntries is how many appended index entries are kept in memory
+// before they are written to the index file in one write. Index files are
+// derived data: an entry that is lost in a crash is rebuilt by recovery,
+// which validates every segment that was not synced. Sync and Close write
+// everything pending first.
+const indexFlushEntries = 512
+
+// pendingEntries tracks which of an index's entries are in its file: the
+// first persisted of them. Not safe for concurrent use.
+type pendingEntries struct {
+	persisted int
+	// dirty is set when a write failed part way: the file may hold bytes
+	// past the persisted entries, cut off before the next write or sync.
+	dirty bool
+	buf   []byte
+}
+
+// flush writes entries [persisted, n) in one write at their place in the
+// file; encode appends entry i to dst.
+func (p *pendingEntries) flush(file File, size int64, n int, encode func(dst []byte, i int) []byte) error {
+	if err := p.cut(file, size); err != nil {
+		return err
+	}
+	if n <= p.persisted {
+		return nil
+	}
+	p.buf = p.buf[:0]
+	for i := p.persisted; i < n; i++ {
+		p.buf = encode(p.buf, i)
+	}
+	if _, err := file.WriteAt(p.buf, int64(p.persisted)*size); err != nil {
+		p.dirty = true
+		return err
+	}
+	p.persisted = n
+	return nil
+}
+
+// cut truncates bytes a failed write may have left past the persisted
+// entries.
+func (p *pendingEntries) cut(file File, size int64) error {
+	if !p.dirty {
+		return nil
+	}
+	if err := file.Truncate(int64(p.persisted) * size); err != nil {
+		return err
+	}
+	p.dirty = false
+	return nil
+}
+
+// truncate keeps only the first n entries in the file.
+func (p *pendingEntries) truncate(file File, size int64, n int) error {
+	if n >= p.persisted && !p.dirty {
+		return nil
+	}
+	keep := min(n, p.persisted)
+	if err := file.Truncate(int64(keep) * size); err != nil {
+		return err
+	}
+	p.persisted = keep
+	p.dirty = false
+	return nil
+}
