@@ -524,11 +524,14 @@ type GroupConsumer struct {
 	positions      map[TopicPartition]int64 // offset after the last record returned
 	lastAutoCommit time.Time
 
-	mu            sync.Mutex // guards what the heartbeat and commit goroutines share
-	memberID      string
-	generation    int32
-	assignor      string
-	joining       bool
+	mu         sync.Mutex // guards what the heartbeat and commit goroutines share
+	memberID   string
+	generation int32
+	assignor   string
+	joining    bool
+	// pendingJoin is a JoinGroupRequest sent and not yet answered; owned by
+	// the goroutine calling Poll.
+	pendingJoin   <-chan joinResult
 	rejoin        bool  // the group is rebalancing
 	lost          error // the member is out of its generation
 	lastHeartbeat time.Time
@@ -767,11 +770,26 @@ func (g *GroupConsumer) join(ctx context.Context) error {
 		for _, tp := range partitionsOf(g.assigned) {
 			req.Owned = append(req.Owned, &messages.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 		}
-		g.mu.Lock()
-		req.MemberId = g.memberID
-		g.joining = true
-		g.mu.Unlock()
-		r, err := callCoordinator[*messages.JoinGroupResponse](ctx, g.client, g.coord, req, g.cfg.rebalanceTimeout+g.client.cfg.requestTimeout)
+		if g.pendingJoin == nil {
+			g.mu.Lock()
+			req.MemberId = g.memberID
+			g.joining = true
+			g.mu.Unlock()
+			g.pendingJoin = g.sendJoin(req)
+		}
+		// A join outlives the Poll that sent it: the group may hold it until
+		// every member has rejoined, and sending another would make this
+		// consumer a second member. A Poll that ends first leaves it pending
+		// for the next.
+		var r *messages.JoinGroupResponse
+		var err error
+		select {
+		case res := <-g.pendingJoin:
+			r, err = res.response, res.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		g.pendingJoin = nil
 		g.mu.Lock()
 		g.joining = false
 		g.mu.Unlock()
@@ -802,6 +820,26 @@ func (g *GroupConsumer) join(ctx context.Context) error {
 		}
 		return nil
 	}
+}
+
+// joinResult is the outcome of a JoinGroupRequest.
+type joinResult struct {
+	response *messages.JoinGroupResponse
+	err      error
+}
+
+// sendJoin sends req to the coordinator on its own goroutine, bounded by the
+// rebalance timeout plus the request timeout, not by the caller's context.
+func (g *GroupConsumer) sendJoin(req *messages.JoinGroupRequest) <-chan joinResult {
+	done := make(chan joinResult, 1)
+	timeout := g.cfg.rebalanceTimeout + g.client.cfg.requestTimeout
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		r, err := callCoordinator[*messages.JoinGroupResponse](ctx, g.client, g.coord, req, timeout)
+		done <- joinResult{response: r, err: err}
+	}()
+	return done
 }
 
 // applyAssignment takes a join's answer: give up what it no longer holds,
