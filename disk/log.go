@@ -293,11 +293,18 @@ func (l *Log) Flush(upTo int64) error {
 	}
 	if upTo > l.recoveryPoint {
 		first := max(l.segmentIndex(l.recoveryPoint), 0)
+		active := l.active()
 		for _, s := range l.segments[first:] {
 			if s.baseOffset >= upTo {
 				break
 			}
-			if err := s.sync(); err != nil {
+			// A group commit costs one fsync of the active segment's
+			// .log; sealed segments get their indexes synced too.
+			sync := s.sync
+			if s == active {
+				sync = s.syncData
+			}
+			if err := sync(); err != nil {
 				return l.fail(err)
 			}
 		}
@@ -812,6 +819,13 @@ func (l *Log) Close() error {
 	var err error
 	if l.failed == nil {
 		err = l.Sync()
+		// The indexes, left unsynced by group commits, are made durable
+		// for the next clean open.
+		for _, s := range l.segments {
+			if s.indexesDirty && err == nil {
+				err = l.fail(s.sync())
+			}
+		}
 	}
 	for _, s := range l.segments {
 		if cerr := s.close(); err == nil && cerr != nil {

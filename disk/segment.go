@@ -44,6 +44,9 @@ type segment struct {
 	rollTimestamp int64
 	// bytesSinceIndex counts batch bytes appended since the last index entry.
 	bytesSinceIndex int64
+	// indexesDirty is set by an append and cleared when the indexes are
+	// synced (sync, not syncData).
+	indexesDirty bool
 }
 
 func segmentPath(dir string, baseOffset int64, ext string) string {
@@ -138,6 +141,7 @@ func (s *segment) append(batch []byte, h *wire.Header, indexInterval int, now in
 	if err := s.track(h, position, indexInterval, now); err != nil {
 		return position, err
 	}
+	s.indexesDirty = true
 	return position, nil
 }
 
@@ -334,13 +338,34 @@ func (s *segment) rescanState(buf []byte, indexInterval int) error {
 
 // sync makes the .log and both indexes durable.
 func (s *segment) sync() error {
-	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("disk: sync %s: %w", s.path, err)
+	if err := s.syncData(); err != nil {
+		return err
 	}
 	if err := s.index.Sync(); err != nil {
 		return err
 	}
-	return s.timeIndex.Sync()
+	if err := s.timeIndex.Sync(); err != nil {
+		return err
+	}
+	s.indexesDirty = false
+	return nil
+}
+
+// syncData makes the segment's batches durable with one fsync of the .log.
+// Its index entries are written to the files but not synced: indexes are
+// derived data, and a group commit should cost one fsync, not three. They
+// are synced when the segment is sealed by a roll and when the log closes.
+func (s *segment) syncData() error {
+	if err := s.index.flush(); err != nil {
+		return err
+	}
+	if err := s.timeIndex.flush(); err != nil {
+		return err
+	}
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("disk: sync %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // close closes the files without syncing and returns the first error.
