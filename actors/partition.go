@@ -607,6 +607,11 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 		return
 	}
 	a.answerParked(ctx)
+	for _, p := range a.parkedProduces {
+		p.response.Error, p.response.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
+		ctx.Send(p.sender, p.response)
+	}
+	a.parkedProduces = nil
 	if err := a.log.Delete(); err != nil {
 		a.logger.WithError(err).Error("deleting partition log failed")
 	}
