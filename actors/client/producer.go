@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -35,8 +36,12 @@ type producerConfig struct {
 	partitioner     Partitioner
 }
 
-// Linger is how long a partition's batch waits for more records before it is
-// sent. Default 5ms (Kafka's linger.ms default since 4.0).
+// Linger is how long a partition's batch waits for more records, while the
+// partition still has batches on their way, before it is sent. A partition
+// with nothing outstanding sends a record at once, and a batch that was
+// waiting is sent as soon as the partition's last batch is answered, so
+// batches grow with load and latency stays low without it. Default 5ms
+// (Kafka's linger.ms default since 4.0).
 func Linger(d time.Duration) ProducerOpt { return func(c *producerConfig) { c.linger = d } }
 
 // BatchBytes is the size at which a partition's batch is sealed and sent.
@@ -140,6 +145,11 @@ type partitionBuffer struct {
 	nextSeq   int32
 	lingerAt  time.Time
 	timer     *time.Timer
+	// outstanding counts this partition's sealed batches not yet
+	// completed; the sender decrements it. While it is zero a record is
+	// sent at once, without waiting for Linger: batches grow only while the
+	// partition is busy, so latency stays low at moderate load.
+	outstanding atomic.Int32
 }
 
 // pending is a record waiting for its batch's answer.
@@ -159,6 +169,10 @@ type batch struct {
 	baseSeq   int32
 	err       error // set when sealing failed
 	sealed    time.Time
+
+	// owner is the partition buffer that sealed the batch, in topic.
+	owner   *partitionBuffer
+	inTopic *topicBuffer
 
 	corrID   int64
 	sentAt   time.Time
@@ -312,7 +326,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 	pb.pending = append(pb.pending, pending{record: r, promise: promise})
 	pb.bytes += size
 	p.buffered += size
-	if pb.builder.Size() >= p.cfg.batchBytes {
+	if pb.builder.Size() >= p.cfg.batchBytes || pb.outstanding.Load() == 0 {
 		p.seal(tb, pb)
 	} else if pb.builder.Len() == 1 {
 		pb.lingerAt = time.Now().Add(p.cfg.linger)
@@ -365,6 +379,16 @@ func (p *Producer) lingerExpired(tb *topicBuffer, pb *partitionBuffer) {
 	p.seal(tb, pb)
 }
 
+// sealIdle seals pb's open batch when pb has nothing outstanding: called by
+// the sender when the partition's last batch completes.
+func (p *Producer) sealIdle(tb *topicBuffer, pb *partitionBuffer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pb.builder.Len() > 0 && pb.outstanding.Load() == 0 {
+		p.seal(tb, pb)
+	}
+}
+
 // seal closes pb's open batch and hands it to the sender. Called with p.mu
 // held, which keeps each partition's batches in sequence order in the
 // sender's mailbox.
@@ -374,6 +398,8 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 		b = &batch{}
 	}
 	b.topic, b.partition = pb.topic, pb.partition
+	b.owner, b.inTopic = pb, tb
+	pb.outstanding.Add(1)
 	// The builder continues in the recycled batch's buffer; a new one is
 	// made at full size at once rather than grown by doubling.
 	spare := b.buf[:0]
@@ -421,6 +447,7 @@ func (p *Producer) recycle(b *batch) {
 	clear(b.records)
 	b.records = b.records[:0]
 	b.err, b.lastErr = nil, nil
+	b.owner, b.inTopic = nil, nil
 	p.batches.Put(b)
 }
 

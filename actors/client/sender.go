@@ -329,8 +329,12 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 		s.callPromise(pd, err)
 	}
 	s.p.release(b.bytes)
+	owner, topic := b.owner, b.inTopic
 	if s.p.cfg.acks != 0 && b.attempts == 1 && err == nil {
 		s.p.recycle(b)
+	}
+	if owner != nil && owner.outstanding.Add(-1) == 0 {
+		s.p.sealIdle(topic, owner)
 	}
 }
 
