@@ -36,6 +36,11 @@ type OffsetIndex struct {
 	entries    []OffsetEntry
 	// pending tracks the entries appended but not yet written to the file.
 	pending pendingEntries
+	// sealed is set by Seal: the entries are then read from the file, not
+	// held in memory, and sealedCount says how many there are.
+	sealed      bool
+	sealedCount int
+	readBuf     [OffsetIndexEntrySize]byte
 }
 
 // OpenOffsetIndex opens the index at path, creating an empty one if it is
@@ -136,22 +141,83 @@ func (ix *OffsetIndex) BaseOffset() int64 { return ix.baseOffset }
 func (ix *OffsetIndex) Path() string { return ix.path }
 
 // Entries returns the number of entries.
-func (ix *OffsetIndex) Entries() int { return len(ix.entries) }
+func (ix *OffsetIndex) Entries() int { return ix.count() }
+
+// count is the number of entries, in memory or, sealed, in the file.
+func (ix *OffsetIndex) count() int {
+	if ix.sealed {
+		return ix.sealedCount
+	}
+	return len(ix.entries)
+}
+
+// at returns entry i. Sealed, it reads the file; an entry that cannot be
+// read compares above every other, so a search falls back to an earlier
+// entry, from which a reader scans forward: slower, never wrong.
+func (ix *OffsetIndex) at(i int) OffsetEntry {
+	if !ix.sealed {
+		return ix.entries[i]
+	}
+	if _, err := ix.file.ReadAt(ix.readBuf[:], int64(i)*OffsetIndexEntrySize); err != nil {
+		return unreadableOffsetEntry
+	}
+	return OffsetEntry{
+		Offset:   ix.baseOffset + int64(binary.BigEndian.Uint32(ix.readBuf[:])),
+		Position: int64(binary.BigEndian.Uint32(ix.readBuf[4:])),
+	}
+}
+
+// Seal drops the entries from memory once the segment is sealed (rolled or
+// recovered): lookups then search the file, so a log's memory does not
+// grow with the data it holds. An Append or TruncateTo loads them again.
+func (ix *OffsetIndex) Seal() error {
+	if ix.file == nil {
+		return ErrClosed
+	}
+	if ix.sealed {
+		return nil
+	}
+	if err := ix.flush(); err != nil {
+		return err
+	}
+	ix.sealedCount = len(ix.entries)
+	ix.entries = nil
+	ix.sealed = true
+	return nil
+}
+
+// unseal loads the entries of a sealed index back into memory.
+func (ix *OffsetIndex) unseal() error {
+	if !ix.sealed {
+		return nil
+	}
+	b := make([]byte, ix.sealedCount*OffsetIndexEntrySize)
+	if n, err := ix.file.ReadAt(b, 0); n < len(b) {
+		return fmt.Errorf("disk: read index %s: %w", ix.path, err)
+	}
+	entries, err := DecodeOffsetIndex(b, ix.baseOffset)
+	if err != nil {
+		return withPath(err, ix.path)
+	}
+	ix.entries, ix.sealed, ix.sealedCount = entries, false, 0
+	return nil
+}
 
 // Entry returns entry i, 0 <= i < Entries().
-func (ix *OffsetIndex) Entry(i int) OffsetEntry { return ix.entries[i] }
+func (ix *OffsetIndex) Entry(i int) OffsetEntry { return ix.at(i) }
 
 // SizeBytes returns the size of the entries in bytes.
 func (ix *OffsetIndex) SizeBytes() int64 {
-	return int64(len(ix.entries)) * OffsetIndexEntrySize
+	return int64(ix.count()) * OffsetIndexEntrySize
 }
 
 // Last returns the last entry, and false when the index is empty.
 func (ix *OffsetIndex) Last() (OffsetEntry, bool) {
-	if len(ix.entries) == 0 {
+	n := ix.count()
+	if n == 0 {
 		return OffsetEntry{}, false
 	}
-	return ix.entries[len(ix.entries)-1], true
+	return ix.at(n - 1), true
 }
 
 // Append adds an entry. offset must be at least the base offset and less
@@ -161,6 +227,9 @@ func (ix *OffsetIndex) Last() (OffsetEntry, bool) {
 func (ix *OffsetIndex) Append(offset, position int64) error {
 	if ix.file == nil {
 		return ErrClosed
+	}
+	if err := ix.unseal(); err != nil {
+		return err
 	}
 	if offset < ix.baseOffset || offset-ix.baseOffset > math.MaxUint32 {
 		return fmt.Errorf("%w: offset %d outside [%d, %d] of %s", ErrInvalidEntry, offset, ix.baseOffset, ix.baseOffset+math.MaxUint32, ix.path)
@@ -193,21 +262,21 @@ func (ix *OffsetIndex) flush() error {
 // Lookup returns the entry with the largest offset <= offset, or
 // {baseOffset, 0} when there is none: the position to scan the .log from.
 func (ix *OffsetIndex) Lookup(offset int64) OffsetEntry {
-	i := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].Offset > offset })
+	i := sort.Search(ix.count(), func(i int) bool { return ix.at(i).Offset > offset })
 	if i == 0 {
 		return OffsetEntry{Offset: ix.baseOffset, Position: 0}
 	}
-	return ix.entries[i-1]
+	return ix.at(i - 1)
 }
 
 // LookupPosition returns the entry with the largest position <= position,
 // or {baseOffset, 0} when there is none.
 func (ix *OffsetIndex) LookupPosition(position int64) OffsetEntry {
-	i := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].Position > position })
+	i := sort.Search(ix.count(), func(i int) bool { return ix.at(i).Position > position })
 	if i == 0 {
 		return OffsetEntry{Offset: ix.baseOffset, Position: 0}
 	}
-	return ix.entries[i-1]
+	return ix.at(i - 1)
 }
 
 // TruncateTo drops the entries with Offset >= offset, from memory and file.
@@ -215,7 +284,10 @@ func (ix *OffsetIndex) TruncateTo(offset int64) error {
 	if ix.file == nil {
 		return ErrClosed
 	}
-	i := sort.Search(len(ix.entries), func(i int) bool { return ix.entries[i].Offset >= offset })
+	if err := ix.unseal(); err != nil {
+		return err
+	}
+	i := sort.Search(ix.count(), func(i int) bool { return ix.at(i).Offset >= offset })
 	if err := ix.pending.truncate(ix.file, OffsetIndexEntrySize, i); err != nil {
 		return fmt.Errorf("disk: truncate index %s: %w", ix.path, err)
 	}
@@ -265,3 +337,6 @@ func (ix *OffsetIndex) Rename(newPath string) error {
 	ix.path = newPath
 	return nil
 }
+
+// unreadableOffsetEntry stands for an index entry that could not be read.
+var unreadableOffsetEntry = OffsetEntry{Offset: math.MaxInt64, Position: math.MaxInt64}

@@ -267,6 +267,9 @@ func (l *Log) roll() error {
 	if err := old.sealTimeIndex(); err != nil {
 		return l.fail(err)
 	}
+	if err := old.seal(); err != nil {
+		return l.fail(err)
+	}
 	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
 	if err != nil {
 		return l.fail(err)

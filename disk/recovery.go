@@ -65,7 +65,16 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 		logger: opts.Logger.WithField("dir", dir),
 	}
 	l.lastFlushTime = l.now().UnixMilli()
-	if err := l.load(opts); err != nil {
+	err := l.load(opts)
+	if err == nil {
+		// Only the active segment keeps its index entries in memory.
+		for _, s := range l.segments[:len(l.segments)-1] {
+			if err = s.seal(); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
 		for _, s := range l.segments {
 			_ = s.close()
 		}

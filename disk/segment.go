@@ -182,6 +182,15 @@ func (s *segment) sealTimeIndex() error {
 	return s.timeIndex.Append(s.maxTimestamp, s.offsetOfMaxTimestamp)
 }
 
+// seal releases the memory of the indexes of a segment that takes no more
+// appends; their lookups then read the files.
+func (s *segment) seal() error {
+	if err := s.index.Seal(); err != nil {
+		return err
+	}
+	return s.timeIndex.Seal()
+}
+
 // corrupt builds the error for damage at position of the .log.
 func (s *segment) corrupt(position int64, err error) *CorruptionError {
 	return &CorruptionError{Path: s.path, Offset: position, Err: err}

@@ -34,6 +34,11 @@ type TimeIndex struct {
 	entries    []TimeEntry
 	// pending tracks the entries appended but not yet written to the file.
 	pending pendingEntries
+	// sealed is set by Seal: the entries are then read from the file, not
+	// held in memory, and sealedCount says how many there are.
+	sealed      bool
+	sealedCount int
+	readBuf     [TimeIndexEntrySize]byte
 }
 
 // OpenTimeIndex opens the time index at path, creating an empty one if it
@@ -110,20 +115,81 @@ func (ti *TimeIndex) BaseOffset() int64 { return ti.baseOffset }
 func (ti *TimeIndex) Path() string { return ti.path }
 
 // Entries returns the number of entries.
-func (ti *TimeIndex) Entries() int { return len(ti.entries) }
+func (ti *TimeIndex) Entries() int { return ti.count() }
+
+// count is the number of entries, in memory or, sealed, in the file.
+func (ti *TimeIndex) count() int {
+	if ti.sealed {
+		return ti.sealedCount
+	}
+	return len(ti.entries)
+}
+
+// at returns entry i. Sealed, it reads the file; an entry that cannot be
+// read compares above every other, so a search falls back to an earlier
+// entry, from which a reader scans forward: slower, never wrong.
+func (ti *TimeIndex) at(i int) TimeEntry {
+	if !ti.sealed {
+		return ti.entries[i]
+	}
+	if _, err := ti.file.ReadAt(ti.readBuf[:], int64(i)*TimeIndexEntrySize); err != nil {
+		return unreadableTimeEntry
+	}
+	return TimeEntry{
+		Timestamp: int64(binary.BigEndian.Uint64(ti.readBuf[:])),
+		Offset:    ti.baseOffset + int64(binary.BigEndian.Uint32(ti.readBuf[8:])),
+	}
+}
+
+// Seal drops the entries from memory once the segment is sealed (rolled or
+// recovered): lookups then search the file, so a log's memory does not
+// grow with the data it holds. An Append or TruncateTo loads them again.
+func (ti *TimeIndex) Seal() error {
+	if ti.file == nil {
+		return ErrClosed
+	}
+	if ti.sealed {
+		return nil
+	}
+	if err := ti.flush(); err != nil {
+		return err
+	}
+	ti.sealedCount = len(ti.entries)
+	ti.entries = nil
+	ti.sealed = true
+	return nil
+}
+
+// unseal loads the entries of a sealed index back into memory.
+func (ti *TimeIndex) unseal() error {
+	if !ti.sealed {
+		return nil
+	}
+	b := make([]byte, ti.sealedCount*TimeIndexEntrySize)
+	if n, err := ti.file.ReadAt(b, 0); n < len(b) {
+		return fmt.Errorf("disk: read index %s: %w", ti.path, err)
+	}
+	entries, err := DecodeTimeIndex(b, ti.baseOffset)
+	if err != nil {
+		return withPath(err, ti.path)
+	}
+	ti.entries, ti.sealed, ti.sealedCount = entries, false, 0
+	return nil
+}
 
 // Entry returns entry i, 0 <= i < Entries().
-func (ti *TimeIndex) Entry(i int) TimeEntry { return ti.entries[i] }
+func (ti *TimeIndex) Entry(i int) TimeEntry { return ti.at(i) }
 
 // SizeBytes returns the size of the entries in bytes.
-func (ti *TimeIndex) SizeBytes() int64 { return int64(len(ti.entries)) * TimeIndexEntrySize }
+func (ti *TimeIndex) SizeBytes() int64 { return int64(ti.count()) * TimeIndexEntrySize }
 
 // Last returns the last entry, and false when the index is empty.
 func (ti *TimeIndex) Last() (TimeEntry, bool) {
-	if len(ti.entries) == 0 {
+	n := ti.count()
+	if n == 0 {
 		return TimeEntry{}, false
 	}
-	return ti.entries[len(ti.entries)-1], true
+	return ti.at(n - 1), true
 }
 
 // Append adds an entry. A timestamp that is negative (no timestamp) or not
@@ -134,6 +200,9 @@ func (ti *TimeIndex) Last() (TimeEntry, bool) {
 func (ti *TimeIndex) Append(timestamp, offset int64) error {
 	if ti.file == nil {
 		return ErrClosed
+	}
+	if err := ti.unseal(); err != nil {
+		return err
 	}
 	last, ok := ti.Last()
 	if timestamp < 0 || (ok && timestamp <= last.Timestamp) {
@@ -155,11 +224,11 @@ func (ti *TimeIndex) Append(timestamp, offset int64) error {
 // Lookup returns the entry with the largest timestamp <= timestamp, or
 // {-1, baseOffset} when there is none.
 func (ti *TimeIndex) Lookup(timestamp int64) TimeEntry {
-	i := sort.Search(len(ti.entries), func(i int) bool { return ti.entries[i].Timestamp > timestamp })
+	i := sort.Search(ti.count(), func(i int) bool { return ti.at(i).Timestamp > timestamp })
 	if i == 0 {
 		return TimeEntry{Timestamp: -1, Offset: ti.baseOffset}
 	}
-	return ti.entries[i-1]
+	return ti.at(i - 1)
 }
 
 // flush writes the pending entries to the file.
@@ -178,7 +247,10 @@ func (ti *TimeIndex) TruncateTo(offset int64) error {
 	if ti.file == nil {
 		return ErrClosed
 	}
-	i := sort.Search(len(ti.entries), func(i int) bool { return ti.entries[i].Offset >= offset })
+	if err := ti.unseal(); err != nil {
+		return err
+	}
+	i := sort.Search(ti.count(), func(i int) bool { return ti.at(i).Offset >= offset })
 	if err := ti.pending.truncate(ti.file, TimeIndexEntrySize, i); err != nil {
 		return fmt.Errorf("disk: truncate time index %s: %w", ti.path, err)
 	}
@@ -228,3 +300,6 @@ func (ti *TimeIndex) Rename(newPath string) error {
 	ti.path = newPath
 	return nil
 }
+
+// unreadableTimeEntry stands for a time index entry that could not be read.
+var unreadableTimeEntry = TimeEntry{Timestamp: math.MaxInt64, Offset: math.MaxInt64}
