@@ -640,21 +640,8 @@ func (c *groupCoordinator) cleaned(ctx actor.Context, p *offsetsPartition, failu
 
 // requestGroupID is the group id of a group request.
 func requestGroupID(m any) string {
-	switch r := m.(type) {
-	case *messages.JoinGroupRequest:
-		return r.GroupId
-	case *messages.HeartbeatRequest:
-		return r.GroupId
-	case *messages.LeaveGroupRequest:
-		return r.GroupId
-	case *messages.OffsetCommitRequest:
-		return r.GroupId
-	case *messages.OffsetFetchRequest:
-		return r.GroupId
-	case *messages.DescribeGroupRequest:
-		return r.GroupId
-	case *messages.DeleteGroupRequest:
-		return r.GroupId
+	if r, ok := m.(interface{ GetGroupId() string }); ok {
+		return r.GetGroupId()
 	}
 	return ""
 }

@@ -102,6 +102,17 @@ var (
 	ErrUnsupportedCompression = &Error{Code: messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
 )
 
+// answer checks that res, the answer to a request like msg, is a T, and
+// returns it with its error code as an error.
+func answer[T codedResponse](res, msg any) (T, error) {
+	r, ok := res.(T)
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("%w: %T to a %T", ErrBadResponse, res, msg)
+	}
+	return r, codeError(r.GetError(), r.GetErrorMessage())
+}
+
 // codeError returns nil for NONE, else an *Error.
 func codeError(code messages.ErrorCode, msg string) error {
 	if code == messages.ErrorCode_NONE {
@@ -469,11 +480,8 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions int32,
 	if err != nil {
 		return nil, err
 	}
-	r, ok := res.(*messages.CreateTopicResponse)
-	if !ok {
-		return nil, fmt.Errorf("%w: %T to a CreateTopicRequest", ErrBadResponse, res)
-	}
-	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
+	r, err := answer[*messages.CreateTopicResponse](res, &messages.CreateTopicRequest{})
+	if err != nil {
 		return nil, err
 	}
 	c.forget(name)
@@ -486,12 +494,11 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	r, ok := res.(*messages.DeleteTopicResponse)
-	if !ok {
-		return fmt.Errorf("%w: %T to a DeleteTopicRequest", ErrBadResponse, res)
+	_, err = answer[*messages.DeleteTopicResponse](res, &messages.DeleteTopicRequest{})
+	if !errors.Is(err, ErrBadResponse) {
+		c.forget(name)
 	}
-	c.forget(name)
-	return codeError(r.GetError(), r.GetErrorMessage())
+	return err
 }
 
 // initProducerID asks a broker for a new producer id and epoch.
@@ -500,11 +507,8 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	r, ok := res.(*messages.InitProducerIdResponse)
-	if !ok {
-		return 0, 0, fmt.Errorf("%w: %T to an InitProducerIdRequest", ErrBadResponse, res)
-	}
-	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
+	r, err := answer[*messages.InitProducerIdResponse](res, &messages.InitProducerIdRequest{})
+	if err != nil {
 		return 0, 0, err
 	}
 	return r.GetProducerId(), int16(r.GetProducerEpoch()), nil
@@ -522,14 +526,7 @@ func (c *Client) partitionRequest(ctx context.Context, topic string, partition i
 		if err != nil {
 			return nil, err
 		}
-		var code messages.ErrorCode
-		switch r := res.(type) {
-		case *messages.PartitionStatusResponse:
-			code = r.GetError()
-		case *messages.ListOffsetsResponse:
-			code = r.GetError()
-		}
-		if attempt == 0 && needsMetadata(code) {
+		if r, ok := res.(codedResponse); ok && attempt == 0 && needsMetadata(r.GetError()) {
 			c.forget(topic)
 			continue
 		}
@@ -543,14 +540,7 @@ func (c *Client) PartitionStatus(ctx context.Context, topic string, partition in
 	if err != nil {
 		return nil, err
 	}
-	r, ok := res.(*messages.PartitionStatusResponse)
-	if !ok {
-		return nil, fmt.Errorf("%w: %T to a PartitionStatusRequest", ErrBadResponse, res)
-	}
-	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return answer[*messages.PartitionStatusResponse](res, &messages.PartitionStatusRequest{})
 }
 
 // Timestamps with a special meaning in ListOffset.
@@ -569,11 +559,8 @@ func (c *Client) ListOffset(ctx context.Context, topic string, partition int32, 
 	if err != nil {
 		return 0, err
 	}
-	r, ok := res.(*messages.ListOffsetsResponse)
-	if !ok {
-		return 0, fmt.Errorf("%w: %T to a ListOffsetsRequest", ErrBadResponse, res)
-	}
-	if err := codeError(r.GetError(), r.GetErrorMessage()); err != nil {
+	r, err := answer[*messages.ListOffsetsResponse](res, &messages.ListOffsetsRequest{})
+	if err != nil {
 		return 0, err
 	}
 	return r.GetOffset(), nil
