@@ -14,6 +14,7 @@ import (
 	logrusslog "github.com/sirupsen/logrus/hooks/slog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 )
 
@@ -28,6 +29,11 @@ const (
 	// gRPC message (its default is 1000). Kept small so that a batch of
 	// produce requests stays well under MaxRemoteMessageBytes.
 	RemoteWriterBatchSize = 64
+	// RemoteWriterQueueSize is the first size of the queue of messages
+	// waiting for a peer's endpoint writer, which doubles when full.
+	// protoactor starts it at a million slots: 16 MiB per peer, every
+	// pointer of which the garbage collector scans in every cycle.
+	RemoteWriterQueueSize = 1024
 )
 
 // NewActorSystem returns an actor system whose own logs (slog) go to logger.
@@ -85,17 +91,22 @@ func quietLevels(l slog.Level) logrus.Level {
 // goroutine, which would kill the process, so a stream interceptor recovers
 // and drops that stream instead; and gRPC's message size limit is raised
 // while the writer batch is lowered, so a burst of large messages is not
-// silently dropped.
+// silently dropped. Streams use remoteCodec and a buffer pool that does not
+// clear, which take copies off the path of record bytes.
 func RemoteConfig(host string, port int, logger *logrus.Entry) *remote.Config {
 	return remote.Configure(host, port,
 		remote.WithEndpointWriterBatchSize(RemoteWriterBatchSize),
+		remote.WithEndpointWriterQueueSize(RemoteWriterQueueSize),
 		remote.WithServerOptions(
 			grpc.MaxRecvMsgSize(MaxRemoteMessageBytes),
 			grpc.ChainStreamInterceptor(recoverStream(logger)),
+			grpc.ForceServerCodecV2(remoteCodec{}),
+			experimental.BufferPool(remoteBuffers),
 		),
 		remote.WithDialOptions(
 			grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default; peers are on a trusted network
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(MaxRemoteMessageBytes)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(MaxRemoteMessageBytes), grpc.ForceCodecV2(remoteCodec{})),
+			experimental.WithBufferPool(remoteBuffers),
 		),
 	)
 }
@@ -108,7 +119,9 @@ func recoverStream(logger *logrus.Entry) grpc.StreamServerInterceptor {
 				err = status.Errorf(codes.InvalidArgument, "depot: undecodable message: %v", r)
 			}
 		}()
-		return handler(srv, ss)
+		hs := &heldStream{ServerStream: ss}
+		defer hs.releaseLast()
+		return handler(srv, hs)
 	}
 }
 

@@ -1,0 +1,443 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// remoteCodec is the gRPC codec of protoactor's remote stream. It writes and
+// reads the same protobuf bytes as gRPC's own proto codec, so a node using it
+// talks to any protoactor peer, but it moves record bytes one copy less each
+// way:
+//
+//   - Marshal hands a large envelope's message_data to gRPC as its own
+//     buffer, where the proto codec would first copy it into one contiguous
+//     message;
+//   - Unmarshal leaves message_data aliasing the received bytes, where the
+//     proto codec copies every bytes field out of them.
+//
+// Every other message of the stream (connect, disconnect) goes through proto
+// unchanged.
+type remoteCodec struct{}
+
+// inlineData is the size under which an envelope's data is copied next to
+// its framing rather than handed over as a buffer of its own.
+const inlineData = 4 << 10
+
+// Name is the content subtype gRPC announces; keeping proto's name is what
+// lets peers without this codec read the stream.
+func (remoteCodec) Name() string { return "proto" }
+
+func (remoteCodec) Marshal(v any) (mem.BufferSlice, error) {
+	rm, ok := v.(*remote.RemoteMessage)
+	if !ok || rm.GetMessageBatch() == nil {
+		m, ok := v.(proto.Message)
+		if !ok {
+			return nil, fmt.Errorf("depot: remote codec: %T is not a protobuf message", v)
+		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return marshalBatch(rm.GetMessageBatch())
+}
+
+// marshalBatch encodes RemoteMessage{message_batch: b}. Framing and small
+// envelopes go into one buffer; the data of a large envelope follows as a
+// buffer of its own, not copied.
+func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
+	head := &remote.MessageBatch{TypeNames: b.TypeNames, Targets: b.Targets, Senders: b.Senders}
+	headSize := proto.Size(head)
+	// Each envelope is sized and written without its data, which is
+	// appended as field 2 after it: field order is free in protobuf.
+	bare := make([]int, len(b.Envelopes))
+	batchSize := headSize
+	for i, e := range b.Envelopes {
+		data := e.MessageData
+		e.MessageData = nil
+		bare[i] = proto.Size(e)
+		e.MessageData = data
+		n := envelopeSize(bare[i], len(data))
+		batchSize += protowire.SizeTag(3) + protowire.SizeBytes(n)
+	}
+
+	meta := make([]byte, 0, 16+headSize+len(b.Envelopes)*32)
+	meta = protowire.AppendTag(meta, 1, protowire.BytesType)
+	meta = protowire.AppendVarint(meta, uint64(batchSize))
+	var err error
+	if meta, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(meta, head); err != nil {
+		return nil, err
+	}
+	type cut struct {
+		end  int // meta[previous end:end] precedes data
+		data []byte
+	}
+	var cuts []cut
+	for i, e := range b.Envelopes {
+		data := e.MessageData
+		meta = protowire.AppendTag(meta, 3, protowire.BytesType)
+		meta = protowire.AppendVarint(meta, uint64(envelopeSize(bare[i], len(data))))
+		e.MessageData = nil
+		meta, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(meta, e)
+		e.MessageData = data
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == 0 {
+			continue
+		}
+		meta = protowire.AppendTag(meta, 2, protowire.BytesType)
+		meta = protowire.AppendVarint(meta, uint64(len(data)))
+		if len(data) < inlineData {
+			meta = append(meta, data...)
+			continue
+		}
+		cuts = append(cuts, cut{end: len(meta), data: data})
+	}
+	out := make(mem.BufferSlice, 0, 2*len(cuts)+1)
+	start := 0
+	for _, c := range cuts {
+		if c.end > start {
+			out = append(out, mem.SliceBuffer(meta[start:c.end]))
+		}
+		// The envelope's data was marshaled for this send alone and
+		// nothing reads it after gRPC has written it, so gRPC hands it to
+		// the pool then, for the next message read.
+		data := c.data
+		out = append(out, mem.NewBuffer(&data, remoteBuffers))
+		start = c.end
+	}
+	if start < len(meta) {
+		out = append(out, mem.SliceBuffer(meta[start:]))
+	}
+	return out, nil
+}
+
+// envelopeSize is the encoded size of an envelope whose other fields take
+// bare bytes and whose data takes n.
+func envelopeSize(bare, n int) int {
+	if n == 0 {
+		return bare
+	}
+	return bare + protowire.SizeTag(2) + protowire.SizeBytes(n)
+}
+
+func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	rm, ok := v.(*remote.RemoteMessage)
+	if !ok {
+		m, ok := v.(proto.Message)
+		if !ok {
+			return fmt.Errorf("depot: remote codec: %T is not a protobuf message", v)
+		}
+		buf := data.MaterializeToBuffer(remoteBuffers)
+		defer buf.Free()
+		return proto.Unmarshal(buf.ReadOnlyData(), m)
+	}
+	// The message is copied into one buffer of the pool (as gRPC's codec
+	// copies it into one of its own), which the decoded batch aliases until
+	// protoactor has deserialized its envelopes. It does so before reading
+	// the next message of the stream, whose read lets go of the buffer (see
+	// heldStream). gRPC's own buffers are not held past Unmarshal: holding
+	// them stalls the stream.
+	b := remoteBuffers.Get(data.Len())
+	data.CopyTo(*b)
+	err := unmarshalRemoteMessage(*b, rm)
+	if err != nil || !remoteReads.hold(rm, b) {
+		if err == nil {
+			// Nobody will let go of it: detach the batch from the
+			// buffer, which goes back now.
+			err = unmarshalRemoteMessageCopy(*b, rm)
+		}
+		remoteBuffers.Put(b)
+	}
+	return err
+}
+
+// unmarshalRemoteMessageCopy decodes b into rm with nothing aliasing b.
+func unmarshalRemoteMessageCopy(b []byte, rm *remote.RemoteMessage) error {
+	rm.Reset()
+	return proto.Unmarshal(b, rm)
+}
+
+// heldReads maps decoded messages to the bytes they alias until the stream
+// that read them reads again. It is bounded: a message read by a stream
+// that never lets go (not wrapped by heldStream) is decoded with copies
+// once the bound is reached, rather than held forever.
+type heldReads struct {
+	mu sync.Mutex
+	m  map[*remote.RemoteMessage]*[]byte
+}
+
+// maxHeldReads bounds heldReads: one message per open stream.
+const maxHeldReads = 1024
+
+var remoteReads = &heldReads{m: map[*remote.RemoteMessage]*[]byte{}}
+
+func (r *heldReads) hold(rm *remote.RemoteMessage, b *[]byte) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.m) >= maxHeldReads {
+		return false
+	}
+	r.m[rm] = b
+	return true
+}
+
+// release lets go of what rm aliases; rm must not be used after.
+func (r *heldReads) release(rm *remote.RemoteMessage) {
+	r.mu.Lock()
+	b, ok := r.m[rm]
+	delete(r.m, rm)
+	r.mu.Unlock()
+	if ok {
+		remoteBuffers.Put(b)
+	}
+}
+
+// heldStream is the server side of a remote stream. Each read first lets go
+// of the bytes of the message read before: protoactor's endpoint reader
+// has delivered it by then, its envelopes deserialized into messages of
+// their own.
+type heldStream struct {
+	grpc.ServerStream
+	last *remote.RemoteMessage
+}
+
+func (s *heldStream) RecvMsg(m any) error {
+	s.releaseLast()
+	err := s.ServerStream.RecvMsg(m)
+	if rm, ok := m.(*remote.RemoteMessage); ok && err == nil {
+		s.last = rm
+	}
+	return err
+}
+
+func (s *heldStream) releaseLast() {
+	if s.last != nil {
+		remoteReads.release(s.last)
+		s.last = nil
+	}
+}
+
+// errRemoteWire is returned for bytes that do not parse as a RemoteMessage.
+var errRemoteWire = errors.New("depot: remote codec: malformed message")
+
+// unmarshalRemoteMessage decodes b into rm. A message batch is decoded here,
+// its envelopes' data aliasing b; anything else is left to proto.
+func unmarshalRemoteMessage(b []byte, rm *remote.RemoteMessage) error {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return proto.Unmarshal(b, rm)
+	}
+	batch := &remote.MessageBatch{}
+	all := b
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errRemoteWire
+		}
+		b = b[n:]
+		if num != 1 || typ != protowire.BytesType {
+			// Another oneof member after the batch, where proto's last
+			// one wins: rare enough to leave to proto.
+			return unmarshalRemoteMessageCopy(all, rm)
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return errRemoteWire
+		}
+		b = b[n:]
+		if err := unmarshalBatch(v, batch); err != nil {
+			return err
+		}
+	}
+	rm.MessageType = &remote.RemoteMessage_MessageBatch{MessageBatch: batch}
+	return nil
+}
+
+func unmarshalBatch(b []byte, batch *remote.MessageBatch) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errRemoteWire
+		}
+		b = b[n:]
+		if typ != protowire.BytesType || num < 1 || num > 4 {
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return errRemoteWire
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return errRemoteWire
+		}
+		b = b[n:]
+		switch num {
+		case 1:
+			batch.TypeNames = append(batch.TypeNames, string(v))
+		case 2, 4:
+			pid := &actor.PID{}
+			if err := proto.Unmarshal(v, pid); err != nil {
+				return err
+			}
+			if num == 2 {
+				batch.Targets = append(batch.Targets, pid)
+			} else {
+				batch.Senders = append(batch.Senders, pid)
+			}
+		case 3:
+			e := &remote.MessageEnvelope{}
+			if err := unmarshalEnvelope(v, e); err != nil {
+				return err
+			}
+			batch.Envelopes = append(batch.Envelopes, e)
+		}
+	}
+	return nil
+}
+
+func unmarshalEnvelope(b []byte, e *remote.MessageEnvelope) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errRemoteWire
+		}
+		b = b[n:]
+		switch {
+		case typ == protowire.VarintType && (num == 1 || (num >= 3 && num <= 5) || num == 7 || num == 8):
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return errRemoteWire
+			}
+			b = b[n:]
+			switch num {
+			case 1:
+				e.TypeId = int32(x)
+			case 3:
+				e.Target = int32(x)
+			case 4:
+				e.Sender = int32(x)
+			case 5:
+				e.SerializerId = int32(x)
+			case 7:
+				e.TargetRequestId = uint32(x)
+			case 8:
+				e.SenderRequestId = uint32(x)
+			}
+		case typ == protowire.BytesType && (num == 2 || num == 6):
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errRemoteWire
+			}
+			b = b[n:]
+			if num == 2 {
+				e.MessageData = v[:len(v):len(v)]
+				continue
+			}
+			if e.MessageHeader == nil {
+				e.MessageHeader = &remote.MessageHeader{}
+			}
+			if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(v, e.MessageHeader); err != nil {
+				return err
+			}
+		default:
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return errRemoteWire
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+}
+
+// dirtyPool is a gRPC buffer pool that does not clear what it hands out.
+// gRPC's default pool zeroes every buffer it reuses, which on a stream of
+// megabyte fetches costs as much as a copy; gRPC writes every byte it later
+// reads, so the clearing buys nothing here. Each tier is a bounded free
+// list, so what the pool keeps is bounded too (poolTierBytes a tier), and
+// it keeps it: a process's memory does not swing with the collector's
+// cycles. Safe for concurrent use.
+type dirtyPool struct {
+	tiers []chan *[]byte // tiers[i] holds buffers of at least 1<<(minPoolShift+i) bytes
+}
+
+const (
+	// minPoolShift and maxPoolShift bound the tiers: 256 B to 4 MiB
+	// (a produce batch or a fetch chunk is 1 MiB by default). Smaller
+	// and larger buffers are allocated and left to the garbage collector.
+	minPoolShift = 8
+	maxPoolShift = 22
+	// poolTierBytes is about what one tier keeps, in at least 2 and at
+	// most 64 buffers: the whole pool keeps at most about 40 MiB.
+	poolTierBytes = 4 << 20
+)
+
+func newDirtyPool() *dirtyPool {
+	p := &dirtyPool{}
+	for shift := minPoolShift; shift <= maxPoolShift; shift++ {
+		p.tiers = append(p.tiers, make(chan *[]byte, min(max(poolTierBytes>>shift, 2), 64)))
+	}
+	return p
+}
+
+// floor is the tier of the largest buffers at most size bytes, -1 if none.
+func floor(size int) int {
+	if size < 1<<minPoolShift {
+		return -1
+	}
+	return min(bits.Len(uint(size))-1, maxPoolShift) - minPoolShift
+}
+
+// Get returns a buffer of size bytes: one of the largest tier at most size
+// that happens to hold size, else one of the next tier, which always does,
+// else a new one of exactly size, which Put later keeps in the largest tier
+// at most its capacity. So buffers of one recurring size (a produce batch
+// with its framing, say) come back to serve that size, not a tier twice as
+// large.
+func (p *dirtyPool) Get(size int) *[]byte {
+	f := floor(size)
+	for t := f; t >= 0 && t <= f+1 && t < len(p.tiers); t++ {
+		select {
+		case b := <-p.tiers[t]:
+			if cap(*b) >= size {
+				*b = (*b)[:size]
+				return b
+			}
+			p.Put(b)
+		default:
+		}
+	}
+	b := make([]byte, size)
+	return &b
+}
+
+// Put keeps b in the largest tier its capacity holds, unless that tier is
+// full; a buffer below the smallest tier, or over twice the largest, is left
+// to the garbage collector.
+func (p *dirtyPool) Put(b *[]byte) {
+	c := cap(*b)
+	t := floor(c)
+	if t < 0 || c >= 2<<maxPoolShift {
+		return
+	}
+	select {
+	case p.tiers[t] <- b:
+	default:
+	}
+}
+
+// remoteBuffers is the one pool shared by a process's remote streams.
+var remoteBuffers = newDirtyPool()
