@@ -379,7 +379,7 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *goOffline) {
 	for _, p := range a.parkedFetches {
 		p.cancel()
 		resp, _ := a.fetch(p.request)
-		ctx.Send(p.sender, resp)
+		a.answerFetch(ctx, p.sender, p.request, resp)
 	}
 	a.parkedFetches = nil
 	_ = log.Close()
@@ -418,17 +418,66 @@ func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 		a.parkedFetches = append(a.parkedFetches, p)
 		return
 	}
-	ctx.Respond(resp)
+	a.answerFetch(ctx, ctx.Sender(), m, resp)
+}
+
+// answerFetch sends resp, the first answer to m, and when m asks for chunks
+// reads and sends the rest of max_bytes one chunk at a time: each chunk is
+// on its way to the consumer while the next is read.
+func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messages.FetchRequest, resp *messages.FetchResponse) {
+	if to == nil {
+		ctx.Respond(resp) // to the dead letters, as any answer to nobody
+		return
+	}
+	left := int(m.MaxBytes) - len(resp.Records)
+	for m.ChunkBytes > 0 && m.ChunkBytes < m.MaxBytes && resp.Error == messages.ErrorCode_NONE && len(resp.Records) > 0 && left > 0 {
+		next, ok := nextOffset(resp.Records)
+		if !ok || next >= a.log.EndOffset() {
+			break
+		}
+		resp.More = true
+		ctx.Send(to, resp)
+		resp, _ = a.fetchAt(m, next, min(int(m.ChunkBytes), left))
+		if len(resp.Records) > left {
+			// Only the first batch of a fetch may go over max_bytes: this
+			// one waits for the next fetch, which starts at resp.Offset.
+			resp.Records = nil
+		}
+		left -= len(resp.Records)
+	}
+	resp.More = false
+	ctx.Send(to, resp)
+}
+
+// nextOffset is the offset after the last whole batch in records.
+func nextOffset(records []byte) (int64, bool) {
+	var it wire.BatchIterator
+	it.SkipCRC = true // read back from the log, which checked its structure
+	it.Reset(records)
+	next, ok := int64(0), false
+	for it.Next() {
+		next, ok = it.Header().NextOffset(), true
+	}
+	return next, ok && it.Err() == nil
 }
 
 // fetch reads for m. ok is false when the answer may be parked: no error,
 // just not enough bytes yet.
 func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchResponse, bool) {
+	maxBytes := int(m.MaxBytes)
+	if m.ChunkBytes > 0 && m.ChunkBytes < m.MaxBytes {
+		maxBytes = int(m.ChunkBytes)
+	}
+	return a.fetchAt(m, m.Offset, maxBytes)
+}
+
+// fetchAt is fetch from offset, up to maxBytes.
+func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxBytes int) (*messages.FetchResponse, bool) {
 	resp := &messages.FetchResponse{
 		Topic:         m.Topic,
 		Partition:     m.Partition,
 		CorrelationId: m.CorrelationId,
-		Offset:        m.Offset,
+		Offset:        offset,
 	}
 	if a.log == nil {
 		resp.Error, resp.ErrorMessage = a.unavailable()
@@ -436,21 +485,20 @@ func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchRespons
 	}
 	resp.HighWatermark = a.log.EndOffset()
 	resp.LogStartOffset = a.log.StartOffset()
-	maxBytes := int(m.MaxBytes)
 	if maxBytes == 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
-	if maxBytes < 0 {
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_FETCH_SIZE, fmt.Sprintf("max_bytes %d", m.MaxBytes)
+	if maxBytes < 0 || m.ChunkBytes < 0 {
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_FETCH_SIZE, fmt.Sprintf("max_bytes %d, chunk_bytes %d", m.MaxBytes, m.ChunkBytes)
 		return resp, true
 	}
 	// Read allocates exactly what it returns: the response owns it, since it
 	// may cross to another node or stay with a client.
-	data, err := a.log.Read(m.Offset, maxBytes, nil)
+	data, err := a.log.Read(offset, maxBytes, nil)
 	switch {
 	case errors.Is(err, disk.ErrOffsetOutOfRange):
 		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
-		resp.ErrorMessage = fmt.Sprintf("offset %d outside [%d, %d]", m.Offset, resp.LogStartOffset, resp.HighWatermark)
+		resp.ErrorMessage = fmt.Sprintf("offset %d outside [%d, %d]", offset, resp.LogStartOffset, resp.HighWatermark)
 		return resp, true
 	case err != nil:
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
@@ -472,7 +520,7 @@ func (a *partitionActor) wakeFetches(ctx actor.Context, appendedBytes int) {
 		}
 		p.cancel()
 		resp, _ := a.fetch(p.request)
-		ctx.Send(p.sender, resp)
+		a.answerFetch(ctx, p.sender, p.request, resp)
 	}
 	clear(a.parkedFetches[len(kept):])
 	a.parkedFetches = kept
@@ -485,7 +533,7 @@ func (a *partitionActor) onFetchExpired(ctx actor.Context, m *fetchExpired) {
 		}
 		a.parkedFetches = append(a.parkedFetches[:i], a.parkedFetches[i+1:]...)
 		resp, _ := a.fetch(p.request)
-		ctx.Send(p.sender, resp)
+		a.answerFetch(ctx, p.sender, p.request, resp)
 		return
 	}
 }
@@ -652,7 +700,7 @@ func (a *partitionActor) answerParked(ctx actor.Context) {
 	for _, p := range a.parkedFetches {
 		p.cancel()
 		resp, _ := a.fetch(p.request)
-		ctx.Send(p.sender, resp)
+		a.answerFetch(ctx, p.sender, p.request, resp)
 	}
 	a.parkedFetches = nil
 }

@@ -429,6 +429,12 @@ type FetchRequest struct {
 	MinBytes      int32                  `protobuf:"varint,5,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
 	MaxWaitMs     int32                  `protobuf:"varint,6,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	CorrelationId int64                  `protobuf:"varint,7,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	// chunk_bytes, when positive and below max_bytes, asks for the answer in
+	// several FetchResponses of about chunk_bytes each (at least one whole
+	// batch), in offset order, every one but the last with more set. The node
+	// reads the next chunk while the previous one travels, so one request
+	// keeps the path from disk to consumer busy.
+	ChunkBytes    int32 `protobuf:"varint,8,opt,name=chunk_bytes,json=chunkBytes,proto3" json:"chunk_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -512,6 +518,13 @@ func (x *FetchRequest) GetCorrelationId() int64 {
 	return 0
 }
 
+func (x *FetchRequest) GetChunkBytes() int32 {
+	if x != nil {
+		return x.ChunkBytes
+	}
+	return 0
+}
+
 type FetchResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -523,8 +536,10 @@ type FetchResponse struct {
 	Records        []byte                 `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
 	CorrelationId  int64                  `protobuf:"varint,8,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	Offset         int64                  `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// more is set on every chunk of a chunked fetch but the last.
+	More          bool `protobuf:"varint,10,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -618,6 +633,13 @@ func (x *FetchResponse) GetOffset() int64 {
 		return x.Offset
 	}
 	return 0
+}
+
+func (x *FetchResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 // ListOffsetsRequest asks for an offset by timestamp: -2 earliest, -1 latest,
@@ -1619,7 +1641,7 @@ const file_depot_proto_rawDesc = "" +
 	"baseOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\"\xdb\x01\n" +
+	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\"\xfc\x01\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1627,7 +1649,9 @@ const file_depot_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12\x1b\n" +
 	"\tmin_bytes\x18\x05 \x01(\x05R\bminBytes\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x06 \x01(\x05R\tmaxWaitMs\x12%\n" +
-	"\x0ecorrelation_id\x18\a \x01(\x03R\rcorrelationId\"\xba\x02\n" +
+	"\x0ecorrelation_id\x18\a \x01(\x03R\rcorrelationId\x12\x1f\n" +
+	"\vchunk_bytes\x18\b \x01(\x05R\n" +
+	"chunkBytes\"\xce\x02\n" +
 	"\rFetchResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
@@ -1637,7 +1661,9 @@ const file_depot_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x18\n" +
 	"\arecords\x18\a \x01(\fR\arecords\x12%\n" +
 	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\x12\x16\n" +
-	"\x06offset\x18\t \x01(\x03R\x06offset\"f\n" +
+	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04more\x18\n" +
+	" \x01(\bR\x04more\"f\n" +
 	"\x12ListOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1c\n" +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -552,23 +553,32 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 		return
 	}
 	cfg := &f.cons.cfg
-	ask := int64(fp.maxBytes)
+	ask := min(int64(fp.maxBytes)*chunksPerFetch, max(cfg.fetchMaxBytes, int64(fp.maxBytes)), math.MaxInt32)
 	if f.buffered+f.asked > 0 && (f.buffered+f.asked+ask > cfg.maxPrefetchBytes || f.asked+ask > cfg.fetchMaxBytes) {
-		return
+		ask = int64(fp.maxBytes) // a single chunk, if the budget allows that
+		if f.buffered+f.asked+ask > cfg.maxPrefetchBytes || f.asked+ask > cfg.fetchMaxBytes {
+			return
+		}
 	}
 	f.corrID++
-	fp.corrID, fp.inflight, fp.sentAt, fp.asked = f.corrID, true, time.Now(), fp.maxBytes
+	fp.corrID, fp.inflight, fp.sentAt, fp.asked = f.corrID, true, time.Now(), int32(ask)
 	f.asked += ask
 	ctx.Request(fp.leader, &messages.FetchRequest{
 		Topic:         fp.key.topic,
 		Partition:     fp.key.partition,
 		Offset:        fp.offset,
-		MaxBytes:      fp.maxBytes,
+		MaxBytes:      int32(ask),
+		ChunkBytes:    fp.maxBytes,
 		MinBytes:      cfg.fetchMinBytes,
 		MaxWaitMs:     int32(cfg.fetchMaxWait.Milliseconds()),
 		CorrelationId: fp.corrID,
 	})
 }
+
+// chunksPerFetch is how many partition-max-bytes chunks one fetch asks for:
+// the node streams them back, reading each while the one before travels,
+// so a partition being caught up never waits on a round trip per chunk.
+const chunksPerFetch = 8
 
 // resolve asks the leader for the offset fp.at names.
 func (f *fetcher) resolve(ctx actor.Context, fp *fetchPart) {
@@ -614,7 +624,23 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 	if fp == nil || !fp.inflight || fp.corrID != m.GetCorrelationId() {
 		return
 	}
+	// Records must start where the previous chunk ended; an error names
+	// no offset.
+	inStep := m.GetError() != messages.ErrorCode_NONE || m.GetOffset() == fp.offset
+	if m.GetMore() && inStep && m.GetError() == messages.ErrorCode_NONE {
+		fp.sentAt = time.Now()
+		f.onRecords(fp, m.GetRecords())
+		return
+	}
 	fp.inflight = false
+	if !inStep {
+		// A chunk that does not follow the last one (never sent by a
+		// node, which streams chunks in order): the fetch is abandoned
+		// and the next starts where the records returned so far end.
+		f.asked -= int64(fp.asked)
+		f.step(ctx, fp)
+		return
+	}
 	f.asked -= int64(fp.asked)
 	cfg := &f.cons.cfg
 	switch code := m.GetError(); {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -81,4 +82,104 @@ func FuzzConsumerDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// chunkedTopic makes a topic of many small batches and produces n records
+// to it.
+func chunkedTopic(t *testing.T, fc *fakeCluster, c *Client, topic string, n, partitions int) []*Record {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic(topic, partitions))
+	p, err := c.NewProducer(BatchBytes(1<<10), Linger(time.Millisecond))
+	require.NoError(t, err)
+	produced := produceAll(t, ctx, p, topic, n)
+	require.NoError(t, p.Close())
+	require.Greater(t, fc.stats(topic).batches, 10*partitions)
+	return produced
+}
+
+// When the node answers fetches in chunks, the consumer reads everything
+// once and in order, a fetch parked at the log end included.
+func TestConsumerReadsChunks(t *testing.T) {
+	const n, partitions = 6000, 2
+	for _, tt := range []struct {
+		name     string
+		maxBytes int32
+	}{
+		{"chunks of a few batches", 4 << 10},
+		{"chunks of one batch", 600}, // below a batch's size
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 30*time.Second)
+			produced := chunkedTopic(t, fc, c, "chunky", n, partitions)
+			got := consumeAll(t, ctx, c, "chunky", n, PartitionMaxBytes(tt.maxBytes), FetchMaxWait(50*time.Millisecond))
+			checkExactlyOnce(t, produced, got, partitions, true)
+			st := fc.stats("chunky")
+			require.Positive(t, st.chunked, "no fetch was answered in chunks")
+			require.Greater(t, st.chunks, 2*st.chunked)
+		})
+	}
+	t.Run("parked then woken", func(t *testing.T) {
+		fc, c := setup(t)
+		ctx := testContext(t, 30*time.Second)
+		require.NoError(t, fc.createTopic("later", 1))
+		cons, err := c.NewConsumer(PartitionMaxBytes(2<<10), FetchMaxWait(5*time.Second))
+		require.NoError(t, err)
+		defer cons.Close()
+		cons.AssignTopic("later", AtStart())
+		// The fetch is parked once the partition has it.
+		require.Eventually(t, func() bool {
+			p := fc.partition("later", 0)
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return len(p.parked) > 0
+		}, 10*time.Second, time.Millisecond)
+		p, err := c.NewProducer(BatchBytes(1 << 10))
+		require.NoError(t, err)
+		produced := produceAll(t, ctx, p, "later", 300)
+		require.NoError(t, p.Close())
+		var got []*Record
+		for len(got) < len(produced) {
+			rs, err := cons.Poll(ctx)
+			require.NoError(t, err)
+			got = append(got, rs...)
+		}
+		checkExactlyOnce(t, produced, got, 1, true)
+		require.Positive(t, fc.stats("later").chunked)
+	})
+}
+
+// A chunk that does not start where the one before ended (a chunk lost on
+// the way, or misnamed) makes the consumer drop the rest of that fetch and
+// fetch again from where its records end: nothing lost, nothing twice.
+func TestConsumerDropsChunkOutOfStep(t *testing.T) {
+	const n, partitions = 6000, 2
+	for _, tt := range []struct {
+		name   string
+		faults faults
+		check  func(t *testing.T, st fakeStats)
+	}{
+		{"wrong offset", faults{skewChunkEvery: 2}, requireRefetched},
+		{"every answer wrong", faults{skewChunkEvery: 1}, requireRefetched},
+		{"chunk lost", faults{dropChunkEvery: 2}, func(t *testing.T, st fakeStats) { require.Positive(t, st.chunkDropped) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 30*time.Second)
+			produced := chunkedTopic(t, fc, c, "skewed", n, partitions)
+			fc.setFaults(tt.faults)
+			got := consumeAll(t, ctx, c, "skewed", n, PartitionMaxBytes(4<<10), FetchMaxWait(50*time.Millisecond))
+			checkExactlyOnce(t, produced, got, partitions, true)
+			tt.check(t, fc.stats("skewed"))
+		})
+	}
+}
+
+// requireRefetched checks that chunks were skewed and that each time the
+// consumer fetched again from where the skewed chunk's records start.
+func requireRefetched(t *testing.T, st fakeStats) {
+	t.Helper()
+	require.Positive(t, st.skewed)
+	require.Equal(t, st.skewed, st.refetched, "a skewed chunk was taken, not dropped")
 }

@@ -26,6 +26,8 @@ type faults struct {
 	dropFetchEvery   int           // ignore every n-th FetchRequest
 	produceDelay     time.Duration // answer produce requests this late
 	discard          bool          // assign offsets but keep no records (benchmarks)
+	skewChunkEvery   int           // in every n-th answer in chunks, the second names a wrong offset
+	dropChunkEvery   int           // in every n-th answer in three chunks or more, the second is not sent
 }
 
 // fakeCluster is a metadata actor and partition actors, in memory.
@@ -122,6 +124,11 @@ func (fc *fakeCluster) stats(topic string) (st fakeStats) {
 		st.unanswered += p.stats.unanswered
 		st.fetchDropped += p.stats.fetchDropped
 		st.notLeader += p.stats.notLeader
+		st.chunked += p.stats.chunked
+		st.chunks += p.stats.chunks
+		st.skewed += p.stats.skewed
+		st.chunkDropped += p.stats.chunkDropped
+		st.refetched += p.stats.refetched
 		p.mu.Unlock()
 	}
 	return st
@@ -129,6 +136,9 @@ func (fc *fakeCluster) stats(topic string) (st fakeStats) {
 
 type fakeStats struct {
 	batches, duplicates, outOfOrder, dropped, unanswered, fetchDropped, notLeader int
+	// chunked counts fetches answered in more than one response, chunks
+	// those responses; skewed and chunkDropped the faults injected in them.
+	chunked, chunks, skewed, chunkDropped, refetched int
 }
 
 // fakeMetadata answers metadata and admin requests from the fake cluster.
@@ -217,6 +227,11 @@ type fakePartition struct {
 	produces  int
 	fetches   int
 	stats     fakeStats
+	inChunks  int // answers in chunks so far, for the chunk faults
+	// refetchAt is where the records of a skewed chunk start, while
+	// refetch is set: a consumer that drops the chunk fetches from there.
+	refetchAt int64
+	refetch   bool
 }
 
 type fakeProducer struct {
@@ -295,7 +310,7 @@ func (p *fakePartition) Receive(ctx actor.Context) {
 		p.onFetch(ctx, m)
 	case *fetchExpired:
 		if m.p.done.CompareAndSwap(false, true) {
-			ctx.Send(m.p.sender, p.fetchResponse(m.p.req))
+			p.answerFetch(ctx, m.p.sender, m.p.req)
 		}
 	case *messages.ListOffsetsRequest:
 		ctx.Respond(p.listOffsets(m))
@@ -388,6 +403,10 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 	f := p.fc.getFaults()
 	p.mu.Lock()
 	p.fetches++
+	if p.refetch && m.GetOffset() == p.refetchAt {
+		p.refetch = false
+		p.stats.refetched++
+	}
 	if f.dropFetchEvery > 0 && p.fetches%f.dropFetchEvery == 0 {
 		p.stats.fetchDropped++
 		p.mu.Unlock()
@@ -396,7 +415,7 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 	available := p.next - m.GetOffset()
 	p.mu.Unlock()
 	if available > 0 || m.GetMaxWaitMs() <= 0 || m.GetOffset() < 0 || available < 0 {
-		ctx.Respond(p.fetchResponse(m))
+		p.answerFetch(ctx, ctx.Sender(), m)
 		return
 	}
 	pf := &parkedFetch{sender: ctx.Sender(), req: m}
@@ -413,7 +432,7 @@ func (p *fakePartition) wakeParked(ctx actor.Context) {
 	p.mu.Unlock()
 	for _, pf := range parked {
 		if pf.done.CompareAndSwap(false, true) {
-			ctx.Send(pf.sender, p.fetchResponse(pf.req))
+			p.answerFetch(ctx, pf.sender, pf.req)
 		}
 	}
 }
@@ -465,4 +484,74 @@ func (p *fakePartition) listOffsets(m *messages.ListOffsetsRequest) *messages.Li
 		}
 	}
 	return &messages.ListOffsetsResponse{Offset: -1, Timestamp: -1}
+}
+
+// answerFetch sends the answer to m. With chunk_bytes below max_bytes it
+// answers as a node does: several responses in offset order, each of whole
+// batches within chunk_bytes (at least one batch), together within
+// max_bytes (the first batch excepted), every one but the last with More.
+// The chunk faults then apply.
+func (p *fakePartition) answerFetch(ctx actor.Context, to *actor.PID, m *messages.FetchRequest) {
+	chunk := m.GetChunkBytes()
+	if chunk <= 0 || chunk >= m.GetMaxBytes() {
+		ctx.Send(to, p.fetchResponse(m))
+		return
+	}
+	var answer []*messages.FetchResponse
+	offset, left := m.GetOffset(), m.GetMaxBytes()
+	for {
+		r := p.fetchResponse(&messages.FetchRequest{
+			Topic: m.GetTopic(), Partition: m.GetPartition(), CorrelationId: m.GetCorrelationId(),
+			Offset: offset, MaxBytes: min(chunk, left),
+		})
+		if len(answer) > 0 && (r.GetError() != messages.ErrorCode_NONE || len(r.GetRecords()) == 0 || len(r.GetRecords()) > int(left)) {
+			break // what is left waits for the next fetch
+		}
+		answer = append(answer, r)
+		left -= int32(len(r.GetRecords()))
+		if r.GetError() != messages.ErrorCode_NONE || len(r.GetRecords()) == 0 || left <= 0 {
+			break
+		}
+		if offset = nextOffsetOf(r.GetRecords()); offset >= r.GetHighWatermark() {
+			break
+		}
+	}
+	f := p.fc.getFaults()
+	p.mu.Lock()
+	skew, drop := false, false
+	if len(answer) > 1 {
+		p.inChunks++
+		p.stats.chunked++
+		p.stats.chunks += len(answer)
+		skew = f.skewChunkEvery > 0 && p.inChunks%f.skewChunkEvery == 0
+		drop = f.dropChunkEvery > 0 && p.inChunks%f.dropChunkEvery == 0 && len(answer) > 2
+		if skew {
+			p.stats.skewed++
+			p.refetchAt, p.refetch = answer[1].GetOffset(), true
+		}
+		if drop {
+			p.stats.chunkDropped++
+		}
+	}
+	p.mu.Unlock()
+	for i, r := range answer {
+		r.More = i < len(answer)-1
+		if i == 1 && drop {
+			continue
+		}
+		if i == 1 && skew {
+			r.Offset++
+		}
+		ctx.Send(to, r)
+	}
+}
+
+// nextOffsetOf is the offset after the last batch in records.
+func nextOffsetOf(records []byte) int64 {
+	var next int64
+	_, _ = wire.Batches(records, func(_ []byte, h wire.Header) error {
+		next = h.NextOffset()
+		return nil
+	})
+	return next
 }
