@@ -25,6 +25,13 @@ type File interface {
 	Name() string
 }
 
+// writebacker is a File that can start writing a range of itself to its
+// device without waiting for it (on Linux, sync_file_range with
+// SYNC_FILE_RANGE_WRITE). It makes nothing durable; Sync still does.
+type writebacker interface {
+	StartWriteback(offset, n int64) error
+}
+
 // FS is the file system a log lives on: the OS, or a memory file system in
 // tests that can crash and lose what was not synced, and fail on demand.
 // Paths are slash-separated as for package os.
