@@ -145,6 +145,12 @@ type Config struct {
 	// Rate is the target records per second across producers; 0 means
 	// unthrottled. Each producer paces itself with a token bucket.
 	Rate float64
+	// Warmup is the first part of production whose records are sent and
+	// acknowledged but left out of the produce and end-to-end figures
+	// (count, rate, latencies), as OpenMessaging Benchmark's warm-up: they
+	// measure start-up (connections, buffers, the collector sizing its
+	// heap) rather than the steady state. Default 0: everything counts.
+	Warmup time.Duration
 	// Linger and BatchBytes pass to the producers; zero keeps the client's
 	// defaults (5 ms, 1 MiB).
 	Linger     time.Duration
@@ -226,7 +232,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Records < 0 || c.Duration < 0 || c.Partitions < 0 || c.Producers < 0 || c.Consumers < 0 ||
 		c.Keys < 0 || c.Rate < 0 || c.Linger < 0 || c.BatchBytes < 0 || c.MaxBufferedBytes < 0 ||
-		c.DrainTimeout < 0 || c.BaselineDuration < 0 {
+		c.DrainTimeout < 0 || c.BaselineDuration < 0 || c.Warmup < 0 {
 		errs = append(errs, errors.New("counts, sizes, rates and durations must not be negative"))
 	}
 	if c.Acks != 0 && c.Acks != 1 && c.Acks != -1 {
@@ -290,6 +296,9 @@ type Result struct {
 	// row only.
 	PeakBufferedBytes int64 `json:"peak_buffered_bytes,omitempty"`
 	BufferBoundBytes  int64 `json:"buffer_bound_bytes,omitempty"`
+	// WarmupRecords is how many records, produce row only, were produced
+	// during the warm-up and left out of it (see Config.Warmup).
+	WarmupRecords int64 `json:"warmup_records,omitempty"`
 	// RatioToBaseline is MB/s over the matching file figure (write, with
 	// fsync for acks=all, for produce; read for the others); with
 	// Baseline only.

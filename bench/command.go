@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"syscall"
 
@@ -27,6 +29,9 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 		workload    string
 		output      string
 		plotPath    string
+		cpuProfile  string
+		memProfile  string
+		tracePath   string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -73,9 +78,37 @@ latency, then a catch-up read). MB is 10^6 bytes of record values.`,
 				<-ctx.Done()
 				stop() // a second Ctrl-C kills the process
 			}()
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("%w: --cpuprofile: %w", ErrConfig, err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
+			if tracePath != "" {
+				f, err := os.Create(tracePath)
+				if err != nil {
+					return fmt.Errorf("%w: --trace: %w", ErrConfig, err)
+				}
+				defer f.Close()
+				if err := trace.Start(f); err != nil {
+					return fmt.Errorf("--trace: %w", err)
+				}
+				defer trace.Stop()
+			}
+
 			rep, err := Run(ctx, cfg)
 			if err != nil {
 				return err
+			}
+			if memProfile != "" {
+				if err := writeAllocs(memProfile); err != nil {
+					return err
+				}
 			}
 			if output == "json" {
 				err = rep.WriteJSON(stdout)
@@ -110,14 +143,32 @@ latency, then a catch-up read). MB is 10^6 bytes of record values.`,
 	f.StringVar(&compression, "compression", "none", "compression: none, gzip, snappy, lz4, zstd")
 	f.IntVar(&cfg.Keys, "keys", 0, "distinct keys, used in turn (0: null keys)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "target records/s across producers (0: unthrottled)")
+	f.DurationVar(&cfg.Warmup, "warmup", 0, "leave the first part of production out of the produce and end-to-end figures (steady state only)")
 	f.DurationVar(&cfg.Linger, "linger", 0, "producer linger (default the client's, 5ms)")
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", 0, "producer batch size in bytes (default the client's, 1 MiB)")
 	f.StringVar(&workload, "workload", string(WorkloadBoth), "produce, consume or both")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json (one object per line)")
 	f.StringVar(&plotPath, "plot", "", "write throughput over time and latency percentiles to this PNG file")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded node) to this file, for go tool pprof")
+	f.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at its end, for go tool pprof")
+	f.StringVar(&tracePath, "trace", "", "write an execution trace of the whole run to this file, for go tool trace")
 	f.BoolVar(&cfg.Baseline, "baseline", false, "first measure file write, read and loopback TCP, and give ratios to them")
 	f.DurationVar(&cfg.BaselineDuration, "baseline-duration", DefaultBaselineDuration, "duration of the loopback measurement (file passes are bounded by 5 times it)")
 	return cmd
+}
+
+// writeAllocs writes the allocation profile (every allocation since the
+// process started, sampled) to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("%w: --memprofile: %w", ErrConfig, err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	return f.Close()
 }
 
 // isTerminal reports whether w is a terminal.

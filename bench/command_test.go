@@ -220,3 +220,25 @@ func TestBenchUnderRootWithPersistentFlags(t *testing.T) {
 	rows := jsonRows(t, stdout.String())
 	require.Equal(t, 500.0, rows[RowProduce]["records"])
 }
+
+// A warm-up leaves its records out of the produce row: what was produced
+// during it and what was counted after it add up to every record.
+func TestBenchWarmupLeavesRecordsOut(t *testing.T) {
+	stdout, stderr, err := runCommand(t, "--records", "3000", "--rate", "10000", "--warmup", "100ms",
+		"--workload", "produce", "--dir", t.TempDir(), "-o", "json")
+	require.NoError(t, err, stderr)
+	row := jsonRows(t, stdout)[RowProduce]
+	require.NotNil(t, row, stdout)
+	warm, ok := row["warmup_records"].(float64)
+	require.True(t, ok, "warmup_records missing: %s", stdout)
+	counted := row["records"].(float64)
+	require.Positive(t, warm)
+	require.Positive(t, counted)
+	require.Equal(t, 3000.0, warm+counted)
+	// The rate is measured after the warm-up: at most 10k records/s (only
+	// the bound the pacing guarantees is asserted).
+	require.GreaterOrEqual(t, row["seconds"].(float64), 0.8*counted/10000)
+
+	_, _, err = runCommand(t, "--warmup", "-1s")
+	require.ErrorIs(t, err, ErrConfig)
+}

@@ -69,6 +69,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s\n",
 		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, acks, cfg.Compression, cfg.Keys, rate)
+	if cfg.Warmup > 0 {
+		var warm int64
+		for _, r := range rep.Results {
+			warm += r.WarmupRecords
+		}
+		fmt.Fprintf(w, "warm-up: the first %v of production (%d records) is left out of the produce and end-to-end rows\n", cfg.Warmup, warm)
+	}
 	if rep.Interrupted {
 		fmt.Fprintln(w, "interrupted: figures cover what ran")
 	}

@@ -177,12 +177,14 @@ type run struct {
 
 	start        time.Time
 	produceStart time.Time
+	warmEnd      time.Time // records sent before it are not counted
 	produceEnd   time.Time
 	startOffsets []int64
 	endOffsets   atomic.Pointer[[]int64] // set once production is over
 	consumeStart time.Time
 
 	produced      atomic.Int64
+	warmedUp      atomic.Int64 // acknowledged records sent during the warm-up
 	produceErrors atomic.Int64
 	tail, catchUp reading
 	peakBuffered  atomic.Int64
@@ -221,6 +223,7 @@ type reading struct {
 type item struct {
 	rec     client.Record
 	sent    time.Time
+	warm    bool // sent during the warm-up: not counted
 	promise func(*client.Record, error)
 }
 
@@ -237,6 +240,8 @@ func (r *run) getItem() *item {
 // onAck is each record's promise, called by the producer's sender.
 func (r *run) onAck(it *item, err error) {
 	switch {
+	case err == nil && it.warm:
+		r.warmedUp.Add(1)
 	case err == nil:
 		r.ack.Record(time.Since(it.sent))
 		r.produced.Add(1)
@@ -295,6 +300,7 @@ func (r *run) execute(ctx context.Context) error {
 
 	r.progress.phase("produce", cfg.Records, &r.produced)
 	r.produceStart = time.Now()
+	r.warmEnd = r.produceStart.Add(cfg.Warmup)
 	r.produceAll(ctx)
 	r.produceEnd = time.Now()
 
@@ -432,6 +438,7 @@ func (r *run) produce(ctx context.Context, p *client.Producer, index int, quota 
 		}
 		now := time.Now()
 		it.sent, it.rec.Timestamp = now, now
+		it.warm = now.Before(r.warmEnd)
 		binary.LittleEndian.PutUint64(it.rec.Value[valueTimePos:], uint64(now.UnixNano()))
 		p.Produce(ctx, &it.rec, it.promise)
 	}
@@ -451,6 +458,9 @@ func (r *run) e2eObserver() observer {
 				continue
 			}
 			sent := int64(binary.LittleEndian.Uint64(rec.Value[valueTimePos:]))
+			if sent < r.warmEnd.UnixNano() {
+				continue
+			}
 			r.e2e.Record(time.Duration(nowNs - sent))
 		}
 	}
@@ -619,7 +629,14 @@ func (r *run) report(rep *Report) {
 		}
 		return time.Unix(0, lastNs).Sub(from).Seconds()
 	}
-	produce := row(RowProduce, latencyAck, r.produced.Load(), r.produceEnd.Sub(r.produceStart).Seconds(), r.ack, r.produceErrors.Load())
+	// Throughput counts from the end of the warm-up (or from the start,
+	// when production ended before it).
+	measuredFrom := r.produceStart
+	if r.warmEnd.Before(r.produceEnd) {
+		measuredFrom = r.warmEnd
+	}
+	produce := row(RowProduce, latencyAck, r.produced.Load(), r.produceEnd.Sub(measuredFrom).Seconds(), r.ack, r.produceErrors.Load())
+	produce.WarmupRecords = r.warmedUp.Load()
 	produce.PeakBufferedBytes = rep.PeakBufferedBytes
 	produce.BufferBoundBytes = cfg.MaxBufferedBytes
 	rep.Results = append(rep.Results, produce)
