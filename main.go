@@ -208,7 +208,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 	f.StringVar(&dataDir, "data-dir", node.DefaultDataDir, "directory for the metadata log and, by default, two log directories")
 	f.StringVar(&logDirs, "log-dirs", "", "comma-separated log directories, each PATH or PATH=CAPACITY (default: DATA-DIR/logs-0,DATA-DIR/logs-1)")
 	f.StringVar(&listen, "listen", node.DefaultListen, "actor address clients and nodes connect to")
-	f.StringVar(&httpAddr, "http", node.DefaultHTTP, "address of /healthz and /metrics (empty disables)")
+	f.StringVar(&httpAddr, "http", node.DefaultHTTP, "address of /healthz, /metrics and /debug/pprof/ (empty disables)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: error, warn, info, debug")
 	f.StringVar(&policy, "placement-policy", actors.PolicyLoad, "where new partitions go: load (projected bytes against capacity, spread per topic) or count (Kafka's rule)")
 	f.DurationVar(&balance.Interval, "balance-interval", 30*time.Second, "how often the balancer plans moves between log dirs (negative: only on request)")

@@ -47,8 +47,8 @@ type Config struct {
 	// Listen is the actor address (protoactor remote). Default
 	// 127.0.0.1:7070; port 0 picks a free port.
 	Listen string
-	// HTTP is the address of /healthz and /metrics. Default 127.0.0.1:7071;
-	// empty disables it.
+	// HTTP is the address of /healthz, /metrics and Go's profiles under
+	// /debug/pprof/. Default 127.0.0.1:7071; empty disables it.
 	HTTP string
 	// LogLevel is one of logrus's levels. Default info.
 	LogLevel string

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"sync"
@@ -421,6 +422,12 @@ func (n *Node) startHTTP() error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(n.registry, promhttp.HandlerOpts{}))
+	// Go's profiles, for go tool pprof http://<http>/debug/pprof/heap.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	n.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := n.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -433,7 +440,8 @@ func (n *Node) startHTTP() error {
 // Address is the node's actor address (host:port), with port 0 resolved.
 func (n *Node) Address() string { return n.address }
 
-// HTTPAddress is the address of /healthz and /metrics, empty when disabled.
+// HTTPAddress is the address of /healthz, /metrics and /debug/pprof/, empty
+// when disabled.
 func (n *Node) HTTPAddress() string { return n.httpAddr }
 
 // System is the node's actor system, for clients embedded in the same
