@@ -153,6 +153,12 @@ func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	b := remoteBuffers.Get(data.Len())
 	data.CopyTo(*b)
 	err := unmarshalRemoteMessage(*b, rm)
+	if err == nil && rm.GetMessageBatch() == nil {
+		// Connect and disconnect messages were decoded by proto, which
+		// copies: nothing aliases the buffer.
+		remoteBuffers.Put(b)
+		return nil
+	}
 	if err != nil || !remoteReads.hold(rm, b) {
 		if err == nil {
 			// Nobody will let go of it: detach the batch from the

@@ -522,3 +522,24 @@ func TestHeldStreamLetsGoOnNextRead(t *testing.T) {
 	hs.releaseLast()
 	require.Equal(t, before, held())
 }
+
+// Only a batch holds its buffer: a connect message is decoded by proto,
+// which copies, so a stream that never reads again (a client's) keeps
+// nothing.
+func TestRemoteCodecHoldsOnlyBatches(t *testing.T) {
+	remoteReads.mu.Lock()
+	before := len(remoteReads.m)
+	remoteReads.mu.Unlock()
+	b, err := proto.Marshal(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectRequest{
+		ConnectRequest: &remote.ConnectRequest{ConnectionType: &remote.ConnectRequest_ServerConnection{
+			ServerConnection: &remote.ServerConnection{SystemId: "peer", Address: "127.0.0.1:1"},
+		}},
+	}})
+	require.NoError(t, err)
+	rm := &remote.RemoteMessage{}
+	require.NoError(t, remoteCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, rm))
+	require.Equal(t, "peer", rm.GetConnectRequest().GetServerConnection().GetSystemId())
+	remoteReads.mu.Lock()
+	defer remoteReads.mu.Unlock()
+	require.Equal(t, before, len(remoteReads.m))
+}
