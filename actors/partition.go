@@ -378,8 +378,7 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *goOffline) {
 	a.parkedProduces = nil
 	for _, p := range a.parkedFetches {
 		p.cancel()
-		resp, _ := a.fetch(p.request)
-		a.answerFetch(ctx, p.sender, p.request, resp)
+		a.answerParkedFetch(ctx, p)
 	}
 	a.parkedFetches = nil
 	_ = log.Close()
@@ -447,6 +446,12 @@ func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messag
 	}
 	resp.More = false
 	ctx.Send(to, resp)
+}
+
+// answerParkedFetch answers p with what the log holds now.
+func (a *partitionActor) answerParkedFetch(ctx actor.Context, p *parkedFetch) {
+	resp, _ := a.fetch(p.request)
+	a.answerFetch(ctx, p.sender, p.request, resp)
 }
 
 // nextOffset is the offset after the last whole batch in records.
@@ -519,8 +524,7 @@ func (a *partitionActor) wakeFetches(ctx actor.Context, appendedBytes int) {
 			continue
 		}
 		p.cancel()
-		resp, _ := a.fetch(p.request)
-		a.answerFetch(ctx, p.sender, p.request, resp)
+		a.answerParkedFetch(ctx, p)
 	}
 	clear(a.parkedFetches[len(kept):])
 	a.parkedFetches = kept
@@ -532,8 +536,7 @@ func (a *partitionActor) onFetchExpired(ctx actor.Context, m *fetchExpired) {
 			continue
 		}
 		a.parkedFetches = append(a.parkedFetches[:i], a.parkedFetches[i+1:]...)
-		resp, _ := a.fetch(p.request)
-		a.answerFetch(ctx, p.sender, p.request, resp)
+		a.answerParkedFetch(ctx, p)
 		return
 	}
 }
@@ -699,8 +702,7 @@ func (a *partitionActor) closeLog(ctx actor.Context) {
 func (a *partitionActor) answerParked(ctx actor.Context) {
 	for _, p := range a.parkedFetches {
 		p.cancel()
-		resp, _ := a.fetch(p.request)
-		a.answerFetch(ctx, p.sender, p.request, resp)
+		a.answerParkedFetch(ctx, p)
 	}
 	a.parkedFetches = nil
 }

@@ -111,6 +111,9 @@ func RemoteConfig(host string, port int, logger *logrus.Entry) *remote.Config {
 	)
 }
 
+// recoverStream is the server streams' interceptor: it recovers a panic of
+// the deserializer, and hands the handler a heldStream, which lets go of
+// each decoded message's buffer on the next read.
 func recoverStream(logger *logrus.Entry) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		defer func() {
