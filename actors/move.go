@@ -298,6 +298,9 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error())
 		return
 	}
+	// The source closes below: what its acks=all producers wait for is
+	// made durable and answered first.
+	a.flushParkedNow(ctx)
 	source := a.log.Dir()
 	oldCopy := filepath.Join(mv.fromDir, DeleteDirName(a.tp))
 	target := PartitionDir(mv.toDir, a.cfg.Topic, a.cfg.Partition)

@@ -63,17 +63,30 @@ type partitionTick struct{}
 // reportSoon sends a report of bytes appended since the last one.
 type reportSoon struct{}
 
-// syncParked makes the partition fsync and answer the acks=all produce
+// syncParked makes the partition start a flush for the acks=all produce
 // requests that arrived before this message: a group commit.
 type syncParked struct{}
+
+// flushRun is a disk.FlushJob running on a goroutine of its own, so that
+// the partition goes on appending during the fsync; done receives the
+// job's result.
+type flushRun struct {
+	job  *disk.FlushJob
+	done chan error
+}
+
+// flushDone tells the partition that run's fsync has returned.
+type flushDone struct{ run *flushRun }
 
 // fetchExpired ends the wait of a parked fetch.
 type fetchExpired struct{ id uint64 }
 
-// parkedProduce is an acks=all answer waiting for the next fsync.
+// parkedProduce is an acks=all answer waiting for a flush that covers the
+// offsets below end.
 type parkedProduce struct {
 	sender   *actor.PID
 	response *messages.ProduceResponse
+	end      int64
 }
 
 // parkedFetch is a fetch waiting for min_bytes or max_wait_ms, as in
@@ -98,7 +111,10 @@ type partitionActor struct {
 	timers    *scheduler.TimerScheduler
 	stopTick  scheduler.CancelFunc
 
+	// syncing is set while a syncParked is on its way; flushing is the
+	// flush in flight, if any.
 	syncing        bool
+	flushing       *flushRun
 	parkedProduces []parkedProduce
 	parkedFetches  []*parkedFetch
 	nextFetchID    uint64
@@ -148,7 +164,13 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	case *messages.ProduceRequest:
 		a.onProduce(ctx, m)
 	case *syncParked:
-		a.onSyncParked(ctx)
+		a.syncing = false
+		a.startFlush(ctx)
+	case *flushDone:
+		if m.run == a.flushing {
+			a.finishFlush(ctx)
+			a.startFlush(ctx)
+		}
 	case *messages.FetchRequest:
 		a.onFetch(ctx, m)
 	case *fetchExpired:
@@ -301,8 +323,8 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		}
 	}
 	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
-		a.parkedProduces = append(a.parkedProduces, parkedProduce{sender: ctx.Sender(), response: resp})
-		if !a.syncing {
+		a.parkedProduces = append(a.parkedProduces, parkedProduce{sender: ctx.Sender(), response: resp, end: a.log.EndOffset()})
+		if !a.syncing && a.flushing == nil {
 			a.syncing = true
 			ctx.Send(ctx.Self(), &syncParked{})
 		}
@@ -368,6 +390,7 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *goOffline) {
 		return
 	}
 	a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, m.reason)
+	a.finishFlush(ctx)
 	a.logErr = errors.New(m.reason)
 	log := a.log
 	a.log = nil
@@ -385,27 +408,98 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *goOffline) {
 	a.logger.WithField("reason", m.reason).Error("partition offline")
 }
 
-// onSyncParked is the group commit: one fsync covers every acks=all batch
-// appended before it, then all of them are answered.
-func (a *partitionActor) onSyncParked(ctx actor.Context) {
-	a.syncing = false
-	parked := a.parkedProduces
-	a.parkedProduces = nil
-	var code messages.ErrorCode
-	var msg string
-	if a.log == nil {
-		code, msg = a.unavailable()
-	} else if err := a.log.Sync(); err != nil {
-		a.logger.WithError(err).Error("fsync failed")
-		code, msg = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
-		a.dirFailed(ctx, err)
+// startFlush starts the group commit of the acks=all batches parked so
+// far: one fsync covers them all. It runs beside the partition, which
+// appends the next group meanwhile; flushDone brings the result back.
+func (a *partitionActor) startFlush(ctx actor.Context) {
+	if a.flushing != nil || len(a.parkedProduces) == 0 {
+		return
 	}
-	for _, p := range parked {
-		if code != messages.ErrorCode_NONE {
-			p.response.Error, p.response.ErrorMessage = code, msg
+	if a.log == nil {
+		a.answerParkedProduces(ctx, -1, nil)
+		return
+	}
+	job, err := a.log.StartFlush()
+	if err != nil {
+		a.flushFailed(ctx, err)
+		return
+	}
+	run := &flushRun{job: job, done: make(chan error, 1)}
+	a.flushing = run
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	go func() {
+		run.done <- job.Run()
+		root.Send(self, &flushDone{run: run})
+	}()
+}
+
+// finishFlush waits for the flush in flight, if any, and answers the
+// parked produces it covers. Everything that closes or removes segment
+// files calls it first: the log refuses to while a flush is in flight.
+func (a *partitionActor) finishFlush(ctx actor.Context) {
+	run := a.flushing
+	if run == nil {
+		return
+	}
+	a.flushing = nil
+	err := <-run.done
+	if a.log != nil {
+		err = a.log.FinishFlush(run.job, err)
+	}
+	if err != nil {
+		a.flushFailed(ctx, err)
+		return
+	}
+	a.answerParkedProduces(ctx, run.job.UpTo(), nil)
+}
+
+// flushParkedNow makes every parked produce durable with a flush on the
+// partition's own goroutine and answers them; for a log about to close.
+func (a *partitionActor) flushParkedNow(ctx actor.Context) {
+	a.finishFlush(ctx)
+	if len(a.parkedProduces) == 0 {
+		return
+	}
+	if a.log == nil {
+		a.answerParkedProduces(ctx, -1, nil)
+		return
+	}
+	if err := a.log.Sync(); err != nil {
+		a.flushFailed(ctx, err)
+		return
+	}
+	a.answerParkedProduces(ctx, a.log.EndOffset(), nil)
+}
+
+// flushFailed answers every parked produce with a storage error and takes
+// the directory offline, as Kafka does on a failed fsync.
+func (a *partitionActor) flushFailed(ctx actor.Context, err error) {
+	a.logger.WithError(err).Error("fsync failed")
+	a.answerParkedProduces(ctx, -1, err)
+	a.dirFailed(ctx, err)
+}
+
+// answerParkedProduces answers the parked produces whose batches end at or
+// below upTo, all of them when upTo is -1: with err when it is not nil,
+// with the partition's state when the log is gone, and as they are
+// otherwise.
+func (a *partitionActor) answerParkedProduces(ctx actor.Context, upTo int64, err error) {
+	kept := a.parkedProduces[:0]
+	for _, p := range a.parkedProduces {
+		if upTo >= 0 && p.end > upTo {
+			kept = append(kept, p)
+			continue
+		}
+		switch {
+		case err != nil:
+			p.response.Error, p.response.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		case a.log == nil:
+			p.response.Error, p.response.ErrorMessage = a.unavailable()
 		}
 		ctx.Send(p.sender, p.response)
 	}
+	clear(a.parkedProduces[len(kept):])
+	a.parkedProduces = kept
 }
 
 func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
@@ -586,6 +680,11 @@ func (a *partitionActor) onDeleteRecords(ctx actor.Context, m *messages.DeleteRe
 		resp.LowWatermark = a.log.StartOffset()
 		return
 	}
+	a.finishFlush(ctx)
+	if a.log == nil {
+		resp.Error, resp.ErrorMessage = a.unavailable()
+		return
+	}
 	if err := a.log.DeleteBefore(offset); err != nil {
 		a.logger.WithError(err).Error("delete records failed")
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
@@ -622,6 +721,10 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	if err := a.log.MaybeRoll(); err != nil {
 		a.logger.WithError(err).Error("roll failed")
 	}
+	a.finishFlush(ctx)
+	if a.log == nil {
+		return
+	}
 	deleted, err := a.log.ApplyRetention()
 	if err != nil {
 		a.logger.WithError(err).Error("retention failed")
@@ -657,6 +760,7 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
+	a.finishFlush(ctx)
 	a.answerParked(ctx)
 	for _, p := range a.parkedProduces {
 		p.response.Error, p.response.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
@@ -687,7 +791,7 @@ func (a *partitionActor) closeLog(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
-	a.onSyncParked(ctx)
+	a.flushParkedNow(ctx)
 	a.answerParked(ctx)
 	if err := a.log.Close(); err != nil {
 		a.logger.WithError(err).Error("closing partition log failed")

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"sync"
 )
 
 // ErrorFS wraps an FS and fails an operation on demand, for tests that
@@ -20,8 +21,10 @@ import (
 // like a dead disk. A failing Write or WriteAt writes nothing, or with
 // TornWrites a random prefix of its bytes first.
 //
-// Not safe for concurrent use.
+// Safe for concurrent use as far as its inner FS is: a Log's FlushJob syncs
+// a file from another goroutine than its appends.
 type ErrorFS struct {
+	mu         sync.Mutex
 	inner      FS
 	ops        int64
 	eligible   int64
@@ -43,6 +46,8 @@ var _ FS = (*ErrorFS)(nil)
 // InjectAt makes the n-th eligible operation from now (1-based) fail. n <= 0
 // cancels a pending injection and revives a sticky failure.
 func (e *ErrorFS) InjectAt(n int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.dead = false
 	if n <= 0 {
 		e.target = 0
@@ -53,25 +58,47 @@ func (e *ErrorFS) InjectAt(n int64) {
 
 // InjectWritesOnly limits injection, and the counting of InjectAt, to
 // mutating operations. Default false.
-func (e *ErrorFS) InjectWritesOnly(on bool) { e.writesOnly = on }
+func (e *ErrorFS) InjectWritesOnly(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.writesOnly = on
+}
 
 // InjectSticky makes every eligible operation after an injected failure
 // fail too. Default false.
-func (e *ErrorFS) InjectSticky(on bool) { e.sticky = on }
+func (e *ErrorFS) InjectSticky(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sticky = on
+}
 
 // TornWrites makes a failing Write or WriteAt write a prefix of random
 // length (possibly empty, never whole) of its bytes before failing. A nil
 // rng turns it off, the default.
-func (e *ErrorFS) TornWrites(rng *rand.Rand) { e.torn = rng }
+func (e *ErrorFS) TornWrites(rng *rand.Rand) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.torn = rng
+}
 
 // Ops returns the number of operations so far, eligible or not.
-func (e *ErrorFS) Ops() int64 { return e.ops }
+func (e *ErrorFS) Ops() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ops
+}
 
 // Injected returns the number of operations failed by injection so far.
-func (e *ErrorFS) Injected() int64 { return e.injected }
+func (e *ErrorFS) Injected() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.injected
+}
 
 // op counts one operation and returns the injected error if it must fail.
 func (e *ErrorFS) op(name, path string, mutating bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.ops++
 	if e.writesOnly && !mutating {
 		return nil
@@ -155,6 +182,8 @@ type errorFile struct {
 
 // tornPrefix returns how many bytes of p a failing write keeps.
 func (f *errorFile) tornPrefix(p []byte) int {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
 	if f.fs.torn == nil || len(p) == 0 {
 		return 0
 	}

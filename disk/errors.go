@@ -22,6 +22,10 @@ var (
 	// ErrInvalidEntry is returned by an index Append whose entry would break
 	// the order of the index or does not fit its fields. Nothing is written.
 	ErrInvalidEntry = errors.New("disk: invalid index entry")
+	// ErrFlushInFlight is returned by a call that would close or remove a
+	// segment file while a FlushJob may still be syncing it, and by a
+	// second StartFlush before the first is finished.
+	ErrFlushInFlight = errors.New("disk: flush in flight")
 )
 
 // CorruptionError reports damaged bytes in a file of the log: a torn or

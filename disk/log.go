@@ -44,6 +44,8 @@ type Log struct {
 	// no longer match its state, so later mutations refuse, as Kafka takes a
 	// log directory offline.
 	failed error
+	// flushing is the FlushJob started and not yet finished, if any.
+	flushing *FlushJob
 
 	header [wire.HeaderSize]byte // scratch for reading headers
 }
@@ -327,6 +329,114 @@ func (l *Log) Flush(upTo int64) error {
 
 // Sync flushes everything: Flush(EndOffset()).
 func (l *Log) Sync() error { return l.Flush(l.EndOffset()) }
+
+// FlushJob is a Flush of everything appended so far, split so that its
+// fsync of the active segment runs off the owner's goroutine while appends
+// go on: Kafka's acks=all group commit without stopping the partition for
+// each fsync. The owner calls StartFlush, hands the job to another
+// goroutine to Run, and gives the result to FinishFlush, which raises the
+// recovery point. Appends made after StartFlush are not covered by the job
+// even if its fsync happens to write them.
+//
+// Between StartFlush and FinishFlush the log refuses, with
+// ErrFlushInFlight, every call that would close or remove a segment file
+// (Close, Delete, TruncateTo, DeleteBefore, ApplyRetention) and a second
+// StartFlush; appends, rolls, reads and Flush go on. A sealed segment and
+// the directory, left to sync by a roll, are synced by StartFlush itself:
+// that happens once a segment, and keeps Run to one fsync.
+type FlushJob struct {
+	upTo int64
+	file File   // the active segment's .log; nil when nothing is to sync
+	path string // of file
+}
+
+// UpTo returns the offset below which everything is durable once the job
+// has run and been finished without error.
+func (j *FlushJob) UpTo() int64 { return j.upTo }
+
+// Run does the job's fsync. It touches nothing of the log but the file,
+// which stays open until FinishFlush, so it may run on any goroutine; the
+// File must allow Sync concurrently with Write (os.File and MemFS files
+// do).
+func (j *FlushJob) Run() error {
+	if j.file == nil {
+		return nil
+	}
+	if err := j.file.Sync(); err != nil {
+		return fmt.Errorf("disk: sync %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// StartFlush starts a FlushJob covering every offset below EndOffset(). It
+// writes out the active segment's buffered index entries and syncs any
+// segment sealed since the recovery point and the directory, as Flush
+// does; it returns ErrFlushInFlight while another job is unfinished.
+func (l *Log) StartFlush() (*FlushJob, error) {
+	if err := l.checkWrite(); err != nil {
+		return nil, err
+	}
+	if l.flushing != nil {
+		return nil, fmt.Errorf("%w: %s", ErrFlushInFlight, l.dir)
+	}
+	j := &FlushJob{upTo: l.EndOffset()}
+	if j.upTo > l.recoveryPoint {
+		active := l.active()
+		first := max(l.segmentIndex(l.recoveryPoint), 0)
+		for _, s := range l.segments[first:] {
+			if s == active {
+				break
+			}
+			if err := s.sync(); err != nil {
+				return nil, l.fail(err)
+			}
+		}
+		if err := active.flushIndexes(); err != nil {
+			return nil, l.fail(err)
+		}
+		j.file, j.path = active.log, active.path
+	}
+	if l.dirDirty {
+		if err := l.syncDir(); err != nil {
+			return nil, err
+		}
+	}
+	l.flushing = j
+	return j, nil
+}
+
+// FinishFlush ends j with the error its Run returned: on success the
+// recovery point rises to j.UpTo(); an error fails the log, as a failed
+// Flush does, and is returned.
+func (l *Log) FinishFlush(j *FlushJob, runErr error) error {
+	if l.flushing != j {
+		return fmt.Errorf("disk: finish of a flush not in flight on %s", l.dir)
+	}
+	l.flushing = nil
+	if runErr != nil {
+		return l.fail(runErr)
+	}
+	if l.closed || l.failed != nil {
+		return l.checkWrite()
+	}
+	if j.upTo > l.recoveryPoint {
+		l.recoveryPoint = j.upTo
+	}
+	l.lastFlushTime = l.now().UnixMilli()
+	return nil
+}
+
+// checkRemove is checkWrite for the calls that close or remove segment
+// files: they wait for the running FlushJob to be finished.
+func (l *Log) checkRemove() error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	if l.flushing != nil {
+		return fmt.Errorf("%w: %s", ErrFlushInFlight, l.dir)
+	}
+	return nil
+}
 
 // checkRange returns ErrOffsetOutOfRange unless StartOffset <= offset <= EndOffset.
 func (l *Log) checkRange(offset int64) error {
@@ -665,7 +775,7 @@ func (l *Log) searchTimestamp(seg *segment, ts int64) (int64, int64, error) {
 // again at min(offset, StartOffset), as Kafka's truncateFullyAndStartAt.
 // The truncation is durable when TruncateTo returns.
 func (l *Log) TruncateTo(offset int64) error {
-	if err := l.checkWrite(); err != nil {
+	if err := l.checkRemove(); err != nil {
 		return err
 	}
 	if offset >= l.EndOffset() {
@@ -760,7 +870,7 @@ func (l *Log) dropOldest(n int) error {
 // below it. When that includes the active segment, a new empty one is
 // rolled first. A lower offset than StartOffset does nothing.
 func (l *Log) DeleteBefore(offset int64) error {
-	if err := l.checkWrite(); err != nil {
+	if err := l.checkRemove(); err != nil {
 		return err
 	}
 	if offset > l.EndOffset() {
@@ -788,7 +898,7 @@ func (l *Log) DeleteBefore(offset int64) error {
 // the limit keeps them all). It raises StartOffset to the first remaining
 // segment.
 func (l *Log) ApplyRetention() (int, error) {
-	if err := l.checkWrite(); err != nil {
+	if err := l.checkRemove(); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -819,6 +929,9 @@ func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
 	}
+	if l.flushing != nil {
+		return fmt.Errorf("%w: %s", ErrFlushInFlight, l.dir)
+	}
 	var err error
 	if l.failed == nil {
 		err = l.Sync()
@@ -843,6 +956,9 @@ func (l *Log) Close() error {
 func (l *Log) Delete() error {
 	if l.closed {
 		return ErrClosed
+	}
+	if l.flushing != nil {
+		return fmt.Errorf("%w: %s", ErrFlushInFlight, l.dir)
 	}
 	for _, s := range l.segments {
 		_ = s.close()

@@ -390,16 +390,22 @@ func (s *segment) sync() error {
 // derived data, and a group commit should cost one fsync, not three. They
 // are synced when the segment is sealed by a roll and when the log closes.
 func (s *segment) syncData() error {
-	if err := s.index.flush(); err != nil {
-		return err
-	}
-	if err := s.timeIndex.flush(); err != nil {
+	if err := s.flushIndexes(); err != nil {
 		return err
 	}
 	if err := s.log.Sync(); err != nil {
 		return fmt.Errorf("disk: sync %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// flushIndexes writes the buffered entries of both indexes to their files,
+// without syncing them.
+func (s *segment) flushIndexes() error {
+	if err := s.index.flush(); err != nil {
+		return err
+	}
+	return s.timeIndex.flush()
 }
 
 // close closes the files without syncing and returns the first error.
