@@ -23,7 +23,10 @@ import (
 //     buffer, where the proto codec would first copy it into one contiguous
 //     message;
 //   - Unmarshal leaves message_data aliasing the received bytes, where the
-//     proto codec copies every bytes field out of them.
+//     proto codec copies every bytes field out of them; and for a large
+//     ProduceRequest it goes one further, handing the
+//     envelope to aliasSerializer so that the message's Records aliases
+//     them too, where protoactor's proto serializer would copy it again.
 //
 // Every other message of the stream (connect, disconnect) goes through proto
 // unchanged.
@@ -150,9 +153,27 @@ func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	// the next message of the stream, whose read lets go of the buffer (see
 	// heldStream). gRPC's own buffers are not held past Unmarshal: holding
 	// them stalls the stream.
-	b := remoteBuffers.Get(data.Len())
+	//
+	// A batch that may carry record bytes (see namesRecordType) is copied
+	// into a fresh buffer instead, and if it does (see aliasRecords), the
+	// buffer is neither held nor ever put back: the messages deserialized
+	// from it own it, and the garbage collector frees it with the last of
+	// them. If it does not, the fresh buffer is held, then pooled, as a
+	// pooled one would be.
+	size := data.Len()
+	fresh := aliasSerializerID >= 0 && size >= inlineData && namesRecordType(data)
+	var b *[]byte
+	if fresh {
+		buf := make([]byte, size)
+		b = &buf
+	} else {
+		b = remoteBuffers.Get(size)
+	}
 	data.CopyTo(*b)
 	err := unmarshalRemoteMessage(*b, rm)
+	if err == nil && fresh && aliasRecords(rm.GetMessageBatch()) {
+		return nil
+	}
 	if err == nil && rm.GetMessageBatch() == nil {
 		// Connect and disconnect messages were decoded by proto, which
 		// copies: nothing aliases the buffer.
@@ -168,6 +189,85 @@ func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		remoteBuffers.Put(b)
 	}
 	return err
+}
+
+// aliasRecords hands each envelope of batch that carries a produce
+// request's records to aliasSerializer, so that the deserialized
+// ProduceRequest's Records aliases the envelope's data rather than a copy
+// of it, and reports whether it did so for any. An envelope qualifies when
+// protoactor would read it with proto (serializer id 0), its type is
+// aliased (see aliasedType), and its data is at least inlineData bytes
+// (below that, a copy costs less than the buffer it would keep alive).
+//
+// This is only safe because batch was decoded from a buffer of its own that
+// is never reused (not one of remoteBuffers): nothing else will ever write
+// to it, so Records stays as received for as long as anyone holds it. The
+// owner of Records may write to it: a partition's disk.Log.Append rewrites
+// the base offset of each batch in place (wire.SetBaseOffset). That is
+// harmless, because protobuf's length-delimited fields do not overlap: the
+// envelopes of one batch occupy disjoint ranges of the buffer, each
+// Records lies inside its envelope's range and its capacity ends there (an
+// append reallocates rather than spill over a neighbour), and everything
+// else in the buffer is copied out of it by proto, whose result shares no
+// bytes with it. The
+// cost is retention: while any Records (or a record's key or value
+// slicing it, as the client's consumer hands out) is alive, the whole
+// received message is.
+func aliasRecords(batch *remote.MessageBatch) bool {
+	aliased := false
+	for _, e := range batch.GetEnvelopes() {
+		if e.SerializerId != 0 || len(e.MessageData) < inlineData ||
+			e.TypeId < 0 || int(e.TypeId) >= len(batch.TypeNames) {
+			continue
+		}
+		if aliasedType(batch.TypeNames[e.TypeId]) {
+			e.SerializerId = aliasSerializerID
+			aliased = true
+		}
+	}
+	return aliased
+}
+
+// namesRecordPrefix is how much of a message namesRecordType looks at.
+const namesRecordPrefix = 512
+
+// namesRecordType reports whether the message in data may be a batch
+// carrying an aliased type (see aliasedType), from the type names at its
+// start, before it is copied anywhere. Both proto and marshalBatch write
+// the type names (field 1 of the batch) first; a sender that writes them
+// later is answered false, which costs it the aliasing, not correctness.
+// When the names run past the prefix looked at, the answer is true: the
+// batch is checked again once decoded.
+func namesRecordType(data mem.BufferSlice) bool {
+	var prefix [namesRecordPrefix]byte
+	b := prefix[:data.CopyTo(prefix[:])]
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return false // not a batch
+	}
+	b = b[n:]
+	if _, n = protowire.ConsumeVarint(b); n < 0 {
+		return false
+	}
+	b = b[n:]
+	for len(b) > 0 {
+		num, typ, tagLen := protowire.ConsumeTag(b)
+		if tagLen < 0 {
+			return true // cut by the prefix, or malformed: decoding tells
+		}
+		if num != 1 || typ != protowire.BytesType {
+			return false
+		}
+		name, n := protowire.ConsumeBytes(b[tagLen:])
+		if n < 0 {
+			return true
+		}
+		if aliasedType(string(name)) {
+			return true
+		}
+		b = b[tagLen+n:]
+	}
+	return data.Len() > len(prefix)
 }
 
 // unmarshalRemoteMessageCopy decodes b into rm with nothing aliasing b.
@@ -386,15 +486,25 @@ const (
 	// and larger buffers are allocated and left to the garbage collector.
 	minPoolShift = 8
 	maxPoolShift = 22
-	// poolTierBytes is about what one tier keeps, in at least 2 and at
-	// most 64 buffers: the whole pool keeps at most about 40 MiB.
+	// poolTierBytes is about what one tier keeps, in at least 2 buffers.
 	poolTierBytes = 4 << 20
+	// frameTierBytes is what the tiers up to gRPC's HTTP/2 frame size (16
+	// KiB) keep, in at most 1024 buffers: gRPC reads a message frame by
+	// frame into buffers of the pool and holds them all until the message
+	// is whole, so a 16 MiB message has 1024 frames out at once. With it
+	// the whole pool keeps at most about 100 MiB.
+	frameTierBytes = 16 << 20
+	frameShift     = 14
 )
 
 func newDirtyPool() *dirtyPool {
 	p := &dirtyPool{}
 	for shift := minPoolShift; shift <= maxPoolShift; shift++ {
-		p.tiers = append(p.tiers, make(chan *[]byte, min(max(poolTierBytes>>shift, 2), 64)))
+		keep := poolTierBytes
+		if shift <= frameShift {
+			keep = frameTierBytes
+		}
+		p.tiers = append(p.tiers, make(chan *[]byte, min(max(keep>>shift, 2), 1024)))
 	}
 	return p
 }

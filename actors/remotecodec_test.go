@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/depot-dev/depot/messages"
 )
 
 var (
@@ -365,12 +367,33 @@ func FuzzRemoteCodecUnmarshal(f *testing.F) {
 	f.Add([]byte{0x0a, 0x04, 0x1a, 0x02, 0x12, 0x00})
 	// Unknown and mistyped fields in a batch and an envelope.
 	f.Add([]byte{0x0a, 0x08, 0x28, 0x01, 0x10, 0x05, 0x1a, 0x02, 0x48, 0x01})
+	// A batch whose produce request takes the aliasing path.
+	big, err := proto.Marshal(recordsBatch(f, recordsMessage(produceRequestName, patterned(inlineData, 14)), recordsMessage(fetchResponseName, nil)))
+	require.NoError(f, err)
+	f.Add(big)
 	addSeedFiles(f, "FuzzRemoteCodecUnmarshal", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		input := bytes.Clone(b)
+		namesRecordType(mem.BufferSlice{mem.SliceBuffer(b)})
 		got := &remote.RemoteMessage{}
 		err := unmarshalRemoteMessage(b, got)
 		require.Equal(t, input, b, "Unmarshal changed its input")
+
+		// Through the codec's entry point, which may hand envelopes to
+		// aliasSerializer but decodes the same.
+		viaCodec := &remote.RemoteMessage{}
+		cerr := remoteCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(input)}, viaCodec)
+		require.Equal(t, err == nil, cerr == nil, "unmarshalRemoteMessage: %v, codec: %v", err, cerr)
+		if cerr == nil {
+			remoteReads.release(viaCodec)
+			want := got.GetMessageBatch().GetEnvelopes()
+			for i, e := range viaCodec.GetMessageBatch().GetEnvelopes() {
+				if i < len(want) && want[i].SerializerId == 0 && e.SerializerId == aliasSerializerID {
+					e.SerializerId = 0
+				}
+			}
+			require.True(t, proto.Equal(got, viaCodec))
+		}
 		want := &remote.RemoteMessage{}
 		if proto.Unmarshal(b, want) != nil || err != nil {
 			return
@@ -542,4 +565,242 @@ func TestRemoteCodecHoldsOnlyBatches(t *testing.T) {
 	remoteReads.mu.Lock()
 	defer remoteReads.mu.Unlock()
 	require.Equal(t, before, len(remoteReads.m))
+}
+
+// heldCount is how many decoded messages hold a buffer of the pool.
+func heldCount() int {
+	remoteReads.mu.Lock()
+	defer remoteReads.mu.Unlock()
+	return len(remoteReads.m)
+}
+
+// receive decodes msg as a server stream does: encoded by the sender's
+// codec, cut into several buffers, decoded by the receiver's.
+func receive(t *testing.T, msg *remote.RemoteMessage) *remote.RemoteMessage {
+	t.Helper()
+	out, err := remoteCodec{}.Marshal(msg)
+	require.NoError(t, err)
+	encoded := out.Materialize()
+	var data mem.BufferSlice
+	for start := 0; start < len(encoded); start += 16 << 10 {
+		data = append(data, mem.SliceBuffer(bytes.Clone(encoded[start:min(start+16<<10, len(encoded))])))
+	}
+	got := &remote.RemoteMessage{}
+	require.NoError(t, remoteCodec{}.Unmarshal(data, got))
+	return got
+}
+
+// deliver deserializes each envelope of batch as protoactor's endpoint
+// reader does.
+func deliver(t *testing.T, batch *remote.MessageBatch) []proto.Message {
+	t.Helper()
+	var out []proto.Message
+	for i, e := range batch.GetEnvelopes() {
+		m, err := remote.Deserialize(e.MessageData, batch.TypeNames[e.TypeId], e.SerializerId)
+		require.NoError(t, err, "envelope %d", i)
+		out = append(out, m.(proto.Message))
+	}
+	return out
+}
+
+// recordsBatch is a batch of msgs, each in an envelope of its own, sent
+// with serializer id 0 as a protoactor sender does.
+func recordsBatch(t testing.TB, msgs ...proto.Message) *remote.RemoteMessage {
+	t.Helper()
+	b := &remote.MessageBatch{Targets: []*actor.PID{{Address: "127.0.0.1:7001", Id: "orders-0"}}}
+	ids := map[string]int32{}
+	for _, m := range msgs {
+		name := string(proto.MessageName(m))
+		if _, ok := ids[name]; !ok {
+			ids[name] = int32(len(b.TypeNames))
+			b.TypeNames = append(b.TypeNames, name)
+		}
+		data, err := proto.Marshal(m)
+		require.NoError(t, err)
+		b.Envelopes = append(b.Envelopes, &remote.MessageEnvelope{TypeId: ids[name], MessageData: data, TargetRequestId: uint32(len(b.Envelopes))})
+	}
+	return batchMessage(b)
+}
+
+// A large ProduceRequest is handed to aliasSerializer, and reads back as
+// sent, its records aliasing a buffer nobody holds or reuses; small ones and
+// other types (a FetchResponse among them) stay with proto.
+func TestRemoteCodecAliasesRecords(t *testing.T) {
+	msgs := []proto.Message{
+		recordsMessage(produceRequestName, patterned(1<<20, 1)),
+		recordsMessage(produceRequestName, patterned(100, 2)),
+		&messages.ProduceResponse{Topic: "orders", ErrorMessage: string(bytes.Repeat([]byte("x"), 2*inlineData))},
+		recordsMessage(fetchResponseName, patterned(inlineData, 3)),
+		recordsMessage(produceRequestName, patterned(64<<10, 4)),
+		recordsMessage(fetchResponseName, nil),
+		recordsMessage(produceRequestName, patterned(inlineData, 5)),
+	}
+	aliased := []bool{true, false, false, false, true, false, true}
+	before := heldCount()
+	got := receive(t, recordsBatch(t, msgs...))
+	require.Equal(t, before, heldCount(), "the buffer is held")
+
+	batch := got.GetMessageBatch()
+	for i, e := range batch.GetEnvelopes() {
+		want := int32(0)
+		if aliased[i] {
+			want = aliasSerializerID
+		}
+		require.Equal(t, want, e.SerializerId, "envelope %d", i)
+	}
+	delivered := deliver(t, batch)
+	for i, m := range delivered {
+		require.True(t, proto.Equal(msgs[i], m), "envelope %d:\n%v", i, m)
+		if aliased[i] {
+			r := recordsOf(t, m)
+			require.True(t, within(r, batch.Envelopes[i].MessageData), "envelope %d records copied", i)
+			require.Equal(t, len(r), cap(r))
+		}
+	}
+
+	// Nothing went back to the pool: whatever it hands out of that size
+	// now may be written over without touching the records.
+	size := proto.Size(got)
+	tier := floor(size)
+	require.GreaterOrEqual(t, tier, 0)
+	var taken []*[]byte
+	for range cap(remoteBuffers.tiers[tier]) + cap(remoteBuffers.tiers[min(tier+1, len(remoteBuffers.tiers)-1)]) + 1 {
+		b := remoteBuffers.Get(size)
+		for i := range *b {
+			(*b)[i] = 0xAA
+		}
+		taken = append(taken, b)
+	}
+	for _, b := range taken {
+		remoteBuffers.Put(b)
+	}
+	for i, m := range delivered {
+		require.True(t, proto.Equal(msgs[i], m), "envelope %d changed after the pool was reused", i)
+	}
+
+	// A partition rewrites each batch's base offset in place: records of
+	// one envelope do not share bytes with those of another.
+	for i, m := range delivered {
+		if aliased[i] {
+			r := recordsOf(t, m)
+			for j := range 8 {
+				r[j] = byte(i)
+			}
+		}
+	}
+	for i, m := range delivered {
+		if _, ok := m.(*messages.ProduceResponse); ok {
+			continue
+		}
+		want := bytes.Clone(recordsOf(t, msgs[i]))
+		if aliased[i] {
+			for j := range 8 {
+				want[j] = byte(i)
+			}
+		}
+		require.Equal(t, want, recordsOf(t, m), "envelope %d", i)
+	}
+}
+
+// A batch with no large record-carrying envelope keeps the pooled path: its
+// buffer is held until the stream reads again, its envelopes left to proto.
+func TestRemoteCodecSmallRecordsPooled(t *testing.T) {
+	var many []proto.Message
+	for i := range 64 {
+		many = append(many, recordsMessage(produceRequestName, patterned(100, byte(i))))
+	}
+	// The records field's tag and length take 3 bytes.
+	underInline := recordsMessage(fetchResponseName, patterned(inlineData-1-proto.Size(recordsMessage(fetchResponseName, nil))-3, 2))
+	require.Equal(t, inlineData-1, proto.Size(underInline))
+	tests := []struct {
+		name string
+		msgs []proto.Message
+	}{
+		{"one small produce", []proto.Message{recordsMessage(produceRequestName, patterned(100, 1))}},
+		{"many small produces, large together", many},
+		{"data just under inline", []proto.Message{underInline}},
+		{"large, of another type", []proto.Message{&messages.ProduceResponse{ErrorMessage: string(bytes.Repeat([]byte("y"), 64<<10))}}},
+		{"large fetch response", []proto.Message{recordsMessage(fetchResponseName, patterned(64<<10, 3))}},
+		{"large, not JSON's to alias", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := recordsBatch(t, tt.msgs...)
+			if tt.msgs == nil {
+				// A sender's JSON envelope (serializer 1) of a name
+				// aliasSerializer knows stays JSON's.
+				msg = batchMessage(&remote.MessageBatch{
+					TypeNames: []string{produceRequestName},
+					Targets:   []*actor.PID{{Address: "a", Id: "b"}},
+					Envelopes: []*remote.MessageEnvelope{{SerializerId: 1, MessageData: []byte(`{"topic":"` + string(bytes.Repeat([]byte("z"), 8<<10)) + `"}`)}},
+				})
+			}
+			before := heldCount()
+			got := receive(t, msg)
+			require.Equal(t, before+1, heldCount(), "the buffer is not held")
+			require.True(t, proto.Equal(msg, got))
+			for i, e := range got.GetMessageBatch().GetEnvelopes() {
+				require.Equal(t, msg.GetMessageBatch().Envelopes[i].SerializerId, e.SerializerId, "envelope %d", i)
+			}
+			remoteReads.release(got)
+			require.Equal(t, before, heldCount())
+		})
+	}
+}
+
+// Without aliasSerializer's id, every batch takes the pooled path.
+func TestRemoteCodecAliasingOff(t *testing.T) {
+	id := aliasSerializerID
+	aliasSerializerID = -1
+	t.Cleanup(func() { aliasSerializerID = id })
+	msg := recordsBatch(t, recordsMessage(produceRequestName, patterned(1<<20, 5)))
+	before := heldCount()
+	got := receive(t, msg)
+	require.Equal(t, before+1, heldCount())
+	require.True(t, proto.Equal(msg, got))
+	require.Equal(t, int32(0), got.GetMessageBatch().Envelopes[0].SerializerId)
+	remoteReads.release(got)
+}
+
+func TestNamesRecordType(t *testing.T) {
+	env := &remote.MessageEnvelope{MessageData: []byte("d")}
+	encode := func(m *remote.RemoteMessage) []byte {
+		b, err := proto.Marshal(m)
+		require.NoError(t, err)
+		return b
+	}
+	long := string(bytes.Repeat([]byte("n"), 2*namesRecordPrefix))
+	var manyNames []string
+	for i := range 100 {
+		manyNames = append(manyNames, fmt.Sprintf("depot.Type%d", i))
+	}
+	// The type names written after an envelope.
+	late := appendBytesField(nil, 3, nil)
+	late = appendBytesField(late, 1, []byte(produceRequestName))
+	late = appendBytesField(nil, 1, late)
+	tests := []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"empty", nil, false},
+		{"connect", encode(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectResponse{ConnectResponse: &remote.ConnectResponse{MemberId: "m"}}}), false},
+		{"other types", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{"depot.FetchRequest", "depot.ProduceResponse"}, Envelopes: []*remote.MessageEnvelope{env}})), false},
+		{"produce", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{produceRequestName}, Envelopes: []*remote.MessageEnvelope{env}})), true},
+		{"fetch response", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{fetchResponseName}, Envelopes: []*remote.MessageEnvelope{env}})), false},
+		{"produce second", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{"depot.FetchRequest", produceRequestName}, Envelopes: []*remote.MessageEnvelope{env}})), true},
+		{"name past the prefix", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{long}, Envelopes: []*remote.MessageEnvelope{env}})), true},
+		{"names past the prefix", encode(batchMessage(&remote.MessageBatch{TypeNames: manyNames})), true},
+		{"names after an envelope", late, false},
+		{"malformed", []byte{0x0a, 0x05, 0x0a, 0x80}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, namesRecordType(mem.BufferSlice{mem.SliceBuffer(tt.b)}))
+			if len(tt.b) > 1 {
+				cut := mem.BufferSlice{mem.SliceBuffer(tt.b[:1]), mem.SliceBuffer(tt.b[1:])}
+				require.Equal(t, tt.want, namesRecordType(cut), "in two buffers")
+			}
+		})
+	}
 }
