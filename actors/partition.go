@@ -18,6 +18,9 @@ import (
 const (
 	// defaultFetchMaxBytes is used for a fetch that names no limit.
 	defaultFetchMaxBytes = 1 << 20
+	// maxFramePool bounds the buffer a fetch takes from remoteBuffers for
+	// its records, whatever max_bytes asks: 4 MiB, the pool's largest tier.
+	maxFramePool = 4 << 20
 	// partitionTickInterval is how often a partition applies retention,
 	// rolls by age and reports its size to its log directory.
 	partitionTickInterval = 10 * time.Second
@@ -503,7 +506,7 @@ func (a *partitionActor) answerParkedProduces(ctx actor.Context, upTo int64, err
 }
 
 func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
-	resp, ok := a.fetch(m)
+	resp, frame, ok := a.fetch(m)
 	if !ok && m.MaxWaitMs > 0 && len(resp.Records) < int(m.MinBytes) {
 		a.nextFetchID++
 		p := &parkedFetch{id: a.nextFetchID, sender: ctx.Sender(), request: m, available: len(resp.Records)}
@@ -511,13 +514,14 @@ func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 		a.parkedFetches = append(a.parkedFetches, p)
 		return
 	}
-	a.answerFetch(ctx, ctx.Sender(), m, resp)
+	a.answerFetch(ctx, ctx.Sender(), m, resp, frame)
 }
 
 // answerFetch sends resp, the first answer to m, and when m asks for chunks
 // reads and sends the rest of max_bytes one chunk at a time: each chunk is
-// on its way to the consumer while the next is read.
-func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messages.FetchRequest, resp *messages.FetchResponse) {
+// on its way to the consumer while the next is read. frame is what resp's
+// records were read into (see fetchAt).
+func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messages.FetchRequest, resp *messages.FetchResponse, frame []byte) {
 	if to == nil {
 		ctx.Respond(resp) // to the dead letters, as any answer to nobody
 		return
@@ -529,23 +533,37 @@ func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messag
 			break
 		}
 		resp.More = true
-		ctx.Send(to, resp)
-		resp, _ = a.fetchAt(m, next, min(int(m.ChunkBytes), left))
+		sendFetch(ctx, to, resp, frame)
+		resp, frame, _ = a.fetchAt(m, next, min(int(m.ChunkBytes), left))
 		if len(resp.Records) > left {
 			// Only the first batch of a fetch may go over max_bytes: this
 			// one waits for the next fetch, which starts at resp.Offset.
-			resp.Records = nil
+			resp.Records, frame = nil, nil
 		}
 		left -= len(resp.Records)
 	}
 	resp.More = false
+	sendFetch(ctx, to, resp, frame)
+}
+
+// sendFetch sends resp to a consumer. To another actor system, records
+// read into a frame go as they lie in it, the other fields written before
+// them: protoactor's serializer would otherwise copy them into a message
+// of its own (see encodedMessage).
+func sendFetch(ctx actor.Context, to *actor.PID, resp *messages.FetchResponse, frame []byte) {
+	if frame != nil && isRemote(ctx.ActorSystem(), to) {
+		if b := encodeFetchResponse(resp, frame); b != nil {
+			ctx.Send(to, &encodedMessage{desc: fetchResponseDescriptor, b: b})
+			return
+		}
+	}
 	ctx.Send(to, resp)
 }
 
 // answerParkedFetch answers p with what the log holds now.
 func (a *partitionActor) answerParkedFetch(ctx actor.Context, p *parkedFetch) {
-	resp, _ := a.fetch(p.request)
-	a.answerFetch(ctx, p.sender, p.request, resp)
+	resp, frame, _ := a.fetch(p.request)
+	a.answerFetch(ctx, p.sender, p.request, resp, frame)
 }
 
 // nextOffset is the offset after the last whole batch in records.
@@ -562,7 +580,7 @@ func nextOffset(records []byte) (int64, bool) {
 
 // fetch reads for m. ok is false when the answer may be parked: no error,
 // just not enough bytes yet.
-func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchResponse, bool) {
+func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchResponse, []byte, bool) {
 	maxBytes := int(m.MaxBytes)
 	if m.ChunkBytes > 0 && m.ChunkBytes < m.MaxBytes {
 		maxBytes = int(m.ChunkBytes)
@@ -570,8 +588,11 @@ func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchRespons
 	return a.fetchAt(m, m.Offset, maxBytes)
 }
 
-// fetchAt is fetch from offset, up to maxBytes.
-func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxBytes int) (*messages.FetchResponse, bool) {
+// fetchAt is fetch from offset, up to maxBytes. The records are read into a
+// frame: a buffer of remoteBuffers holding fetchRecordsReserve bytes of
+// room and then the records, which sendFetch turns into the response's
+// wire form in place. frame is nil when there are no records.
+func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxBytes int) (*messages.FetchResponse, []byte, bool) {
 	resp := &messages.FetchResponse{
 		Topic:         m.Topic,
 		Partition:     m.Partition,
@@ -580,7 +601,7 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	}
 	if a.log == nil {
 		resp.Error, resp.ErrorMessage = a.unavailable()
-		return resp, true
+		return resp, nil, true
 	}
 	resp.HighWatermark = a.log.EndOffset()
 	resp.LogStartOffset = a.log.StartOffset()
@@ -589,23 +610,34 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	}
 	if maxBytes < 0 || m.ChunkBytes < 0 {
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_FETCH_SIZE, fmt.Sprintf("max_bytes %d, chunk_bytes %d", m.MaxBytes, m.ChunkBytes)
-		return resp, true
+		return resp, nil, true
 	}
-	// Read allocates exactly what it returns: the response owns it, since it
-	// may cross to another node or stay with a client.
-	data, err := a.log.Read(offset, maxBytes, nil)
+	if offset == resp.HighWatermark {
+		return resp, nil, false
+	}
+	// The response owns the frame, since it may cross to another node or
+	// stay with a client: it goes back to the pool only from a stream that
+	// has written it. Read looks one header past maxBytes, and grows the
+	// frame past maxFramePool when the data does.
+	buf := remoteBuffers.Get(fetchRecordsReserve + min(maxBytes, maxFramePool) + wire.HeaderSize)
+	frame, err := a.log.Read(offset, maxBytes, (*buf)[:fetchRecordsReserve])
 	switch {
 	case errors.Is(err, disk.ErrOffsetOutOfRange):
+		remoteBuffers.Put(buf)
 		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
 		resp.ErrorMessage = fmt.Sprintf("offset %d outside [%d, %d]", offset, resp.LogStartOffset, resp.HighWatermark)
-		return resp, true
+		return resp, nil, true
 	case err != nil:
+		remoteBuffers.Put(buf)
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
 		a.logger.WithError(err).Error("read failed")
-		return resp, true
+		return resp, nil, true
+	case len(frame) == fetchRecordsReserve:
+		remoteBuffers.Put(buf)
+		return resp, nil, false
 	}
-	resp.Records = data
-	return resp, false
+	resp.Records = frame[fetchRecordsReserve:]
+	return resp, frame, false
 }
 
 // wakeFetches answers parked fetches that now have enough bytes.

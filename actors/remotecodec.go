@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -473,11 +474,12 @@ func unmarshalEnvelope(b []byte, e *remote.MessageEnvelope) error {
 // gRPC's default pool zeroes every buffer it reuses, which on a stream of
 // megabyte fetches costs as much as a copy; gRPC writes every byte it later
 // reads, so the clearing buys nothing here. Each tier is a bounded free
-// list, so what the pool keeps is bounded too (poolTierBytes a tier), and
-// it keeps it: a process's memory does not swing with the collector's
-// cycles. Safe for concurrent use.
+// list and the pool keeps at most maxPoolBytes in all, and it keeps it: a
+// process's memory does not swing with the collector's cycles. Safe for
+// concurrent use.
 type dirtyPool struct {
 	tiers []chan *[]byte // tiers[i] holds buffers of at least 1<<(minPoolShift+i) bytes
+	kept  atomic.Int64   // capacity of the buffers in the tiers
 }
 
 const (
@@ -486,25 +488,20 @@ const (
 	// and larger buffers are allocated and left to the garbage collector.
 	minPoolShift = 8
 	maxPoolShift = 22
-	// poolTierBytes is about what one tier keeps, in at least 2 buffers.
-	poolTierBytes = 4 << 20
-	// frameTierBytes is what the tiers up to gRPC's HTTP/2 frame size (16
-	// KiB) keep, in at most 1024 buffers: gRPC reads a message frame by
-	// frame into buffers of the pool and holds them all until the message
-	// is whole, so a 16 MiB message has 1024 frames out at once. With it
-	// the whole pool keeps at most about 100 MiB.
-	frameTierBytes = 16 << 20
-	frameShift     = 14
+	// poolTierBytes is what one tier may keep, in 2 to 1024 buffers. What
+	// is out at once sets it: gRPC reads a message frame by frame (16 KiB
+	// each) into buffers of the pool and holds them all until the message
+	// is whole, so a 16 MiB message has 1024 frames out; a chunked fetch
+	// has 8 chunks of 1 MiB on their way.
+	poolTierBytes = 16 << 20
+	// maxPoolBytes bounds what the whole pool keeps.
+	maxPoolBytes = 64 << 20
 )
 
 func newDirtyPool() *dirtyPool {
 	p := &dirtyPool{}
 	for shift := minPoolShift; shift <= maxPoolShift; shift++ {
-		keep := poolTierBytes
-		if shift <= frameShift {
-			keep = frameTierBytes
-		}
-		p.tiers = append(p.tiers, make(chan *[]byte, min(max(keep>>shift, 2), 1024)))
+		p.tiers = append(p.tiers, make(chan *[]byte, min(max(poolTierBytes>>shift, 2), 1024)))
 	}
 	return p
 }
@@ -528,6 +525,7 @@ func (p *dirtyPool) Get(size int) *[]byte {
 	for t := f; t >= 0 && t <= f+1 && t < len(p.tiers); t++ {
 		select {
 		case b := <-p.tiers[t]:
+			p.kept.Add(-int64(cap(*b)))
 			if cap(*b) >= size {
 				*b = (*b)[:size]
 				return b
@@ -536,22 +534,41 @@ func (p *dirtyPool) Get(size int) *[]byte {
 		default:
 		}
 	}
-	b := make([]byte, size)
+	b := make([]byte, size, classSize(size))
 	return &b
 }
 
+// classSize rounds size up to a multiple of an eighth of the power of two
+// at or below it, as an allocator's size classes do: a buffer made for one
+// size then serves the slightly larger sizes that follow (produce batches
+// vary), and one handed back a little shorter at its head, as a fetch's
+// frame is (see encodeFetchResponse), still serves the size it was made
+// for. It wastes at most an eighth.
+func classSize(size int) int {
+	if size < 1<<minPoolShift {
+		return size
+	}
+	step := 1 << (bits.Len(uint(size)) - 4)
+	return (size + step - 1) &^ (step - 1)
+}
+
 // Put keeps b in the largest tier its capacity holds, unless that tier is
-// full; a buffer below the smallest tier, or over twice the largest, is left
-// to the garbage collector.
+// full or the pool keeps maxPoolBytes already; a buffer below the smallest
+// tier, or over twice the largest, is left to the garbage collector.
 func (p *dirtyPool) Put(b *[]byte) {
 	c := cap(*b)
 	t := floor(c)
 	if t < 0 || c >= 2<<maxPoolShift {
 		return
 	}
+	if p.kept.Add(int64(c)) > maxPoolBytes {
+		p.kept.Add(-int64(c))
+		return
+	}
 	select {
 	case p.tiers[t] <- b:
 	default:
+		p.kept.Add(-int64(c))
 	}
 }
 

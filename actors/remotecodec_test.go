@@ -487,6 +487,56 @@ func TestDirtyPoolCapacities(t *testing.T) {
 	})
 }
 
+// The pool keeps at most maxPoolBytes however much is given back, and
+// counts what it hands out again.
+func TestDirtyPoolBound(t *testing.T) {
+	p := newDirtyPool()
+	kept := func() int {
+		n := 0
+		for _, tier := range p.tiers {
+			for range len(tier) {
+				b := <-tier
+				n += cap(*b)
+				tier <- b
+			}
+		}
+		return n
+	}
+	for _, size := range []int{1 << 10, 16 << 10, 1 << 20, 4 << 20} {
+		for range 200 {
+			b := make([]byte, size)
+			p.Put(&b)
+		}
+	}
+	require.LessOrEqual(t, kept(), maxPoolBytes)
+	require.Greater(t, kept(), maxPoolBytes/2, "the pool keeps what it may")
+	require.Equal(t, int64(kept()), p.kept.Load())
+	for range 100 {
+		p.Get(1 << 20)
+		p.Get(16 << 10)
+	}
+	require.Equal(t, int64(kept()), p.kept.Load(), "what Get hands out is no longer counted")
+}
+
+// A buffer made for one size serves sizes up to an eighth larger, and one
+// given back a little short at its head still serves the size it was made
+// for: a fetch's frame comes back so (see encodeFetchResponse).
+func TestDirtyPoolSizeClasses(t *testing.T) {
+	for _, size := range []int{256, 300, 4096, 5000, 1<<20 + fetchRecordsReserve + 61, 3 << 20} {
+		c := classSize(size)
+		require.GreaterOrEqual(t, c, size)
+		require.LessOrEqual(t, c-size, size/8, "size %d", size)
+	}
+	p := newDirtyPool()
+	size := 1<<20 + fetchRecordsReserve + 61
+	b := p.Get(size)
+	first := unsafe.SliceData(*b)
+	short := (*b)[fetchRecordsReserve-40:]
+	p.Put(&short)
+	again := p.Get(size)
+	require.Equal(t, unsafe.Add(unsafe.Pointer(first), fetchRecordsReserve-40), unsafe.Pointer(unsafe.SliceData(*again)), "the frame's buffer serves the next fetch")
+}
+
 // The codec's size arithmetic against protowire's, for the boundaries where
 // a length prefix grows a byte.
 func TestEnvelopeSize(t *testing.T) {

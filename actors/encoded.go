@@ -1,0 +1,126 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/runtime/protoiface"
+
+	"github.com/depot-dev/depot/messages"
+)
+
+// encodedMessage is a message already in its protobuf wire form, sent to
+// another actor system without being encoded again. protoactor's remote
+// serializer calls proto.Marshal, which takes the bytes as they are through
+// the message's ProtoMethods, and proto.MessageName, which reads its
+// descriptor; the peer decodes it as the message the descriptor names, as
+// any other. Nothing else of protoreflect.Message is implemented (the
+// embedded interface is nil), so an encodedMessage must never reach a local
+// actor: see isRemote.
+//
+// Its bytes are handed to the sender's stream, and remoteCodec puts them
+// back into remoteBuffers once gRPC has written them: an encodedMessage is
+// sent once and not touched after.
+type encodedMessage struct {
+	protoreflect.Message
+	desc protoreflect.MessageDescriptor
+	b    []byte
+}
+
+var _ protoreflect.ProtoMessage = (*encodedMessage)(nil)
+
+func (e *encodedMessage) ProtoReflect() protoreflect.Message                                { return e }
+func (e *encodedMessage) Interface() protoreflect.ProtoMessage                              { return e }
+func (e *encodedMessage) Descriptor() protoreflect.MessageDescriptor                        { return e.desc }
+func (e *encodedMessage) ProtoMethods() *protoiface.Methods                                 { return &encodedMethods }
+func (e *encodedMessage) IsValid() bool                                                     { return true }
+func (e *encodedMessage) GetUnknown() protoreflect.RawFields                                { return nil }
+func (e *encodedMessage) Range(func(protoreflect.FieldDescriptor, protoreflect.Value) bool) {}
+
+// String keeps the bytes out of logs (a dead letter is logged with its
+// message).
+func (e *encodedMessage) String() string {
+	return fmt.Sprintf("%s (%d bytes, encoded)", e.desc.FullName(), len(e.b))
+}
+
+var encodedMethods = protoiface.Methods{
+	Flags: protoiface.SupportMarshalDeterministic,
+	Marshal: func(in protoiface.MarshalInput) (protoiface.MarshalOutput, error) {
+		e := in.Message.(*encodedMessage)
+		if len(in.Buf) == 0 {
+			return protoiface.MarshalOutput{Buf: e.b}, nil
+		}
+		return protoiface.MarshalOutput{Buf: append(in.Buf, e.b...)}, nil
+	},
+	CheckInitialized: func(protoiface.CheckInitializedInput) (protoiface.CheckInitializedOutput, error) {
+		return protoiface.CheckInitializedOutput{}, nil
+	},
+}
+
+// localAddress is the address protoactor gives local PIDs before its remote
+// starts ("nonhost" in its process registry).
+const localAddress = "nonhost"
+
+// isRemote reports whether pid names an actor of another actor system,
+// which protoactor reaches through its remote and its serializer.
+func isRemote(system *actor.ActorSystem, pid *actor.PID) bool {
+	return pid != nil && pid.Address != localAddress && pid.Address != system.Address()
+}
+
+var fetchResponseDescriptor = (&messages.FetchResponse{}).ProtoReflect().Descriptor()
+
+// fetchRecordsReserve is the room a fetch leaves before its records for the
+// other fields of its FetchResponse (see encodeFetchResponse): a topic name
+// is at most 249 bytes, and the numbers take at most 60.
+const fetchRecordsReserve = 512
+
+// encodeFetchResponse returns r in its wire form, built in place in frame:
+// frame holds fetchRecordsReserve bytes of room, then r.Records (the same
+// bytes, not a copy), and the other fields are written just before the
+// records, so nothing is copied. It returns nil when frame is not such a
+// frame or the fields do not fit. The records come last, where proto puts
+// them before correlation_id: a decoder takes fields in any order.
+func encodeFetchResponse(r *messages.FetchResponse, frame []byte) []byte {
+	if len(r.Records) == 0 || len(frame) != fetchRecordsReserve+len(r.Records) || &frame[fetchRecordsReserve] != &r.Records[0] {
+		return nil
+	}
+	var head [fetchRecordsReserve]byte
+	h := head[:0]
+	if r.Topic != "" {
+		h = protowire.AppendTag(h, 1, protowire.BytesType)
+		h = protowire.AppendString(h, r.Topic)
+	}
+	h = appendVarintField(h, 2, uint64(int64(r.Partition)))
+	h = appendVarintField(h, 3, uint64(int64(r.Error)))
+	if r.ErrorMessage != "" {
+		h = protowire.AppendTag(h, 4, protowire.BytesType)
+		h = protowire.AppendString(h, r.ErrorMessage)
+	}
+	h = appendVarintField(h, 5, uint64(r.HighWatermark))
+	h = appendVarintField(h, 6, uint64(r.LogStartOffset))
+	h = appendVarintField(h, 8, uint64(r.CorrelationId))
+	h = appendVarintField(h, 9, uint64(r.Offset))
+	if r.More {
+		h = appendVarintField(h, 10, 1)
+	}
+	h = protowire.AppendTag(h, 7, protowire.BytesType)
+	h = protowire.AppendVarint(h, uint64(len(r.Records)))
+	if len(h) > fetchRecordsReserve {
+		return nil
+	}
+	out := frame[fetchRecordsReserve-len(h):]
+	copy(out, h)
+	return out
+}
+
+// appendVarintField appends a varint field unless v is zero, which proto3
+// leaves out.
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}

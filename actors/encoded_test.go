@@ -1,0 +1,102 @@
+package actors
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/depot-dev/depot/messages"
+)
+
+// frameOf lays records out as fetchAt does: reserve room, then the records.
+func frameOf(records []byte) ([]byte, []byte) {
+	frame := append(make([]byte, fetchRecordsReserve, fetchRecordsReserve+len(records)), records...)
+	for i := range fetchRecordsReserve {
+		frame[i] = 0xEE // a pooled buffer's leftovers
+	}
+	return frame, frame[fetchRecordsReserve:]
+}
+
+// A FetchResponse encoded in its frame decodes, with proto, to the same
+// message, whatever its fields hold; the records are not copied.
+func TestEncodeFetchResponse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cases := []*messages.FetchResponse{
+		{Topic: "t", Records: []byte{1}},
+		{Records: patterned(10, 1)},
+		{
+			Topic: strings.Repeat("x", MaxTopicNameLength), Partition: math.MaxInt32, Error: messages.ErrorCode_OFFSET_OUT_OF_RANGE,
+			ErrorMessage: "offset out of range", HighWatermark: math.MaxInt64, LogStartOffset: -1, CorrelationId: math.MinInt64,
+			Offset: -2, More: true, Records: patterned(1<<20, 2),
+		},
+	}
+	for range 200 {
+		cases = append(cases, &messages.FetchResponse{
+			Topic:          strings.Repeat("a", rng.IntN(MaxTopicNameLength+1)),
+			Partition:      rng.Int32() - math.MaxInt32/2,
+			HighWatermark:  rng.Int64() - math.MaxInt64/2,
+			LogStartOffset: rng.Int64N(1 << 40),
+			CorrelationId:  rng.Int64(),
+			Offset:         rng.Int64N(1<<40) - 1<<39,
+			More:           rng.IntN(2) == 0,
+			Records:        patterned(1+rng.IntN(64<<10), byte(rng.IntN(256))),
+		})
+	}
+	for i, want := range cases {
+		frame, records := frameOf(want.Records)
+		r := proto.Clone(want).(*messages.FetchResponse)
+		r.Records = records
+		b := encodeFetchResponse(r, frame)
+		require.NotNil(t, b, "case %d", i)
+		require.Same(t, &frame[len(frame)-1], &b[len(b)-1], "case %d: built in its frame", i)
+		got := &messages.FetchResponse{}
+		require.NoError(t, proto.Unmarshal(b, got), "case %d", i)
+		require.True(t, proto.Equal(want, got), "case %d:\n%v\n%v", i, want, got)
+	}
+}
+
+// Records that are not the tail of their frame, or none, are not encoded:
+// the caller sends the message itself.
+func TestEncodeFetchResponseNeedsAFrame(t *testing.T) {
+	frame, records := frameOf(patterned(100, 1))
+	require.Nil(t, encodeFetchResponse(&messages.FetchResponse{Records: records[:50]}, frame), "a prefix of the frame's records")
+	require.Nil(t, encodeFetchResponse(&messages.FetchResponse{Records: patterned(100, 1)}, frame), "a copy of them")
+	require.Nil(t, encodeFetchResponse(&messages.FetchResponse{}, frame[:fetchRecordsReserve]), "no records")
+	short := frame[fetchRecordsReserve-10:]
+	require.Nil(t, encodeFetchResponse(&messages.FetchResponse{Records: short[10:]}, short), "no room before them")
+}
+
+// protoactor's serializer sends an encodedMessage as the message it names,
+// without copying its bytes, and its peer's proto serializer reads it.
+func TestEncodedMessageThroughProtoactorSerializer(t *testing.T) {
+	want := &messages.FetchResponse{Topic: "orders", Partition: 3, HighWatermark: 99, Offset: 7, Records: patterned(8<<10, 4)}
+	frame, records := frameOf(want.Records)
+	r := proto.Clone(want).(*messages.FetchResponse)
+	r.Records = records
+	msg := &encodedMessage{desc: fetchResponseDescriptor, b: encodeFetchResponse(r, frame)}
+
+	data, typeName, err := remote.Serialize(msg, 0)
+	require.NoError(t, err)
+	require.Equal(t, "depot.FetchResponse", typeName)
+	require.Same(t, &msg.b[0], &data[0], "serialized without a copy")
+	got, err := remote.Deserialize(data, typeName, 0)
+	require.NoError(t, err)
+	require.True(t, proto.Equal(want, got.(proto.Message)))
+	require.NotContains(t, msg.String(), "\x04", "its bytes stay out of logs")
+}
+
+func TestIsRemote(t *testing.T) {
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	pid := system.NewLocalPID("a")
+	require.False(t, isRemote(system, pid))
+	require.False(t, isRemote(system, actor.NewPID(localAddress, "b")))
+	require.True(t, isRemote(system, actor.NewPID("127.0.0.1:9092", "b")))
+	require.False(t, isRemote(system, nil))
+}
