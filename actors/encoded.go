@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/runtime/protoiface"
 
@@ -123,4 +124,45 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	}
 	b = protowire.AppendTag(b, num, protowire.VarintType)
 	return protowire.AppendVarint(b, v)
+}
+
+var produceRequestDescriptor = (&messages.ProduceRequest{}).ProtoReflect().Descriptor()
+
+// OutgoingProduce returns what a producer sends to the partition to: when
+// to is in another actor system and r carries at least a few KiB of
+// records, r in its wire form, written once into a buffer of the remote
+// streams' pool that the stream takes back when it has written it; r
+// itself otherwise. Either way the records are copied once, as
+// protoactor's serializer would copy them later, but into a buffer that is
+// neither allocated nor cleared, and at once: the caller may change them
+// as soon as it returns.
+func OutgoingProduce(system *actor.ActorSystem, to *actor.PID, r *messages.ProduceRequest) proto.Message {
+	if len(r.Records) < inlineData || !isRemote(system, to) {
+		return r
+	}
+	return &encodedMessage{desc: produceRequestDescriptor, b: encodeProduceRequest(r)}
+}
+
+// encodeProduceRequest returns r's wire form in a buffer of remoteBuffers,
+// its records last (a decoder takes fields in any order).
+func encodeProduceRequest(r *messages.ProduceRequest) []byte {
+	var head [MaxTopicNameLength + 64]byte
+	h := head[:0]
+	if r.Topic != "" {
+		h = protowire.AppendTag(h, 1, protowire.BytesType)
+		h = protowire.AppendString(h, r.Topic)
+	}
+	h = appendVarintField(h, 2, uint64(int64(r.Partition)))
+	h = appendVarintField(h, 3, uint64(int64(r.Acks)))
+	h = appendVarintField(h, 4, uint64(int64(r.TimeoutMs)))
+	h = appendVarintField(h, 6, uint64(r.CorrelationId))
+	if len(r.Records) > 0 {
+		h = protowire.AppendTag(h, 5, protowire.BytesType)
+		h = protowire.AppendVarint(h, uint64(len(r.Records)))
+	}
+	buf := remoteBuffers.Get(len(h) + len(r.Records))
+	b := *buf
+	copy(b, h)
+	copy(b[len(h):], r.Records)
+	return b
 }

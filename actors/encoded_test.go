@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -99,4 +100,36 @@ func TestIsRemote(t *testing.T) {
 	require.False(t, isRemote(system, actor.NewPID(localAddress, "b")))
 	require.True(t, isRemote(system, actor.NewPID("127.0.0.1:9092", "b")))
 	require.False(t, isRemote(system, nil))
+}
+
+// A produce request to another system goes in its wire form, which decodes
+// to the same request and owns its bytes; a small one, or one to a local
+// actor, goes as it is.
+func TestOutgoingProduce(t *testing.T) {
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	far, near := actor.NewPID("127.0.0.1:9092", "p"), system.NewLocalPID("p")
+	for _, want := range []*messages.ProduceRequest{
+		{Topic: "orders", Partition: 2, Acks: -1, TimeoutMs: 30000, CorrelationId: 1 << 40, Records: patterned(64<<10, 1)},
+		{Topic: strings.Repeat("t", 300), Partition: -1, Acks: 1, TimeoutMs: math.MaxInt32, CorrelationId: -5, Records: patterned(inlineData, 2)},
+		{Records: patterned(1<<20, 3)},
+	} {
+		records := bytes.Clone(want.Records)
+		r := proto.Clone(want).(*messages.ProduceRequest)
+		msg := OutgoingProduce(system, far, r)
+		enc, ok := msg.(*encodedMessage)
+		require.True(t, ok, "%T", msg)
+		r.Records[0]++ // the caller's records are its own again
+		data, typeName, err := remote.Serialize(enc, 0)
+		require.NoError(t, err)
+		require.Equal(t, "depot.ProduceRequest", typeName)
+		got, err := remote.Deserialize(data, typeName, 0)
+		require.NoError(t, err)
+		want.Records = records
+		require.True(t, proto.Equal(want, got.(proto.Message)))
+	}
+	small := &messages.ProduceRequest{Topic: "t", Records: patterned(inlineData-1, 4)}
+	require.Same(t, small, OutgoingProduce(system, far, small))
+	large := &messages.ProduceRequest{Topic: "t", Records: patterned(1<<20, 5)}
+	require.Same(t, large, OutgoingProduce(system, near, large))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -143,14 +144,16 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		b.corrID = s.corrID
 		b.sentAt = now
 		b.attempts++
-		ctx.Request(ps.leader, &messages.ProduceRequest{
+		// Sent in its wire form: the records are copied now, so a later
+		// resend may stamp new sequence numbers into b.buf.
+		ctx.Request(ps.leader, actors.OutgoingProduce(ctx.ActorSystem(), ps.leader, &messages.ProduceRequest{
 			Topic:         ps.key.topic,
 			Partition:     ps.key.partition,
 			Acks:          cfg.acks,
 			TimeoutMs:     int32(min(cfg.requestTimeout.Milliseconds(), 1<<31-1)),
 			Records:       b.buf,
 			CorrelationId: b.corrID,
-		})
+		}))
 		if cfg.acks == 0 {
 			ps.queue = ps.queue[1:]
 			s.complete(b, -1, nil)
