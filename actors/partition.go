@@ -166,6 +166,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.onStarted(ctx)
 	case *messages.ProduceRequest:
 		a.onProduce(ctx, m)
+		ReleaseReceived(m)
 	case *syncParked:
 		a.syncing = false
 		a.startFlush(ctx)

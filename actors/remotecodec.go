@@ -153,122 +153,62 @@ func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	// protoactor has deserialized its envelopes. It does so before reading
 	// the next message of the stream, whose read lets go of the buffer (see
 	// heldStream). gRPC's own buffers are not held past Unmarshal: holding
-	// them stalls the stream.
-	//
-	// A batch that may carry record bytes (see namesRecordType) is copied
-	// into a fresh buffer instead, and if it does (see aliasRecords), the
-	// buffer is neither held nor ever put back: the messages deserialized
-	// from it own it, and the garbage collector frees it with the last of
-	// them. If it does not, the fresh buffer is held, then pooled, as a
-	// pooled one would be.
-	size := data.Len()
-	fresh := aliasSerializerID >= 0 && size >= inlineData && namesRecordType(data)
-	var b *[]byte
-	if fresh {
-		buf := make([]byte, size)
-		b = &buf
-	} else {
-		b = remoteBuffers.Get(size)
-	}
+	// them stalls the stream. The produce requests among the envelopes keep
+	// their records in the buffer (see aliasRecords) and hold it too, until
+	// their partition has appended them (see ReleaseReceived).
+	b := remoteBuffers.Get(data.Len())
 	data.CopyTo(*b)
 	err := unmarshalRemoteMessage(*b, rm)
-	if err == nil && fresh && aliasRecords(rm.GetMessageBatch()) {
-		return nil
-	}
 	if err == nil && rm.GetMessageBatch() == nil {
 		// Connect and disconnect messages were decoded by proto, which
 		// copies: nothing aliases the buffer.
 		remoteBuffers.Put(b)
 		return nil
 	}
-	if err != nil || !remoteReads.hold(rm, b) {
-		if err == nil {
-			// Nobody will let go of it: detach the batch from the
-			// buffer, which goes back now.
-			err = unmarshalRemoteMessageCopy(*b, rm)
-		}
+	if err != nil {
 		remoteBuffers.Put(b)
+		return err
 	}
-	return err
+	shared := &sharedRead{buf: b}
+	shared.refs.Store(1) // the stream's, until its next read
+	if !remoteReads.hold(rm, shared) {
+		// Nobody will let go of it: detach the batch from the buffer,
+		// which goes back now.
+		err = unmarshalRemoteMessageCopy(*b, rm)
+		remoteBuffers.Put(b)
+		return err
+	}
+	aliasRecords(rm.GetMessageBatch(), shared)
+	return nil
 }
 
 // aliasRecords hands each envelope of batch that carries a produce
 // request's records to aliasSerializer, so that the deserialized
-// ProduceRequest's Records aliases the envelope's data rather than a copy
-// of it, and reports whether it did so for any. An envelope qualifies when
-// protoactor would read it with proto (serializer id 0), its type is
-// aliased (see aliasedType), and its data is at least inlineData bytes
-// (below that, a copy costs less than the buffer it would keep alive).
+// ProduceRequest's Records aliases the envelope's data, in shared's buffer,
+// rather than a copy of it. An envelope qualifies when protoactor would
+// read it with proto (serializer id 0), its type is aliased (see
+// aliasedType), and its data is at least inlineData bytes (below that, a
+// copy costs less than holding the buffer).
 //
-// This is only safe because batch was decoded from a buffer of its own that
-// is never reused (not one of remoteBuffers): nothing else will ever write
-// to it, so Records stays as received for as long as anyone holds it. The
-// owner of Records may write to it: a partition's disk.Log.Append rewrites
-// the base offset of each batch in place (wire.SetBaseOffset). That is
-// harmless, because protobuf's length-delimited fields do not overlap: the
-// envelopes of one batch occupy disjoint ranges of the buffer, each
-// Records lies inside its envelope's range and its capacity ends there (an
-// append reallocates rather than spill over a neighbour), and everything
-// else in the buffer is copied out of it by proto, whose result shares no
-// bytes with it. The
-// cost is retention: while any Records (or a record's key or value
-// slicing it, as the client's consumer hands out) is alive, the whole
-// received message is.
-func aliasRecords(batch *remote.MessageBatch) bool {
-	aliased := false
+// The owner of Records may write to it: a partition's disk.Log.Append
+// rewrites the base offset of each batch in place (wire.SetBaseOffset).
+// That is harmless, because protobuf's length-delimited fields do not
+// overlap: the envelopes of one batch occupy disjoint ranges of the buffer,
+// each Records lies inside its envelope's range and its capacity ends
+// there (an append reallocates rather than spill over a neighbour), and
+// everything else in the buffer is copied out of it by proto.
+func aliasRecords(batch *remote.MessageBatch, shared *sharedRead) {
+	if aliasSerializerID < 0 {
+		return
+	}
 	for _, e := range batch.GetEnvelopes() {
 		if e.SerializerId != 0 || len(e.MessageData) < inlineData ||
-			e.TypeId < 0 || int(e.TypeId) >= len(batch.TypeNames) {
+			e.TypeId < 0 || int(e.TypeId) >= len(batch.TypeNames) || !aliasedType(batch.TypeNames[e.TypeId]) {
 			continue
 		}
-		if aliasedType(batch.TypeNames[e.TypeId]) {
-			e.SerializerId = aliasSerializerID
-			aliased = true
-		}
+		e.SerializerId = aliasSerializerID
+		receivedRecords.expect(e.MessageData, shared)
 	}
-	return aliased
-}
-
-// namesRecordPrefix is how much of a message namesRecordType looks at.
-const namesRecordPrefix = 512
-
-// namesRecordType reports whether the message in data may be a batch
-// carrying an aliased type (see aliasedType), from the type names at its
-// start, before it is copied anywhere. Both proto and marshalBatch write
-// the type names (field 1 of the batch) first; a sender that writes them
-// later is answered false, which costs it the aliasing, not correctness.
-// When the names run past the prefix looked at, the answer is true: the
-// batch is checked again once decoded.
-func namesRecordType(data mem.BufferSlice) bool {
-	var prefix [namesRecordPrefix]byte
-	b := prefix[:data.CopyTo(prefix[:])]
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != 1 || typ != protowire.BytesType {
-		return false // not a batch
-	}
-	b = b[n:]
-	if _, n = protowire.ConsumeVarint(b); n < 0 {
-		return false
-	}
-	b = b[n:]
-	for len(b) > 0 {
-		num, typ, tagLen := protowire.ConsumeTag(b)
-		if tagLen < 0 {
-			return true // cut by the prefix, or malformed: decoding tells
-		}
-		if num != 1 || typ != protowire.BytesType {
-			return false
-		}
-		name, n := protowire.ConsumeBytes(b[tagLen:])
-		if n < 0 {
-			return true
-		}
-		if aliasedType(string(name)) {
-			return true
-		}
-		b = b[tagLen+n:]
-	}
-	return data.Len() > len(prefix)
 }
 
 // unmarshalRemoteMessageCopy decodes b into rm with nothing aliasing b.
@@ -277,38 +217,40 @@ func unmarshalRemoteMessageCopy(b []byte, rm *remote.RemoteMessage) error {
 	return proto.Unmarshal(b, rm)
 }
 
-// heldReads maps decoded messages to the bytes they alias until the stream
-// that read them reads again. It is bounded: a message read by a stream
-// that never lets go (not wrapped by heldStream) is decoded with copies
-// once the bound is reached, rather than held forever.
+// heldReads maps decoded messages to the buffers they alias until the
+// stream that read them reads again. It is bounded: a message read by a
+// stream that never lets go (not wrapped by heldStream) is decoded with
+// copies once the bound is reached, rather than held forever.
 type heldReads struct {
 	mu sync.Mutex
-	m  map[*remote.RemoteMessage]*[]byte
+	m  map[*remote.RemoteMessage]*sharedRead
 }
 
 // maxHeldReads bounds heldReads: one message per open stream.
 const maxHeldReads = 1024
 
-var remoteReads = &heldReads{m: map[*remote.RemoteMessage]*[]byte{}}
+var remoteReads = &heldReads{m: map[*remote.RemoteMessage]*sharedRead{}}
 
-func (r *heldReads) hold(rm *remote.RemoteMessage, b *[]byte) bool {
+func (r *heldReads) hold(rm *remote.RemoteMessage, s *sharedRead) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.m) >= maxHeldReads {
 		return false
 	}
-	r.m[rm] = b
+	r.m[rm] = s
 	return true
 }
 
-// release lets go of what rm aliases; rm must not be used after.
+// release lets go of what rm aliases; rm must not be used after. The
+// produce requests deserialized from it hold the buffer on.
 func (r *heldReads) release(rm *remote.RemoteMessage) {
 	r.mu.Lock()
-	b, ok := r.m[rm]
+	s, ok := r.m[rm]
 	delete(r.m, rm)
 	r.mu.Unlock()
 	if ok {
-		remoteBuffers.Put(b)
+		receivedRecords.forget(s)
+		s.release()
 	}
 }
 

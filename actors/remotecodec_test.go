@@ -374,7 +374,6 @@ func FuzzRemoteCodecUnmarshal(f *testing.F) {
 	addSeedFiles(f, "FuzzRemoteCodecUnmarshal", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		input := bytes.Clone(b)
-		namesRecordType(mem.BufferSlice{mem.SliceBuffer(b)})
 		got := &remote.RemoteMessage{}
 		err := unmarshalRemoteMessage(b, got)
 		require.Equal(t, input, b, "Unmarshal changed its input")
@@ -673,8 +672,9 @@ func recordsBatch(t testing.TB, msgs ...proto.Message) *remote.RemoteMessage {
 }
 
 // A large ProduceRequest is handed to aliasSerializer, and reads back as
-// sent, its records aliasing a buffer nobody holds or reuses; small ones and
-// other types (a FetchResponse among them) stay with proto.
+// sent, its records aliasing the received buffer, which the pool gets back
+// only once the stream has read on and every such request is released;
+// small ones and other types (a FetchResponse among them) stay with proto.
 func TestRemoteCodecAliasesRecords(t *testing.T) {
 	msgs := []proto.Message{
 		recordsMessage(produceRequestName, patterned(1<<20, 1)),
@@ -688,7 +688,7 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 	aliased := []bool{true, false, false, false, true, false, true}
 	before := heldCount()
 	got := receive(t, recordsBatch(t, msgs...))
-	require.Equal(t, before, heldCount(), "the buffer is held")
+	require.Equal(t, before+1, heldCount(), "the stream holds the buffer")
 
 	batch := got.GetMessageBatch()
 	for i, e := range batch.GetEnvelopes() {
@@ -708,8 +708,10 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 		}
 	}
 
-	// Nothing went back to the pool: whatever it hands out of that size
-	// now may be written over without touching the records.
+	// The stream reads on; the requests still hold the buffer, so whatever
+	// the pool hands out of that size may be written over without touching
+	// their records.
+	remoteReads.release(got)
 	size := proto.Size(got)
 	tier := floor(size)
 	require.GreaterOrEqual(t, tier, 0)
@@ -725,7 +727,9 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 		remoteBuffers.Put(b)
 	}
 	for i, m := range delivered {
-		require.True(t, proto.Equal(msgs[i], m), "envelope %d changed after the pool was reused", i)
+		if aliased[i] {
+			require.True(t, proto.Equal(msgs[i], m), "envelope %d changed after the pool was reused", i)
+		}
 	}
 
 	// A partition rewrites each batch's base offset in place: records of
@@ -750,6 +754,70 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 		}
 		require.Equal(t, want, recordsOf(t, m), "envelope %d", i)
 	}
+
+	// Released, the last of them gives the buffer back to the pool.
+	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
+	defer emptyTiers(size)()
+	for i, m := range delivered {
+		if aliased[i] {
+			require.False(t, pooledBufferHolds(size, start), "buffer back in the pool before request %d is released", i)
+			ReleaseReceived(m.(*messages.ProduceRequest))
+		}
+	}
+	require.True(t, pooledBufferHolds(size, start), "the buffer did not go back to the pool")
+}
+
+// emptyTiers takes every buffer out of the pool's tiers that serve size,
+// so that the next buffer put back is kept, and returns a func that puts
+// them back.
+func emptyTiers(size int) func() {
+	var taken []*[]byte
+	for t := floor(size); t <= floor(size)+1 && t < len(remoteBuffers.tiers); t++ {
+		for len(remoteBuffers.tiers[t]) > 0 {
+			b := <-remoteBuffers.tiers[t]
+			remoteBuffers.kept.Add(-int64(cap(*b)))
+			taken = append(taken, b)
+		}
+	}
+	return func() {
+		for _, b := range taken {
+			remoteBuffers.Put(b)
+		}
+	}
+}
+
+// pooledBufferHolds reports whether a buffer in the pool's tiers that serve
+// size holds the byte at p.
+func pooledBufferHolds(size int, p *byte) bool {
+	for t := floor(size); t <= floor(size)+1 && t < len(remoteBuffers.tiers); t++ {
+		for range len(remoteBuffers.tiers[t]) {
+			b := <-remoteBuffers.tiers[t]
+			remoteBuffers.tiers[t] <- b
+			if within(unsafe.Slice(p, 1), (*b)[:cap(*b)]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Produce requests protoactor never deserializes (it drops the rest of a
+// batch on an unknown target) do not keep the buffer from the pool once
+// the stream reads on.
+func TestRemoteCodecUnmetAliasesLetGo(t *testing.T) {
+	msg := recordsBatch(t, recordsMessage(produceRequestName, patterned(64<<10, 1)), recordsMessage(produceRequestName, patterned(64<<10, 2)))
+	got := receive(t, msg)
+	batch := got.GetMessageBatch()
+	first, err := remote.Deserialize(batch.Envelopes[0].MessageData, batch.TypeNames[0], batch.Envelopes[0].SerializerId)
+	require.NoError(t, err)
+	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
+	size := proto.Size(got)
+	defer emptyTiers(size)()
+	remoteReads.release(got)
+	require.False(t, pooledBufferHolds(size, start), "the deserialized request still holds the buffer")
+	ReleaseReceived(first.(*messages.ProduceRequest))
+	require.True(t, pooledBufferHolds(size, start), "the envelope never deserialized keeps the buffer")
+	ReleaseReceived(first.(*messages.ProduceRequest)) // a second release does nothing
 }
 
 // A batch with no large record-carrying envelope keeps the pooled path: its
@@ -810,47 +878,4 @@ func TestRemoteCodecAliasingOff(t *testing.T) {
 	require.True(t, proto.Equal(msg, got))
 	require.Equal(t, int32(0), got.GetMessageBatch().Envelopes[0].SerializerId)
 	remoteReads.release(got)
-}
-
-func TestNamesRecordType(t *testing.T) {
-	env := &remote.MessageEnvelope{MessageData: []byte("d")}
-	encode := func(m *remote.RemoteMessage) []byte {
-		b, err := proto.Marshal(m)
-		require.NoError(t, err)
-		return b
-	}
-	long := string(bytes.Repeat([]byte("n"), 2*namesRecordPrefix))
-	var manyNames []string
-	for i := range 100 {
-		manyNames = append(manyNames, fmt.Sprintf("depot.Type%d", i))
-	}
-	// The type names written after an envelope.
-	late := appendBytesField(nil, 3, nil)
-	late = appendBytesField(late, 1, []byte(produceRequestName))
-	late = appendBytesField(nil, 1, late)
-	tests := []struct {
-		name string
-		b    []byte
-		want bool
-	}{
-		{"empty", nil, false},
-		{"connect", encode(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectResponse{ConnectResponse: &remote.ConnectResponse{MemberId: "m"}}}), false},
-		{"other types", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{"depot.FetchRequest", "depot.ProduceResponse"}, Envelopes: []*remote.MessageEnvelope{env}})), false},
-		{"produce", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{produceRequestName}, Envelopes: []*remote.MessageEnvelope{env}})), true},
-		{"fetch response", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{fetchResponseName}, Envelopes: []*remote.MessageEnvelope{env}})), false},
-		{"produce second", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{"depot.FetchRequest", produceRequestName}, Envelopes: []*remote.MessageEnvelope{env}})), true},
-		{"name past the prefix", encode(batchMessage(&remote.MessageBatch{TypeNames: []string{long}, Envelopes: []*remote.MessageEnvelope{env}})), true},
-		{"names past the prefix", encode(batchMessage(&remote.MessageBatch{TypeNames: manyNames})), true},
-		{"names after an envelope", late, false},
-		{"malformed", []byte{0x0a, 0x05, 0x0a, 0x80}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, namesRecordType(mem.BufferSlice{mem.SliceBuffer(tt.b)}))
-			if len(tt.b) > 1 {
-				cut := mem.BufferSlice{mem.SliceBuffer(tt.b[:1]), mem.SliceBuffer(tt.b[1:])}
-				require.Equal(t, tt.want, namesRecordType(cut), "in two buffers")
-			}
-		})
-	}
 }

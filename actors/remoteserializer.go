@@ -153,6 +153,7 @@ func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
 			return nil, err
 		}
 		m.Records = records
+		receivedRecords.own(b, m)
 		return m, nil
 	case fetchResponseName:
 		m := &messages.FetchResponse{}
