@@ -123,6 +123,7 @@ func requireNotAnswered(t *testing.T, answer chan *messages.ProduceResponse, wha
 // acknowledged record survives a crash.
 func TestGroupCommitAppendsDuringFsync(t *testing.T) {
 	f := newMoveFixture(t, 1<<20, nil)
+	f.stop(t) // the fixture's partition, on the OS's file system
 	mem := disk.NewMemFS()
 	g := newGatedFS(mem)
 	f.fs = g
@@ -180,6 +181,7 @@ func TestGroupCommitAppendsDuringFsync(t *testing.T) {
 // runs waits for it and answers the parked produce before its log closes.
 func TestGroupCommitStopWaitsForFsync(t *testing.T) {
 	f := newMoveFixture(t, 1<<20, nil)
+	f.stop(t) // the fixture's partition, on the OS's file system
 	g := newGatedFS(disk.NewMemFS())
 	f.fs = g
 	f.start(t, f.dirs[0], 0)
@@ -208,6 +210,7 @@ func TestGroupCommitStopWaitsForFsync(t *testing.T) {
 // acknowledged after it.
 func TestGroupCommitFsyncFailure(t *testing.T) {
 	f := newMoveFixture(t, 1<<20, nil)
+	f.stop(t) // the fixture's partition, on the OS's file system
 	g := newGatedFS(disk.NewMemFS())
 	f.fs = g
 	f.start(t, f.dirs[0], 0)
