@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,9 +22,13 @@ import (
 
 // faults are what a fake partition does wrong. Zero means never.
 type faults struct {
-	dropProduceEvery int           // ignore every n-th ProduceRequest
-	loseAnswerEvery  int           // append every n-th batch but send no answer
-	dropFetchEvery   int           // ignore every n-th FetchRequest
+	// The three faults below strike at random, about once in n, from a
+	// generator seeded per partition: a fault every n-th request exactly
+	// can fall in step with the producer's resends (five in flight,
+	// resent together), and strike the same batch every time.
+	dropProduceEvery int           // ignore about one ProduceRequest in n
+	loseAnswerEvery  int           // append about one batch in n but send no answer
+	dropFetchEvery   int           // ignore about one FetchRequest in n
 	produceDelay     time.Duration // answer produce requests this late
 	discard          bool          // assign offsets but keep no records (benchmarks)
 	skewChunkEvery   int           // in every n-th answer in chunks, the second names a wrong offset
@@ -91,7 +96,7 @@ func (fc *fakeCluster) createTopic(name string, n int) error {
 	}
 	parts := make([]*fakePartition, n)
 	for i := range parts {
-		fp := &fakePartition{fc: fc, topic: name, partition: int32(i), producers: map[int64]*fakeProducer{}}
+		fp := &fakePartition{fc: fc, topic: name, partition: int32(i), producers: map[int64]*fakeProducer{}, rng: rand.New(rand.NewPCG(uint64(i), 1))}
 		fp.name = fmt.Sprintf("partition-%s-%d", name, i)
 		pid, err := fc.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakePartitionActor{fp} }), fp.name)
 		if err != nil {
@@ -227,7 +232,8 @@ type fakePartition struct {
 	produces  int
 	fetches   int
 	stats     fakeStats
-	inChunks  int // answers in chunks so far, for the chunk faults
+	inChunks  int        // answers in chunks so far, for the chunk faults
+	rng       *rand.Rand // for the random faults; guarded by mu
 	// refetchAt is where the records of a skewed chunk start, while
 	// refetch is set: a consumer that drops the chunk fetches from there.
 	refetchAt int64
@@ -321,17 +327,22 @@ func (p *fakePartition) Receive(ctx actor.Context) {
 	}
 }
 
+// strikes reports whether a fault of rate one in n strikes now; with p.mu.
+func (p *fakePartition) strikes(n int) bool {
+	return n > 0 && p.rng.IntN(n) == 0
+}
+
 func (p *fakePartition) onProduce(ctx actor.Context, m *messages.ProduceRequest) {
 	f := p.fc.getFaults()
 	p.mu.Lock()
 	p.produces++
-	if f.dropProduceEvery > 0 && p.produces%f.dropProduceEvery == 0 {
+	if p.strikes(f.dropProduceEvery) {
 		p.stats.dropped++
 		p.mu.Unlock()
 		return
 	}
 	resp := p.append(m)
-	lose := f.loseAnswerEvery > 0 && p.produces%f.loseAnswerEvery == 0
+	lose := p.strikes(f.loseAnswerEvery)
 	if lose {
 		p.stats.unanswered++
 	}
@@ -407,7 +418,7 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 		p.refetch = false
 		p.stats.refetched++
 	}
-	if f.dropFetchEvery > 0 && p.fetches%f.dropFetchEvery == 0 {
+	if p.strikes(f.dropFetchEvery) {
 		p.stats.fetchDropped++
 		p.mu.Unlock()
 		return

@@ -180,6 +180,10 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 	switch {
 	case code == messages.ErrorCode_NONE || code == messages.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
 		ps.unconfirmed = 0
+		if i > 0 && s.p.cfg.idempotent {
+			s.completeBefore(ps, i, m.GetBaseOffset())
+			i = 0
+		}
 		s.remove(ps, i)
 		ps.inflight--
 		s.complete(b, m.GetBaseOffset(), nil)
@@ -209,6 +213,33 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 		}
 		s.complete(b, -1, codeError(code, m.GetErrorMessage()))
 		s.trySend(ctx, ps)
+	}
+}
+
+// completeBefore completes the i batches in flight before one the partition
+// took at baseOffset. A partition takes an idempotent producer's batches
+// only in sequence, so they are in the log, just before it: their answers
+// were lost. Resent, each would be refused as out of order once its
+// sequence is no longer among the last five the partition remembers, and
+// the producer would resend it until its delivery timeout.
+func (s *sender) completeBefore(ps *partSender, i int, baseOffset int64) {
+	done := make([]*batch, i)
+	copy(done, ps.queue[:i])
+	offsets := make([]int64, i)
+	next := baseOffset
+	for j := i - 1; j >= 0; j-- {
+		next -= int64(len(done[j].records))
+		offsets[j] = -1
+		if baseOffset >= 0 {
+			offsets[j] = next
+		}
+	}
+	n := copy(ps.queue, ps.queue[i:])
+	clear(ps.queue[n:])
+	ps.queue = ps.queue[:n]
+	ps.inflight -= i
+	for j, b := range done {
+		s.complete(b, offsets[j], nil)
 	}
 }
 
