@@ -146,6 +146,7 @@ latency, then a catch-up read). MB is 10^6 bytes of record values.`,
 	f.DurationVar(&cfg.Warmup, "warmup", 0, "leave the first part of production out of the produce and end-to-end figures (steady state only)")
 	f.DurationVar(&cfg.Linger, "linger", 0, "producer linger (default the client's, 5ms)")
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", 0, "producer batch size in bytes (default the client's, 1 MiB)")
+	f.Int64Var(&cfg.MaxBufferedBytes, "buffer-bytes", DefaultMaxBufferedBytes, "each producer's bound on bytes produced and not yet acknowledged")
 	f.StringVar(&workload, "workload", string(WorkloadBoth), "produce, consume or both")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json (one object per line)")
 	f.StringVar(&plotPath, "plot", "", "write throughput over time and latency percentiles to this PNG file")

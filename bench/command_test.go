@@ -199,12 +199,25 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"--workload", "read"},
 		{"-o", "yaml"},
 		{"--record-size", "4"},
+		{"--buffer-bytes", "-1"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			_, _, err := runCommand(t, args...)
 			require.ErrorIs(t, err, ErrConfig)
 		})
 	}
+}
+
+// --buffer-bytes bounds each producer's unacknowledged bytes, and the JSON
+// reports the bound and a peak within it.
+func TestBenchBufferBytes(t *testing.T) {
+	stdout, stderr, err := runCommand(t, "--records", "3000", "--workload", "produce", "--buffer-bytes", "262144", "--batch-bytes", "65536", "-o", "json")
+	require.NoError(t, err, stderr)
+	rows := jsonRows(t, stdout)
+	require.Equal(t, 262144.0, rows[RowProduce]["buffer_bound_bytes"])
+	require.Positive(t, rows[RowProduce]["peak_buffered_bytes"])
+	require.LessOrEqual(t, rows[RowProduce]["peak_buffered_bytes"], 262144.0)
+	require.Equal(t, 3000.0, rows[RowProduce]["records"])
 }
 
 func TestBenchUnderRootWithPersistentFlags(t *testing.T) {

@@ -441,6 +441,26 @@ func (r *run) produce(ctx context.Context, p *client.Producer, index int, quota 
 		it.warm = now.Before(r.warmEnd)
 		binary.LittleEndian.PutUint64(it.rec.Value[valueTimePos:], uint64(now.UnixNano()))
 		p.Produce(ctx, &it.rec, it.promise)
+		if i%peakEvery == 0 || i == quota-1 {
+			// Right after a Produce the buffer holds at least that record:
+			// a run shorter than the sampler's interval still has a peak.
+			r.notePeak(p)
+		}
+	}
+}
+
+// peakEvery is how often, in records, a producer's loop samples its
+// buffered bytes besides the sampler's ticks.
+const peakEvery = 1024
+
+// notePeak raises peakBuffered to p's buffered bytes.
+func (r *run) notePeak(p *client.Producer) {
+	b := p.BufferedBytes()
+	for {
+		peak := r.peakBuffered.Load()
+		if b <= peak || r.peakBuffered.CompareAndSwap(peak, b) {
+			return
+		}
 	}
 }
 
@@ -560,9 +580,7 @@ func (r *run) startSampler() (stop func()) {
 			case <-t.C:
 			}
 			for _, p := range r.producers {
-				if b := p.BufferedBytes(); b > r.peakBuffered.Load() {
-					r.peakBuffered.Store(b)
-				}
+				r.notePeak(p)
 			}
 			if i%seriesEvery == 0 {
 				r.takeSample()
