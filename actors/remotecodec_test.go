@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -480,10 +481,26 @@ func TestDirtyPoolCapacities(t *testing.T) {
 			b := make([]byte, c)
 			p.Put(&b)
 			for i, tier := range p.tiers {
-				require.Zero(t, len(tier), "buffer of capacity %d kept in tier %d", c, i)
+				require.Zero(t, tier.len(), "buffer of capacity %d kept in tier %d", c, i)
 			}
 		}
 	})
+}
+
+// The buffer handed back last is handed out first: it is the one most
+// likely still in the CPU's caches.
+func TestDirtyPoolHandsOutTheLastBufferFirst(t *testing.T) {
+	p := newDirtyPool()
+	var bufs []*[]byte
+	for range 4 {
+		bufs = append(bufs, p.Get(1<<20))
+	}
+	for _, b := range bufs {
+		p.Put(b)
+	}
+	for i := len(bufs) - 1; i >= 0; i-- {
+		require.Same(t, bufs[i], p.Get(1<<20), "buffer %d", i)
+	}
 }
 
 // The pool keeps at most maxPoolBytes however much is given back, and
@@ -493,11 +510,11 @@ func TestDirtyPoolBound(t *testing.T) {
 	kept := func() int {
 		n := 0
 		for _, tier := range p.tiers {
-			for range len(tier) {
-				b := <-tier
+			tier.mu.Lock()
+			for _, b := range tier.free {
 				n += cap(*b)
-				tier <- b
 			}
+			tier.mu.Unlock()
 		}
 		return n
 	}
@@ -716,7 +733,7 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 	tier := floor(size)
 	require.GreaterOrEqual(t, tier, 0)
 	var taken []*[]byte
-	for range cap(remoteBuffers.tiers[tier]) + cap(remoteBuffers.tiers[min(tier+1, len(remoteBuffers.tiers)-1)]) + 1 {
+	for range remoteBuffers.tiers[tier].limit + remoteBuffers.tiers[min(tier+1, len(remoteBuffers.tiers)-1)].limit + 1 {
 		b := remoteBuffers.Get(size)
 		for i := range *b {
 			(*b)[i] = 0xAA
@@ -773,8 +790,7 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 func emptyTiers(size int) func() {
 	var taken []*[]byte
 	for t := floor(size); t <= floor(size)+1 && t < len(remoteBuffers.tiers); t++ {
-		for len(remoteBuffers.tiers[t]) > 0 {
-			b := <-remoteBuffers.tiers[t]
+		for b := remoteBuffers.tiers[t].pop(); b != nil; b = remoteBuffers.tiers[t].pop() {
 			remoteBuffers.kept.Add(-int64(cap(*b)))
 			taken = append(taken, b)
 		}
@@ -790,9 +806,11 @@ func emptyTiers(size int) func() {
 // size holds the byte at p.
 func pooledBufferHolds(size int, p *byte) bool {
 	for t := floor(size); t <= floor(size)+1 && t < len(remoteBuffers.tiers); t++ {
-		for range len(remoteBuffers.tiers[t]) {
-			b := <-remoteBuffers.tiers[t]
-			remoteBuffers.tiers[t] <- b
+		tier := remoteBuffers.tiers[t]
+		tier.mu.Lock()
+		free := slices.Clone(tier.free)
+		tier.mu.Unlock()
+		for _, b := range free {
 			if within(unsafe.Slice(p, 1), (*b)[:cap(*b)]) {
 				return true
 			}
