@@ -17,13 +17,14 @@ import (
 // serializer calls proto.Marshal, which takes the bytes as they are through
 // the message's ProtoMethods, and proto.MessageName, which reads its
 // descriptor; the peer decodes it as the message the descriptor names, as
-// any other. Nothing else of protoreflect.Message is implemented (the
-// embedded interface is nil), so an encodedMessage must never reach a local
-// actor: see isRemote.
+// any other. Beyond those, IsValid, GetUnknown and Range answer as for an
+// empty message, for whatever inspects it on the way; the rest of
+// protoreflect.Message is not implemented (the embedded interface is nil),
+// so an encodedMessage must never reach a local actor: see isRemote.
 //
 // Its bytes are handed to the sender's stream, and remoteCodec puts them
-// back into remoteBuffers once gRPC has written them: an encodedMessage is
-// sent once and not touched after.
+// back into remoteBuffers once gRPC has written them (when they are at
+// least inlineData): an encodedMessage is sent once and not touched after.
 type encodedMessage struct {
 	protoreflect.Message
 	desc protoreflect.MessageDescriptor

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -132,4 +133,32 @@ func TestOutgoingProduce(t *testing.T) {
 	require.Same(t, small, OutgoingProduce(system, far, small))
 	large := &messages.ProduceRequest{Topic: "t", Records: patterned(1<<20, 5)}
 	require.Same(t, large, OutgoingProduce(system, near, large))
+}
+
+// A fetch keeps its records in a pooled frame only when they are large
+// enough to travel as a buffer of their own; fewer bytes are copied out and
+// the frame goes straight back, as a tailing consumer's fetches are.
+func TestFetchFramesOnlyLargeRecords(t *testing.T) {
+	l, err := disk.Open(disk.NewMemFS(), "/p/orders-0", disk.Options{Config: disk.DefaultConfig()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	small, err := encodeBatch("a", "b")
+	require.NoError(t, err)
+	_, err = l.Append(small)
+	require.NoError(t, err)
+	a := &partitionActor{log: l}
+	req := &messages.FetchRequest{Topic: "orders", MaxBytes: 1 << 20}
+
+	resp, frame, _ := a.fetchAt(req, 0, 1<<20)
+	require.Nil(t, frame)
+	require.Equal(t, small, resp.Records)
+
+	large, err := encodeBatch(strings.Repeat("x", 2*inlineData))
+	require.NoError(t, err)
+	_, err = l.Append(large)
+	require.NoError(t, err)
+	resp, frame, _ = a.fetchAt(req, 2, 1<<20)
+	require.NotNil(t, frame)
+	require.Equal(t, large, resp.Records)
+	require.NotNil(t, encodeFetchResponse(resp, frame), "the records lie in their frame")
 }

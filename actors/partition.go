@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -634,6 +635,13 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 		a.logger.WithError(err).Error("read failed")
 		return resp, nil, true
 	case len(frame) == fetchRecordsReserve:
+		remoteBuffers.Put(buf)
+		return resp, nil, false
+	case len(frame)-fetchRecordsReserve < inlineData:
+		// Too few bytes to travel as a buffer of their own: the stream
+		// would copy them and drop the frame, so they are copied now and
+		// the frame goes back, as a tailing consumer's fetches are.
+		resp.Records = bytes.Clone(frame[fetchRecordsReserve:])
 		remoteBuffers.Put(buf)
 		return resp, nil, false
 	}
