@@ -435,17 +435,28 @@ type poolTier struct {
 	limit int
 }
 
-func (t *poolTier) pop() *[]byte {
+// fitDepth is how many buffers from the top popFit looks at.
+const fitDepth = 4
+
+// pop takes the buffer on top, or returns nil.
+func (t *poolTier) pop() *[]byte { return t.popFit(0) }
+
+// popFit takes the topmost of the fitDepth buffers on top that holds size
+// bytes, or returns nil: a buffer too small for this size stays for the
+// next, rather than hiding the ones under it.
+func (t *poolTier) popFit(size int) *[]byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.free)
-	if n == 0 {
-		return nil
+	for i := n - 1; i >= max(n-fitDepth, 0); i-- {
+		if b := t.free[i]; cap(*b) >= size {
+			copy(t.free[i:], t.free[i+1:])
+			t.free[n-1] = nil
+			t.free = t.free[:n-1]
+			return b
+		}
 	}
-	b := t.free[n-1]
-	t.free[n-1] = nil
-	t.free = t.free[:n-1]
-	return b
+	return nil
 }
 
 func (t *poolTier) push(b *[]byte) bool {
@@ -496,22 +507,19 @@ func floor(size int) int {
 	return min(bits.Len(uint(size))-1, maxPoolShift) - minPoolShift
 }
 
-// Get returns a buffer of size bytes: one of the largest tier at most size
-// that happens to hold size, else one of the next tier, which always does,
-// else a new one of exactly size, which Put later keeps in the largest tier
-// at most its capacity. So buffers of one recurring size (a produce batch
-// with its framing, say) come back to serve that size, not a tier twice as
-// large.
+// Get returns a buffer of size bytes: one near the top of the largest tier
+// at most size that happens to hold size, else one of the next tier, which
+// always does, else a new one of size bytes (its capacity a size class),
+// which Put later keeps in the largest tier at most its capacity. So
+// buffers of one recurring size (a produce batch with its framing, say)
+// come back to serve that size, not a tier twice as large.
 func (p *dirtyPool) Get(size int) *[]byte {
 	f := floor(size)
 	for t := f; t >= 0 && t <= f+1 && t < len(p.tiers); t++ {
-		if b := p.tiers[t].pop(); b != nil {
+		if b := p.tiers[t].popFit(size); b != nil {
 			p.kept.Add(-int64(cap(*b)))
-			if cap(*b) >= size {
-				*b = (*b)[:size]
-				return b
-			}
-			p.Put(b)
+			*b = (*b)[:size]
+			return b
 		}
 	}
 	b := make([]byte, size, classSize(size))

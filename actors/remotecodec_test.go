@@ -503,6 +503,19 @@ func TestDirtyPoolHandsOutTheLastBufferFirst(t *testing.T) {
 	}
 }
 
+// A buffer too small for a size, handed back last, does not hide a larger
+// one under it, and stays for a smaller size.
+func TestDirtyPoolLooksUnderASmallBuffer(t *testing.T) {
+	p := newDirtyPool()
+	large, small := make([]byte, 1<<20+1<<19), make([]byte, 1<<20)
+	p.Put(&large)
+	p.Put(&small)
+	got := p.Get(1<<20 + 1<<18)
+	require.Equal(t, unsafe.SliceData(large), unsafe.SliceData(*got), "the fitting buffer under the small one")
+	got = p.Get(1 << 20)
+	require.Equal(t, unsafe.SliceData(small), unsafe.SliceData(*got))
+}
+
 // The pool keeps at most maxPoolBytes however much is given back, and
 // counts what it hands out again.
 func TestDirtyPoolBound(t *testing.T) {
