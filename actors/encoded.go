@@ -90,16 +90,10 @@ func encodeFetchResponse(r *messages.FetchResponse, frame []byte) []byte {
 	}
 	var head [fetchRecordsReserve]byte
 	h := head[:0]
-	if r.Topic != "" {
-		h = protowire.AppendTag(h, 1, protowire.BytesType)
-		h = protowire.AppendString(h, r.Topic)
-	}
+	h = appendStringField(h, 1, r.Topic)
 	h = appendVarintField(h, 2, uint64(int64(r.Partition)))
 	h = appendVarintField(h, 3, uint64(int64(r.Error)))
-	if r.ErrorMessage != "" {
-		h = protowire.AppendTag(h, 4, protowire.BytesType)
-		h = protowire.AppendString(h, r.ErrorMessage)
-	}
+	h = appendStringField(h, 4, r.ErrorMessage)
 	h = appendVarintField(h, 5, uint64(r.HighWatermark))
 	h = appendVarintField(h, 6, uint64(r.LogStartOffset))
 	h = appendVarintField(h, 8, uint64(r.CorrelationId))
@@ -107,14 +101,30 @@ func encodeFetchResponse(r *messages.FetchResponse, frame []byte) []byte {
 	if r.More {
 		h = appendVarintField(h, 10, 1)
 	}
-	h = protowire.AppendTag(h, 7, protowire.BytesType)
-	h = protowire.AppendVarint(h, uint64(len(r.Records)))
+	h = appendBytesHead(h, 7, len(r.Records))
 	if len(h) > fetchRecordsReserve {
 		return nil
 	}
 	out := frame[fetchRecordsReserve-len(h):]
 	copy(out, h)
 	return out
+}
+
+// appendStringField appends a string field unless it is empty, which
+// proto3 leaves out.
+func appendStringField(b []byte, num protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+// appendBytesHead appends the tag and length of a bytes field of n bytes,
+// whose bytes follow.
+func appendBytesHead(b []byte, num protowire.Number, n int) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
 }
 
 // appendVarintField appends a varint field unless v is zero, which proto3
@@ -149,17 +159,13 @@ func OutgoingProduce(system *actor.ActorSystem, to *actor.PID, r *messages.Produ
 func encodeProduceRequest(r *messages.ProduceRequest) []byte {
 	var head [MaxTopicNameLength + 64]byte
 	h := head[:0]
-	if r.Topic != "" {
-		h = protowire.AppendTag(h, 1, protowire.BytesType)
-		h = protowire.AppendString(h, r.Topic)
-	}
+	h = appendStringField(h, 1, r.Topic)
 	h = appendVarintField(h, 2, uint64(int64(r.Partition)))
 	h = appendVarintField(h, 3, uint64(int64(r.Acks)))
 	h = appendVarintField(h, 4, uint64(int64(r.TimeoutMs)))
 	h = appendVarintField(h, 6, uint64(r.CorrelationId))
 	if len(r.Records) > 0 {
-		h = protowire.AppendTag(h, 5, protowire.BytesType)
-		h = protowire.AppendVarint(h, uint64(len(r.Records)))
+		h = appendBytesHead(h, 5, len(r.Records))
 	}
 	buf := remoteBuffers.Get(len(h) + len(r.Records))
 	b := *buf

@@ -438,9 +438,6 @@ type poolTier struct {
 // fitDepth is how many buffers from the top popFit looks at.
 const fitDepth = 4
 
-// pop takes the buffer on top, or returns nil.
-func (t *poolTier) pop() *[]byte { return t.popFit(0) }
-
 // popFit takes the topmost of the fitDepth buffers on top that holds size
 // bytes, or returns nil: a buffer too small for this size stays for the
 // next, rather than hiding the ones under it.
@@ -467,12 +464,6 @@ func (t *poolTier) push(b *[]byte) bool {
 	}
 	t.free = append(t.free, b)
 	return true
-}
-
-func (t *poolTier) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.free)
 }
 
 const (
