@@ -54,6 +54,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/wire"
 )
 
@@ -97,7 +98,7 @@ const (
 	DefaultBaselineDuration = 2 * time.Second
 	// DefaultMaxBufferedBytes is each producer's bound on unacknowledged
 	// bytes (the client's own default).
-	DefaultMaxBufferedBytes = 64 << 20
+	DefaultMaxBufferedBytes = client.DefaultMaxBufferedBytes
 	// DefaultDrainTimeout bounds how long tailing consumers may take to
 	// catch up once the producers are done.
 	DefaultDrainTimeout = 30 * time.Second
@@ -156,7 +157,7 @@ type Config struct {
 	Linger     time.Duration
 	BatchBytes int
 	// MaxBufferedBytes bounds each producer's unacknowledged bytes.
-	// Default 64 MiB.
+	// Default DefaultMaxBufferedBytes.
 	MaxBufferedBytes int64
 	// DrainTimeout bounds the tailing consumers' catch-up after
 	// production. Default 30 s.

@@ -182,6 +182,28 @@ func TestProduceRetriesLostRequestsOnce(t *testing.T) {
 	}
 }
 
+// A producer writing to many partitions of one node keeps at most
+// MaxInFlightPerNode requests in flight to it, not that many per partition,
+// and still delivers every record once.
+func TestProduceBoundsRequestsInFlightPerNode(t *testing.T) {
+	const n, partitions = 3000, 8
+	for _, bound := range []int{1, 3} {
+		t.Run(fmt.Sprintf("bound=%d", bound), func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 30*time.Second)
+			require.NoError(t, fc.createTopic("wide", partitions))
+			fc.setFaults(faults{holdProduce: 2 * time.Millisecond})
+			p, err := c.NewProducer(BatchBytes(4<<10), Linger(0), MaxInFlightPerNode(bound))
+			require.NoError(t, err)
+			produced := produceAll(t, ctx, p, "wide", n)
+			require.NoError(t, p.Close())
+			require.Equal(t, int32(bound), fc.maxWorking.Load(), "partitions working on a request at once: the bound, and no more")
+			got := consumeAll(t, ctx, c, "wide", n)
+			checkExactlyOnce(t, produced, got, partitions, true)
+		})
+	}
+}
+
 // With one request in flight, no later answer stands for a lost one: each
 // is resent, and the partition recognises the resend as a duplicate.
 func TestProduceResendsRecognisedAsDuplicates(t *testing.T) {

@@ -30,9 +30,12 @@ type faults struct {
 	loseAnswerEvery  int           // append about one batch in n but send no answer
 	dropFetchEvery   int           // ignore about one FetchRequest in n
 	produceDelay     time.Duration // answer produce requests this late
-	discard          bool          // assign offsets but keep no records (benchmarks)
-	skewChunkEvery   int           // in every n-th answer in chunks, the second names a wrong offset
-	dropChunkEvery   int           // in every n-th answer in three chunks or more, the second is not sent
+	// holdProduce is how long a partition works on each produce
+	// request, in its turn: its answers keep their order.
+	holdProduce    time.Duration
+	discard        bool // assign offsets but keep no records (benchmarks)
+	skewChunkEvery int  // in every n-th answer in chunks, the second names a wrong offset
+	dropChunkEvery int  // in every n-th answer in three chunks or more, the second is not sent
 }
 
 // fakeCluster is a metadata actor and partition actors, in memory.
@@ -43,6 +46,10 @@ type fakeCluster struct {
 	faults     faults
 	topics     map[string][]*fakePartition
 	producerID int64
+
+	// working counts the partitions working on a produce request
+	// (with holdProduce); maxWorking is its highest value.
+	working, maxWorking atomic.Int32
 }
 
 // newFakeCluster spawns a fake metadata actor in system.
@@ -350,6 +357,13 @@ func (p *fakePartition) onProduce(ctx actor.Context, m *messages.ProduceRequest)
 	p.wakeParked(ctx)
 	if m.GetAcks() == 0 || lose {
 		return
+	}
+	if f.holdProduce > 0 {
+		n := p.fc.working.Add(1)
+		for m := p.fc.maxWorking.Load(); n > m && !p.fc.maxWorking.CompareAndSwap(m, n); m = p.fc.maxWorking.Load() {
+		}
+		time.Sleep(f.holdProduce)
+		p.fc.working.Add(-1)
 	}
 	if f.produceDelay > 0 {
 		sender, root := ctx.Sender(), ctx.ActorSystem().Root

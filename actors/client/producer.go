@@ -22,18 +22,19 @@ import (
 type ProducerOpt func(*producerConfig)
 
 type producerConfig struct {
-	linger          time.Duration
-	batchBytes      int
-	acks            int32
-	compression     wire.Compression
-	maxBuffered     int64
-	requestTimeout  time.Duration
-	retries         int
-	retryBackoff    time.Duration
-	deliveryTimeout time.Duration
-	maxInFlight     int
-	idempotent      bool
-	partitioner     Partitioner
+	linger             time.Duration
+	batchBytes         int
+	acks               int32
+	compression        wire.Compression
+	maxBuffered        int64
+	requestTimeout     time.Duration
+	retries            int
+	retryBackoff       time.Duration
+	deliveryTimeout    time.Duration
+	maxInFlight        int
+	maxInFlightPerNode int
+	idempotent         bool
+	partitioner        Partitioner
 }
 
 // Linger is how long a partition's batch waits for more records, while the
@@ -61,9 +62,18 @@ func Compression(codec wire.Compression) ProducerOpt {
 	return func(c *producerConfig) { c.compression = codec }
 }
 
+// DefaultMaxBufferedBytes is the default of MaxBufferedBytes: sixteen
+// default batches, three times what five requests in flight hold. A larger
+// buffer adds no throughput once the node is busy: at saturation it is
+// always full, so each record waits in it longer, in memory that has gone
+// cold by the time the batch is sent and its buffer reused. Four producers
+// in one process at 64 MiB each wrote 8 partitions at 428k records/s of
+// 1 KiB; at 16 MiB, 616k.
+const DefaultMaxBufferedBytes = 16 << 20
+
 // MaxBufferedBytes bounds the bytes of records produced but not yet
 // acknowledged. Produce blocks (until its context ends) while the bound is
-// reached. Default 64 MiB.
+// reached. Default DefaultMaxBufferedBytes.
 func MaxBufferedBytes(n int64) ProducerOpt { return func(c *producerConfig) { c.maxBuffered = n } }
 
 // ProducerRequestTimeout bounds each ProduceRequest; a batch not answered in
@@ -91,6 +101,17 @@ func DeliveryTimeout(d time.Duration) ProducerOpt {
 // partition. Default 5, the most Kafka allows with idempotence.
 func MaxInFlightPerPartition(n int) ProducerOpt {
 	return func(c *producerConfig) { c.maxInFlight = n }
+}
+
+// MaxInFlightPerNode bounds the ProduceRequests awaiting an answer per node,
+// across its partitions; the batches beyond it wait in the producer, whose
+// buffer bound holds them back, rather than in the node's queues. Default
+// 5, as Kafka's max.in.flight.requests.per.connection: a Kafka request
+// carries a batch for each of the node's partitions, a Depot request one.
+// A few requests keep a node busy; more only lengthen its queues, and the
+// bytes waiting there.
+func MaxInFlightPerNode(n int) ProducerOpt {
+	return func(c *producerConfig) { c.maxInFlightPerNode = n }
 }
 
 // Idempotent makes the producer ask for a producer id and number each
@@ -185,17 +206,18 @@ type batch struct {
 // asks a broker for a producer id.
 func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 	cfg := producerConfig{
-		linger:          5 * time.Millisecond,
-		batchBytes:      1 << 20,
-		acks:            -1,
-		maxBuffered:     64 << 20,
-		requestTimeout:  c.cfg.requestTimeout,
-		retries:         math.MaxInt32,
-		retryBackoff:    100 * time.Millisecond,
-		deliveryTimeout: 2 * time.Minute,
-		maxInFlight:     5,
-		idempotent:      true,
-		partitioner:     DefaultPartitioner(),
+		linger:             5 * time.Millisecond,
+		batchBytes:         1 << 20,
+		acks:               -1,
+		maxBuffered:        DefaultMaxBufferedBytes,
+		requestTimeout:     c.cfg.requestTimeout,
+		retries:            math.MaxInt32,
+		retryBackoff:       100 * time.Millisecond,
+		deliveryTimeout:    2 * time.Minute,
+		maxInFlight:        5,
+		maxInFlightPerNode: 5,
+		idempotent:         true,
+		partitioner:        DefaultPartitioner(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -203,7 +225,7 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 	switch {
 	case cfg.acks != 0 && cfg.acks != 1 && cfg.acks != -1:
 		return nil, fmt.Errorf("client: acks %d (want 0, 1 or -1)", cfg.acks)
-	case cfg.batchBytes <= 0 || cfg.maxBuffered <= 0 || cfg.maxInFlight <= 0:
+	case cfg.batchBytes <= 0 || cfg.maxBuffered <= 0 || cfg.maxInFlight <= 0 || cfg.maxInFlightPerNode <= 0:
 		return nil, errors.New("client: batch bytes, buffered bytes and in-flight requests must be positive")
 	case cfg.requestTimeout <= 0 || cfg.deliveryTimeout <= 0 || cfg.linger < 0 || cfg.retryBackoff < 0 || cfg.retries < 0:
 		return nil, errors.New("client: negative or zero timeout")

@@ -24,7 +24,8 @@ type partKey struct {
 
 // sender is a producer's actor: it receives sealed batches (one message per
 // batch), sends them to partition leaders in sequence order with at most
-// MaxInFlightPerPartition awaiting an answer, matches answers by correlation
+// MaxInFlightPerPartition awaiting an answer per partition and
+// MaxInFlightPerNode per node, matches answers by correlation
 // id, and on a lost answer or a retriable error sends the partition's
 // batches again from the first unacknowledged one, with the same bytes and
 // sequences, after RetryBackoff. Not shared: all access is through its
@@ -32,6 +33,7 @@ type partKey struct {
 type sender struct {
 	p          *Producer
 	parts      map[partKey]*partSender
+	nodes      map[string]*nodeSender // by leader address
 	refreshing map[string]bool
 	corrID     int64
 	stopTick   scheduler.CancelFunc
@@ -43,7 +45,11 @@ type partSender struct {
 	leader   *actor.PID
 	queue    []*batch // unacknowledged batches in sequence order
 	inflight int      // batches at the front of queue awaiting an answer
-	retryAt  time.Time
+	// node is where the batches in flight went; waiting is set while ps
+	// is in node's waiting list.
+	node    *nodeSender
+	waiting bool
+	retryAt time.Time
 	// seqShift is subtracted from the sequences of batches sent from now
 	// on: the count of records in batches the partition refused outright,
 	// whose sequences it never recorded.
@@ -55,8 +61,54 @@ type partSender struct {
 	unconfirmed int32
 }
 
+// nodeSender is the sender's state for one node: its requests awaiting an
+// answer, across partitions, and the partitions whose next batch waits for
+// one of them, in the order they began to wait.
+type nodeSender struct {
+	inflight int
+	waiting  []*partSender
+}
+
 func newSender(p *Producer) *sender {
-	return &sender{p: p, parts: map[partKey]*partSender{}, refreshing: map[string]bool{}}
+	return &sender{p: p, parts: map[partKey]*partSender{}, nodes: map[string]*nodeSender{}, refreshing: map[string]bool{}}
+}
+
+// setInFlight sets the count of ps's batches awaiting an answer, and its
+// node's count with it.
+func (s *sender) setInFlight(ps *partSender, n int) {
+	if ps.node != nil {
+		ps.node.inflight += n - ps.inflight
+	}
+	ps.inflight = n
+}
+
+// nodeOf returns the state of the node that pid lives on.
+func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
+	n := s.nodes[pid.GetAddress()]
+	if n == nil {
+		n = &nodeSender{}
+		s.nodes[pid.GetAddress()] = n
+	}
+	return n
+}
+
+// wake sends the batches of n's waiting partitions while n has room.
+func (s *sender) wake(ctx actor.Context, n *nodeSender) {
+	for len(n.waiting) > 0 && n.inflight < s.p.cfg.maxInFlightPerNode {
+		ps := n.waiting[0]
+		copy(n.waiting, n.waiting[1:])
+		n.waiting[len(n.waiting)-1] = nil
+		n.waiting = n.waiting[:len(n.waiting)-1]
+		ps.waiting = false
+		s.trySend(ctx, ps)
+	}
+}
+
+// wakeAll wakes every node's waiting partitions.
+func (s *sender) wakeAll(ctx actor.Context) {
+	for _, n := range s.nodes {
+		s.wake(ctx, n)
+	}
 }
 
 // tickInterval is how often the sender checks timeouts and backoffs.
@@ -116,8 +168,11 @@ func (s *sender) onBatch(ctx actor.Context, b *batch) {
 	s.trySend(ctx, ps)
 }
 
-// trySend sends the partition's unsent batches while the in-flight bound
-// allows, unless it is backing off or waiting for metadata.
+// trySend sends the partition's unsent batches while the in-flight bounds
+// allow, unless it is backing off or waiting for metadata. A partition
+// whose leader has moved sends nothing more until its batches in flight to
+// the old leader are answered or time out. One that only its node's bound
+// holds back joins the node's waiting list.
 func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 	if len(ps.queue) == ps.inflight || s.refreshing[ps.key.topic] {
 		return
@@ -133,8 +188,20 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			return
 		}
 	}
+	node := s.nodeOf(ps.leader)
+	if ps.inflight > 0 && ps.node != node {
+		return
+	}
+	ps.node = node
 	cfg := &s.p.cfg
 	for ps.inflight < len(ps.queue) && (cfg.acks == 0 || ps.inflight < cfg.maxInFlight) {
+		if cfg.acks != 0 && node.inflight >= cfg.maxInFlightPerNode {
+			if !ps.waiting {
+				ps.waiting = true
+				node.waiting = append(node.waiting, ps)
+			}
+			return
+		}
 		b := ps.queue[ps.inflight]
 		if cfg.idempotent && b.stamped != ps.seqShift {
 			stampSequence(b.buf, subSeq(b.baseSeq, ps.seqShift))
@@ -159,7 +226,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			s.complete(b, -1, nil)
 			continue
 		}
-		ps.inflight++
+		s.setInFlight(ps, ps.inflight+1)
 	}
 }
 
@@ -176,6 +243,8 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 		return // an answer to a request sent before a resend
 	}
 	b := ps.queue[i]
+	node := ps.node
+	defer s.wake(ctx, node)
 	code := m.GetError()
 	switch {
 	case code == messages.ErrorCode_NONE || code == messages.ErrorCode_DUPLICATE_SEQUENCE_NUMBER:
@@ -185,7 +254,7 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 			i = 0
 		}
 		s.remove(ps, i)
-		ps.inflight--
+		s.setInFlight(ps, ps.inflight-1)
 		s.complete(b, m.GetBaseOffset(), nil)
 		s.trySend(ctx, ps)
 	case code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER && i == 0 && ps.unconfirmed != 0 && b.stamped == ps.seqShift:
@@ -206,7 +275,7 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 		s.backoff(ps)
 	default:
 		s.remove(ps, i)
-		ps.inflight--
+		s.setInFlight(ps, ps.inflight-1)
 		if s.p.cfg.idempotent {
 			ps.seqShift = addSeq(ps.seqShift, int32(len(b.records)))
 			s.backoff(ps) // later batches in flight will be refused: resend them renumbered
@@ -237,7 +306,7 @@ func (s *sender) completeBefore(ps *partSender, i int, baseOffset int64) {
 	n := copy(ps.queue, ps.queue[i:])
 	clear(ps.queue[n:])
 	ps.queue = ps.queue[:n]
-	ps.inflight -= i
+	s.setInFlight(ps, ps.inflight-i)
 	for j, b := range done {
 		s.complete(b, offsets[j], nil)
 	}
@@ -246,7 +315,7 @@ func (s *sender) completeBefore(ps *partSender, i int, baseOffset int64) {
 // backoff marks every in-flight batch of ps as unsent, to be sent again
 // after RetryBackoff, and fails those out of retries or time.
 func (s *sender) backoff(ps *partSender) {
-	ps.inflight = 0
+	s.setInFlight(ps, 0)
 	ps.retryAt = time.Now().Add(s.p.cfg.retryBackoff)
 	s.expire(ps, time.Now())
 }
@@ -302,6 +371,7 @@ func (s *sender) onTick(ctx actor.Context) {
 		}
 		s.trySend(ctx, ps)
 	}
+	s.wakeAll(ctx)
 }
 
 // refresh asks for topic's metadata, then sends what waits for it.
@@ -327,7 +397,7 @@ func (s *sender) refresh(ctx actor.Context, topic string) {
 			}
 			ps.leader = c.leader(k.topic, k.partition)
 			if ps.leader == nil {
-				ps.inflight = 0 // sent to a leader that is gone
+				s.setInFlight(ps, 0) // sent to a leader that is gone
 				ps.retryAt = now.Add(s.p.cfg.retryBackoff)
 				for _, b := range ps.queue[ps.inflight:] {
 					if b.lastErr == nil || errors.Is(b.lastErr, ErrTimeout) {
@@ -339,6 +409,7 @@ func (s *sender) refresh(ctx actor.Context, topic string) {
 			}
 			s.trySend(ctx, ps)
 		}
+		s.wakeAll(ctx)
 	})
 }
 
