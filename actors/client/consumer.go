@@ -419,7 +419,12 @@ type fetcher struct {
 	corrID      int64
 	buffered    int64 // bytes handed to Poll and not yet consumed
 	asked       int64 // max_bytes of fetches in flight
-	stopTick    scheduler.CancelFunc
+	// starved are the partitions that found the byte budget spent, in
+	// the order they found it so. While any waits, budget freed goes to
+	// them first: otherwise the partitions whose fetches return re-ask
+	// at once and take it back, and the rest are never fetched.
+	starved  []*fetchPart
+	stopTick scheduler.CancelFunc
 }
 
 // fetchPart is the fetcher's state for one partition.
@@ -437,6 +442,8 @@ type fetchPart struct {
 	maxBytes  int32
 	asked     int32
 	retryAt   time.Time
+	starved   bool // in fetcher.starved
+	turn      bool // being served from fetcher.starved
 }
 
 func newFetcher(c *Consumer) *fetcher {
@@ -458,6 +465,7 @@ func (f *fetcher) Receive(ctx actor.Context) {
 		ctx.Respond(&unassigned{})
 	case *consumed:
 		f.buffered -= m.bytes
+		f.feed(ctx)
 		f.stepAll(ctx)
 	case *fetcherTick:
 		f.onTick(ctx)
@@ -502,6 +510,10 @@ func (f *fetcher) onUnassign(m *unassignPartitions) {
 			f.asked -= int64(fp.asked)
 		}
 		f.order = slices.DeleteFunc(f.order, func(o *fetchPart) bool { return o == fp })
+		if fp.starved {
+			fp.starved = false
+			f.starved = slices.DeleteFunc(f.starved, func(o *fetchPart) bool { return o == fp })
+		}
 	}
 }
 
@@ -533,6 +545,32 @@ func (f *fetcher) stepAll(ctx actor.Context) {
 	}
 }
 
+// starve queues fp for the byte budget.
+func (f *fetcher) starve(fp *fetchPart) {
+	if !fp.starved {
+		fp.starved = true
+		f.starved = append(f.starved, fp)
+	}
+}
+
+// feed steps the starved partitions in turn while the budget lets them
+// fetch. One that still finds it spent keeps its place at the head.
+func (f *fetcher) feed(ctx actor.Context) {
+	for len(f.starved) > 0 {
+		fp := f.starved[0]
+		n := copy(f.starved, f.starved[1:])
+		f.starved[n] = nil
+		f.starved = f.starved[:n]
+		fp.starved, fp.turn = false, true
+		f.step(ctx, fp)
+		fp.turn = false
+		if fp.starved {
+			f.starved = slices.Insert(f.starved[:len(f.starved)-1], 0, fp)
+			return
+		}
+	}
+}
+
 // step moves a partition on: find its leader, resolve its offset, or fetch.
 func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 	if fp.stopped || fp.inflight || fp.resolving || f.refreshing[fp.key.topic] {
@@ -553,10 +591,15 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 		return
 	}
 	cfg := &f.cons.cfg
+	if len(f.starved) > 0 && !fp.turn {
+		f.starve(fp) // behind those that waited first
+		return
+	}
 	ask := min(int64(fp.maxBytes)*chunksPerFetch, max(cfg.fetchMaxBytes, int64(fp.maxBytes)), math.MaxInt32)
 	if f.buffered+f.asked > 0 && (f.buffered+f.asked+ask > cfg.maxPrefetchBytes || f.asked+ask > cfg.fetchMaxBytes) {
 		ask = int64(fp.maxBytes) // a single chunk, if the budget allows that
 		if f.buffered+f.asked+ask > cfg.maxPrefetchBytes || f.asked+ask > cfg.fetchMaxBytes {
+			f.starve(fp)
 			return
 		}
 	}
@@ -638,10 +681,12 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 		// node, which streams chunks in order): the fetch is abandoned
 		// and the next starts where the records returned so far end.
 		f.asked -= int64(fp.asked)
+		f.feed(ctx)
 		f.step(ctx, fp)
 		return
 	}
 	f.asked -= int64(fp.asked)
+	f.feed(ctx)
 	cfg := &f.cons.cfg
 	switch code := m.GetError(); {
 	case code == messages.ErrorCode_NONE:
@@ -706,6 +751,9 @@ func (f *fetcher) onTick(ctx actor.Context) {
 			fp.corrID = 0
 			f.asked -= int64(fp.asked)
 		}
+	}
+	f.feed(ctx)
+	for _, fp := range f.order {
 		f.step(ctx, fp)
 	}
 	if len(f.waiting) > 0 && now.After(f.waitRetryAt) {

@@ -183,3 +183,20 @@ func requireRefetched(t *testing.T, st fakeStats) {
 	require.Positive(t, st.skewed)
 	require.Equal(t, st.skewed, st.refetched, "a skewed chunk was taken, not dropped")
 }
+
+// A consumer of more partitions than its byte budget lets it fetch at once
+// reads them all: the partitions whose long polls return do not take the
+// budget back ahead of those that waited for it. Before they queued for
+// it, 16 of the 24 partitions here were never fetched.
+func TestConsumeFetchesEveryPartitionWhenBudgetIsSpent(t *testing.T) {
+	const n, partitions = 4800, 24
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("many", partitions))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	produced := produceAll(t, ctx, p, "many", n)
+	require.NoError(t, p.Close())
+	got := consumeAll(t, ctx, c, "many", n, FetchMaxWait(100*time.Millisecond))
+	checkExactlyOnce(t, produced, got, partitions, true)
+}
