@@ -5,9 +5,12 @@ import (
 	"github.com/depot-dev/depot/wire"
 )
 
-// producerBatchesKept is how many recent batches per producer are kept for
-// finding duplicates, as Kafka keeps five (max.in.flight for idempotence).
-const producerBatchesKept = 5
+// ProducerBatchesKept is how many recent batches per producer a partition
+// keeps for finding duplicates: an idempotent producer may have at most
+// this many requests in flight per partition. Kafka keeps five, its
+// clients' max.in.flight with idempotence; Depot's client sends more with
+// acks=all, whose requests mostly wait for a group commit's fsync.
+const ProducerBatchesKept = 16
 
 // producerBatch is what is remembered of one appended batch of an
 // idempotent producer.
@@ -21,7 +24,7 @@ type producerBatch struct {
 // producerEntry is the state of one producer id on one partition.
 type producerEntry struct {
 	epoch   int16
-	batches []producerBatch // oldest first, at most producerBatchesKept
+	batches []producerBatch // oldest first, at most ProducerBatchesKept
 }
 
 // producerStates maps producer ids to their state on one partition. It is
@@ -73,9 +76,9 @@ func (s producerStates) update(h *wire.Header) {
 		e = &producerEntry{epoch: h.ProducerEpoch}
 		s[h.ProducerID] = e
 	}
-	if len(e.batches) == producerBatchesKept {
+	if len(e.batches) == ProducerBatchesKept {
 		copy(e.batches, e.batches[1:])
-		e.batches = e.batches[:producerBatchesKept-1]
+		e.batches = e.batches[:ProducerBatchesKept-1]
 	}
 	e.batches = append(e.batches, producerBatch{
 		firstSequence: h.BaseSequence,

@@ -184,20 +184,30 @@ func TestProduceRetriesLostRequestsOnce(t *testing.T) {
 
 // A producer writing to many partitions of one node keeps at most
 // MaxInFlightPerNode requests in flight to it, not that many per partition,
-// and still delivers every record once.
+// and still delivers every record once. The bound defaults to 5, or 10
+// with acks=all.
 func TestProduceBoundsRequestsInFlightPerNode(t *testing.T) {
-	const n, partitions = 3000, 8
-	for _, bound := range []int{1, 3} {
-		t.Run(fmt.Sprintf("bound=%d", bound), func(t *testing.T) {
+	const n, partitions = 4000, 16
+	for _, tc := range []struct {
+		name  string
+		opts  []ProducerOpt
+		bound int
+	}{
+		{"bound=1", []ProducerOpt{MaxInFlightPerNode(1)}, 1},
+		{"bound=3", []ProducerOpt{MaxInFlightPerNode(3)}, 3},
+		{"acks=1", []ProducerOpt{Acks(1)}, 5},
+		{"acks=all", nil, DefaultMaxInFlightAcksAll},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			fc, c := setup(t)
 			ctx := testContext(t, 30*time.Second)
 			require.NoError(t, fc.createTopic("wide", partitions))
 			fc.setFaults(faults{holdProduce: 2 * time.Millisecond})
-			p, err := c.NewProducer(BatchBytes(4<<10), Linger(0), MaxInFlightPerNode(bound))
+			p, err := c.NewProducer(append([]ProducerOpt{BatchBytes(4 << 10), Linger(0)}, tc.opts...)...)
 			require.NoError(t, err)
 			produced := produceAll(t, ctx, p, "wide", n)
 			require.NoError(t, p.Close())
-			require.Equal(t, int32(bound), fc.maxWorking.Load(), "partitions working on a request at once: the bound, and no more")
+			require.Equal(t, int32(tc.bound), fc.maxWorking.Load(), "partitions working on a request at once: the bound, and no more")
 			got := consumeAll(t, ctx, c, "wide", n)
 			checkExactlyOnce(t, produced, got, partitions, true)
 		})
@@ -453,9 +463,21 @@ func TestProducerOptionsAndClose(t *testing.T) {
 	ctx := testContext(t, 10*time.Second)
 	require.NoError(t, fc.createTopic("t", 2))
 
-	for _, opts := range [][]ProducerOpt{{Acks(2)}, {BatchBytes(0)}, {MaxInFlightPerPartition(0)}, {WithPartitioner(nil)}} {
+	for _, opts := range [][]ProducerOpt{
+		{Acks(2)}, {BatchBytes(0)}, {MaxInFlightPerPartition(0)}, {MaxInFlightPerNode(0)}, {WithPartitioner(nil)},
+		{MaxInFlightPerPartition(actors.ProducerBatchesKept + 1)}, // more than a partition can recognise resends of
+	} {
 		_, err := c.NewProducer(opts...)
 		require.Error(t, err)
+	}
+	for _, opts := range [][]ProducerOpt{
+		{MaxInFlightPerPartition(actors.ProducerBatchesKept)},
+		{MaxInFlightPerPartition(actors.ProducerBatchesKept + 1), Idempotent(false)},
+		{MaxInFlightPerPartition(actors.ProducerBatchesKept + 1), Acks(0)},
+	} {
+		p, err := c.NewProducer(opts...)
+		require.NoError(t, err)
+		require.NoError(t, p.Close())
 	}
 
 	p, err := c.NewProducer(WithPartitioner(ManualPartitioner()))

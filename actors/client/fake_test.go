@@ -250,7 +250,7 @@ type fakePartition struct {
 type fakeProducer struct {
 	epoch   int16
 	lastSeq int32
-	recent  []recentBatch // the last five batches
+	recent  []recentBatch // the last actors.ProducerBatchesKept batches
 }
 
 type recentBatch struct {
@@ -416,7 +416,7 @@ func (p *fakePartition) append(m *messages.ProduceRequest) *messages.ProduceResp
 	if prod != nil {
 		prod.lastSeq = h.LastSequence()
 		prod.recent = append(prod.recent, recentBatch{h.BaseSequence, h.LastSequence(), p.next})
-		if len(prod.recent) > 5 {
+		if len(prod.recent) > actors.ProducerBatchesKept {
 			prod.recent = prod.recent[1:]
 		}
 	}
