@@ -153,9 +153,14 @@ type Producer struct {
 	producerID    int64
 	producerEpoch int16
 
-	mu       sync.Mutex
-	topics   map[string]*topicBuffer
-	buffered int64
+	mu     sync.Mutex
+	topics map[string]*topicBuffer
+	// buffered is added to under mu and released without it, so that
+	// the sender's answers never wait for a producing goroutine; waiters
+	// counts the goroutines waiting on space, which a release then closes
+	// under mu.
+	buffered atomic.Int64
+	waiters  atomic.Int32
 	space    chan struct{} // closed when buffered bytes are released
 	closed   bool
 
@@ -285,10 +290,31 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 // BufferedBytes is the size of the records produced and not yet
 // acknowledged. It never exceeds MaxBufferedBytes, except by one record
 // larger than the bound, admitted alone.
-func (p *Producer) BufferedBytes() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.buffered
+func (p *Producer) BufferedBytes() int64 { return p.buffered.Load() }
+
+// awaitSpace waits while full reports true of the buffered bytes. p.mu is
+// held on entry and on a nil return; on ctx's error it is not.
+func (p *Producer) awaitSpace(ctx context.Context, full func(buffered int64) bool) error {
+	for full(p.buffered.Load()) {
+		space := p.space
+		p.waiters.Add(1)
+		if !full(p.buffered.Load()) {
+			// Released after the check above, by a release that may
+			// not have seen this waiter.
+			p.waiters.Add(-1)
+			return nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-space:
+			p.waiters.Add(-1)
+		case <-ctx.Done():
+			p.waiters.Add(-1)
+			return ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	return nil
 }
 
 // recordSize is what a record counts against MaxBufferedBytes and
@@ -330,16 +356,10 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 	size := recordSize(r)
 
 	p.mu.Lock()
-	for !p.closed && p.buffered > 0 && p.buffered+size > p.cfg.maxBuffered {
-		space := p.space
-		p.mu.Unlock()
-		select {
-		case <-space:
-		case <-ctx.Done():
-			promise(r, ctx.Err())
-			return
-		}
-		p.mu.Lock()
+	full := func(b int64) bool { return !p.closed && b > 0 && b+size > p.cfg.maxBuffered }
+	if err := p.awaitSpace(ctx, full); err != nil {
+		promise(r, err)
+		return
 	}
 	if p.closed {
 		p.mu.Unlock()
@@ -372,7 +392,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 	pb.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	pb.pending = append(pb.pending, pending{record: r, promise: promise})
 	pb.bytes += size
-	p.buffered += size
+	p.buffered.Add(size)
 	if pb.builder.Size() >= p.cfg.batchBytes || pb.outstanding.Load() == 0 {
 		p.seal(tb, pb)
 	} else if pb.builder.Len() == 1 {
@@ -482,11 +502,13 @@ func subSeq(seq, n int32) int32 {
 
 // release returns n bytes to the buffer and wakes blocked producers.
 func (p *Producer) release(n int64) {
-	p.mu.Lock()
-	p.buffered -= n
-	close(p.space)
-	p.space = make(chan struct{})
-	p.mu.Unlock()
+	p.buffered.Add(-n)
+	if p.waiters.Load() > 0 {
+		p.mu.Lock()
+		close(p.space)
+		p.space = make(chan struct{})
+		p.mu.Unlock()
+	}
 }
 
 // recycle keeps b's buffers for another batch.
@@ -542,15 +564,8 @@ func (p *Producer) sealAll() {
 func (p *Producer) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	p.sealAll()
-	for p.buffered > 0 {
-		space := p.space
-		p.mu.Unlock()
-		select {
-		case <-space:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		p.mu.Lock()
+	if err := p.awaitSpace(ctx, func(b int64) bool { return b > 0 }); err != nil {
+		return err
 	}
 	p.mu.Unlock()
 	return nil
