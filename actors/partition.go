@@ -20,7 +20,7 @@ const (
 	// defaultFetchMaxBytes is used for a fetch that names no limit.
 	defaultFetchMaxBytes = 1 << 20
 	// maxFramePool bounds the buffer a fetch takes from remoteBuffers for
-	// its records, whatever max_bytes asks: 4 MiB, the pool's largest tier.
+	// its records, whatever max_bytes asks: 4 MiB.
 	maxFramePool = 4 << 20
 	// partitionTickInterval is how often a partition applies retention,
 	// rolls by age and reports its size to its log directory.
