@@ -318,6 +318,7 @@ func (r *run) execute(ctx context.Context) error {
 		drain := time.AfterFunc(cfg.DrainTimeout, tailCancel)
 		tailWG.Wait()
 		drain.Stop()
+		r.checkRead(ctx, &r.tail, total, fmt.Sprintf("the tailing consumers stopped at the drain timeout (%s)", cfg.DrainTimeout))
 	}
 	if cfg.Workload != WorkloadProduce && ctx.Err() == nil && total > 0 {
 		r.progress.phase("consume", total, &r.catchUp.records)
@@ -330,9 +331,20 @@ func (r *run) execute(ctx context.Context) error {
 			return err
 		}
 		wg.Wait()
+		r.checkRead(ctx, &r.catchUp, total, fmt.Sprintf("the catch-up read stopped at --duration (%s)", cfg.Duration))
 	}
 	r.progress.finish()
 	return nil
+}
+
+// checkRead counts a read that stopped short of the records produced as an
+// error of its row, unless the run was interrupted: its records/s would
+// otherwise stand for a read that never finished.
+func (r *run) checkRead(ctx context.Context, into *reading, total int64, why string) {
+	if got := into.records.Load(); got < total && ctx.Err() == nil {
+		into.errors.Add(1)
+		r.noteErr(fmt.Errorf("bench: %s with %d of %d records read", why, got, total))
+	}
 }
 
 func (r *run) producerOpts() []client.ProducerOpt {

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"context"
+	"io"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -178,4 +181,29 @@ func TestBaselineMeasures(t *testing.T) {
 	res := Result{Workload: RowProduce, MBPerS: b.FileFsyncMBPerS}
 	b.applyRatios(&res, -1)
 	require.InDelta(t, 1.0, *res.RatioToBaseline, 1e-9, "acks=all compares with the fsynced write")
+}
+
+// A read that stops short of the records produced counts as an error of its
+// row, unless the run was interrupted; a whole read does not.
+func TestCheckReadCountsShortReads(t *testing.T) {
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	r := &run{env: &env{logger: logrus.NewEntry(logger)}}
+	var whole, short reading
+	whole.records.Store(10)
+	short.records.Store(7)
+
+	r.checkRead(t.Context(), &whole, 10, "stopped")
+	require.Zero(t, whole.errors.Load())
+	require.NoError(t, r.firstErr)
+
+	interrupted, cancel := context.WithCancel(t.Context())
+	cancel()
+	r.checkRead(interrupted, &short, 10, "stopped")
+	require.Zero(t, short.errors.Load())
+	require.NoError(t, r.firstErr)
+
+	r.checkRead(t.Context(), &short, 10, "the read stopped")
+	require.Equal(t, int64(1), short.errors.Load())
+	require.EqualError(t, r.firstErr, "bench: the read stopped with 7 of 10 records read")
 }
