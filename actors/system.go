@@ -26,9 +26,16 @@ const (
 	// travel together.
 	MaxRemoteMessageBytes = 256 << 20
 	// RemoteWriterBatchSize is how many envelopes protoactor packs into one
-	// gRPC message (its default is 1000). Kept small so that a batch of
-	// produce requests stays well under MaxRemoteMessageBytes.
-	RemoteWriterBatchSize = 64
+	// gRPC message (its default is 1000): one. gRPC delivers a message only
+	// once it has all of it, and the codec copies it into one buffer, so
+	// envelopes packed together wait for the last of them: requests of
+	// 1 MiB travelled ten at a time. Small messages lose nothing, since
+	// gRPC's writer gathers their frames into one write anyway. Against 64,
+	// in interleaved pairs: produce 862k-975k records/s of 1 KiB against
+	// 685k-870k, acks=all 593k-696k against 394k-615k, eight partitions
+	// with four producers 708k-734k against 637k-644k, 4 KiB batches of
+	// 100 B records 443k-465k against 394k-420k; consume unchanged.
+	RemoteWriterBatchSize = 1
 	// RemoteWriterQueueSize is the first size of the queue of messages
 	// waiting for a peer's endpoint writer, which doubles when full.
 	// protoactor starts it at a million slots: 16 MiB per peer, every
