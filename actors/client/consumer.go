@@ -557,10 +557,8 @@ func (f *fetcher) starve(fp *fetchPart) {
 // fetch. One that still finds it spent keeps its place at the head.
 func (f *fetcher) feed(ctx actor.Context) {
 	for len(f.starved) > 0 {
-		fp := f.starved[0]
-		n := copy(f.starved, f.starved[1:])
-		f.starved[n] = nil
-		f.starved = f.starved[:n]
+		var fp *fetchPart
+		fp, f.starved = popFront(f.starved)
 		fp.starved, fp.turn = false, true
 		f.step(ctx, fp)
 		fp.turn = false

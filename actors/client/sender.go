@@ -95,13 +95,20 @@ func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
 // wake sends the batches of n's waiting partitions while n has room.
 func (s *sender) wake(ctx actor.Context, n *nodeSender) {
 	for len(n.waiting) > 0 && n.inflight < s.p.cfg.maxInFlightPerNode {
-		ps := n.waiting[0]
-		copy(n.waiting, n.waiting[1:])
-		n.waiting[len(n.waiting)-1] = nil
-		n.waiting = n.waiting[:len(n.waiting)-1]
+		var ps *partSender
+		ps, n.waiting = popFront(n.waiting)
 		ps.waiting = false
 		s.trySend(ctx, ps)
 	}
+}
+
+// popFront takes the first element off q, clearing its slot.
+func popFront[T any](q []T) (T, []T) {
+	first := q[0]
+	n := copy(q, q[1:])
+	var zero T
+	q[n] = zero
+	return first, q[:n]
 }
 
 // wakeAll wakes every node's waiting partitions.
