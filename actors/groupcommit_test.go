@@ -92,6 +92,19 @@ func (f *gatedFile) Sync() error {
 }
 
 // produceAsync sends a produce request; its answer arrives on the channel.
+// newGatedFixture is a move fixture whose partition runs on a gated file
+// system over mem. The fixture's own partition, on the OS's file system, is
+// stopped first.
+func newGatedFixture(t *testing.T, mem *disk.MemFS) (*moveFixture, *gatedFS) {
+	t.Helper()
+	f := newMoveFixture(t, 1<<20, nil)
+	f.stop(t)
+	g := newGatedFS(mem)
+	f.fs = g
+	f.start(t, f.dirs[0], 0)
+	return f, g
+}
+
 func produceAsync(t *testing.T, f *moveFixture, acks int32, values ...string) chan *messages.ProduceResponse {
 	t.Helper()
 	fut := f.system.Root.RequestFuture(f.pid, &messages.ProduceRequest{Topic: "orders", Acks: acks, Records: f.batch(t, values...)}, moveTestTimeout)
@@ -122,12 +135,8 @@ func requireNotAnswered(t *testing.T, answer chan *messages.ProduceResponse, wha
 // requests that arrive meanwhile wait for an fsync of their own, and every
 // acknowledged record survives a crash.
 func TestGroupCommitAppendsDuringFsync(t *testing.T) {
-	f := newMoveFixture(t, 1<<20, nil)
-	f.stop(t) // the fixture's partition, on the OS's file system
 	mem := disk.NewMemFS()
-	g := newGatedFS(mem)
-	f.fs = g
-	f.start(t, f.dirs[0], 0)
+	f, g := newGatedFixture(t, mem)
 
 	g.close()
 	first := produceAsync(t, f, -1, "a0", "a1")
@@ -180,11 +189,7 @@ func TestGroupCommitAppendsDuringFsync(t *testing.T) {
 // TestGroupCommitStopWaitsForFsync: a partition stopped while an fsync
 // runs waits for it and answers the parked produce before its log closes.
 func TestGroupCommitStopWaitsForFsync(t *testing.T) {
-	f := newMoveFixture(t, 1<<20, nil)
-	f.stop(t) // the fixture's partition, on the OS's file system
-	g := newGatedFS(disk.NewMemFS())
-	f.fs = g
-	f.start(t, f.dirs[0], 0)
+	f, g := newGatedFixture(t, disk.NewMemFS())
 
 	g.close()
 	parked := produceAsync(t, f, -1, "x")
@@ -209,11 +214,7 @@ func TestGroupCommitStopWaitsForFsync(t *testing.T) {
 // produces with a storage error and fails the log, so nothing is
 // acknowledged after it.
 func TestGroupCommitFsyncFailure(t *testing.T) {
-	f := newMoveFixture(t, 1<<20, nil)
-	f.stop(t) // the fixture's partition, on the OS's file system
-	g := newGatedFS(disk.NewMemFS())
-	f.fs = g
-	f.start(t, f.dirs[0], 0)
+	f, g := newGatedFixture(t, disk.NewMemFS())
 
 	g.setFailing(true)
 	resp := <-produceAsync(t, f, -1, "x")
