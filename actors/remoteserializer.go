@@ -67,8 +67,9 @@ var (
 // named type to aliasSerializer: ProduceRequest only. A partition appends
 // its records and drops them at once. A FetchResponse's records end in the
 // hands of a consumer's user, who may keep one record for long: aliased, it
-// would keep the whole received message (up to 64 envelopes of a
-// megabyte) alive, where a copy keeps only its own chunk.
+// would keep the received buffer, taken from the pool and sized for the
+// whole message, out of the pool as long, where a copy keeps only its own
+// chunk.
 func aliasedType(name string) bool { return name == produceRequestName }
 
 func recordsField(m proto.Message) protowire.Number {

@@ -20,10 +20,11 @@ import (
 
 const (
 	// MaxRemoteMessageBytes is the largest gRPC message a node or client
-	// accepts from a peer. protoactor's endpoint writer packs many envelopes
-	// into one gRPC message, and gRPC's default limit (4 MiB) would drop the
-	// whole stream, and every message in it, when a few produce batches
-	// travel together.
+	// accepts from a peer. A message carries one envelope (see
+	// RemoteWriterBatchSize), but a produce request may carry up to its
+	// topic's max.message.bytes, and gRPC's default limit (4 MiB) would drop
+	// the whole stream, and every message queued on it, for one larger
+	// request.
 	MaxRemoteMessageBytes = 256 << 20
 	// RemoteWriterBatchSize is how many envelopes protoactor packs into one
 	// gRPC message (its default is 1000): one. gRPC delivers a message only
