@@ -296,8 +296,9 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 // took at baseOffset. A partition takes an idempotent producer's batches
 // only in sequence, so they are in the log, just before it: their answers
 // were lost. Resent, each would be refused as out of order once its
-// sequence is no longer among the last five the partition remembers, and
-// the producer would resend it until its delivery timeout.
+// sequence is no longer among the last actors.ProducerBatchesKept batches
+// the partition remembers, and the producer would resend it until its
+// delivery timeout.
 func (s *sender) completeBefore(ps *partSender, i int, baseOffset int64) {
 	done := make([]*batch, i)
 	copy(done, ps.queue[:i])
