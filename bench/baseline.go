@@ -8,8 +8,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/depot-dev/depot/actors/client"
 )
 
 // Baseline sizes.
@@ -22,8 +25,9 @@ const (
 
 // Baseline is what this machine does without Depot in the way: one
 // sequential file written in 1 MiB writes (timed without and with one fsync
-// at the end), read back in 1 MiB reads (mostly from the page cache), and
-// one loopback TCP connection with 64 KiB writes.
+// at the end), read back in 1 MiB reads (mostly from the page cache); a
+// second file written the same way under a group commit (see
+// measureGroupCommit); and one loopback TCP connection with 64 KiB writes.
 type Baseline struct {
 	FileBytes        int64   `json:"file_bytes"`
 	FileWriteMBPerS  float64 `json:"file_write_mb_per_s"`
@@ -36,6 +40,12 @@ type Baseline struct {
 	FileReadSeconds  float64 `json:"file_read_seconds"`
 	LoopbackSeconds  float64 `json:"loopback_seconds"`
 	FileTimeBoundHit bool    `json:"file_time_bound_hit,omitempty"`
+
+	GroupCommitBytes   int64   `json:"group_commit_bytes"`
+	GroupCommitWindow  int64   `json:"group_commit_window_bytes"`
+	GroupCommitFsyncs  int     `json:"group_commit_fsyncs"`
+	GroupCommitMBPerS  float64 `json:"group_commit_mb_per_s"`
+	GroupCommitSeconds float64 `json:"group_commit_seconds"`
 }
 
 // baselineBytes is the file size of the baseline: what the run produces,
@@ -45,12 +55,27 @@ func baselineBytes(cfg Config) int64 {
 	return min(max(n, minBaselineBytes), maxBaselineBytes)
 }
 
-// MeasureBaseline measures the machine: a file of size bytes in dir (removed
-// afterwards), each file pass bounded by 5 x loopback, and loopback TCP on
+// groupCommitWindow is how far the group commit pass writes ahead of its
+// last fsync: the bytes an acks=all producer has in flight by default,
+// ten requests of its batch size.
+func groupCommitWindow(cfg Config) int64 {
+	batch := cfg.BatchBytes
+	if batch == 0 {
+		batch = client.DefaultBatchBytes
+	}
+	return int64(client.DefaultMaxInFlightAcksAll) * int64(batch)
+}
+
+// MeasureBaseline measures the machine: files of size bytes in dir (removed
+// afterwards), the group commit writing at most window bytes ahead of its
+// fsyncs, each file pass bounded by 5 x loopback, and loopback TCP on
 // 127.0.0.1 for loopback.
-func MeasureBaseline(ctx context.Context, dir string, size int64, loopback time.Duration) (*Baseline, error) {
+func MeasureBaseline(ctx context.Context, dir string, size, window int64, loopback time.Duration) (*Baseline, error) {
 	b := &Baseline{}
 	if err := b.measureFile(ctx, dir, size, 5*loopback); err != nil {
+		return nil, err
+	}
+	if err := b.measureGroupCommit(ctx, dir, size, window, 5*loopback); err != nil {
 		return nil, err
 	}
 	if err := b.measureLoopback(ctx, loopback); err != nil {
@@ -59,22 +84,39 @@ func MeasureBaseline(ctx context.Context, dir string, size int64, loopback time.
 	return b, nil
 }
 
-func (b *Baseline) measureFile(ctx context.Context, dir string, size int64, bound time.Duration) (err error) {
+// baselineFile creates a temporary file in dir and returns it with a
+// function that closes and removes it, and one block of random bytes to
+// write.
+func baselineFile(dir string) (f *os.File, remove func() error, block []byte, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("bench: baseline: %w", err)
+		return nil, nil, nil, fmt.Errorf("bench: baseline: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "depot-bench-baseline-")
+	f, err = os.CreateTemp(dir, "depot-bench-baseline-")
 	if err != nil {
-		return fmt.Errorf("bench: baseline: %w", err)
+		return nil, nil, nil, fmt.Errorf("bench: baseline: %w", err)
+	}
+	remove = func() error {
+		f.Close()
+		if err := os.Remove(f.Name()); err != nil {
+			return fmt.Errorf("bench: baseline: %w", err)
+		}
+		return nil
+	}
+	block = make([]byte, baselineBlock)
+	_, _ = rand.Read(block)
+	return f, remove, block, nil
+}
+
+func (b *Baseline) measureFile(ctx context.Context, dir string, size int64, bound time.Duration) (err error) {
+	f, remove, block, err := baselineFile(dir)
+	if err != nil {
+		return err
 	}
 	defer func() {
-		f.Close()
-		if rerr := os.Remove(f.Name()); rerr != nil && err == nil {
-			err = fmt.Errorf("bench: baseline: %w", rerr)
+		if rerr := remove(); rerr != nil && err == nil {
+			err = rerr
 		}
 	}()
-	block := make([]byte, baselineBlock)
-	_, _ = rand.Read(block)
 	start := time.Now()
 	var written int64
 	for written < size && ctx.Err() == nil {
@@ -116,6 +158,94 @@ func (b *Baseline) measureFile(ctx context.Context, dir string, size int64, boun
 	took := time.Since(start)
 	b.FileReadSeconds = took.Seconds()
 	b.FileReadMBPerS = mbPerS(read, took)
+	return nil
+}
+
+// measureGroupCommit writes size bytes in 1 MiB writes while another
+// goroutine fsyncs the file over and over, each fsync covering what was
+// written before it began, as a partition's group commit does for acks=all.
+// The writer stays at most window bytes ahead of the last fsync that ended,
+// as a producer with that many bytes in flight waits for its answers. The
+// time runs until everything written is synced.
+func (b *Baseline) measureGroupCommit(ctx context.Context, dir string, size, window int64, bound time.Duration) (err error) {
+	f, remove, block, err := baselineFile(dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := remove(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	var (
+		mu              sync.Mutex
+		cond            = sync.NewCond(&mu)
+		written, synced int64
+		fsyncs          int
+		done            bool
+		syncErr         error
+	)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			for written == synced && !done {
+				cond.Wait()
+			}
+			if written == synced {
+				return
+			}
+			upTo := written
+			mu.Unlock()
+			err := f.Sync()
+			mu.Lock()
+			fsyncs++
+			if err != nil {
+				syncErr = err
+				cond.Broadcast()
+				return
+			}
+			synced = upTo
+			cond.Broadcast()
+		}
+	}()
+	start := time.Now()
+	var werr error
+	mu.Lock()
+	for written < size && syncErr == nil && ctx.Err() == nil && time.Since(start) <= bound {
+		if written-synced >= window {
+			cond.Wait()
+			continue
+		}
+		mu.Unlock()
+		n, err := f.Write(block[:min(int64(len(block)), size-written)])
+		mu.Lock()
+		written += int64(n)
+		cond.Broadcast()
+		if err != nil {
+			werr = err
+			break
+		}
+	}
+	done = true
+	cond.Broadcast()
+	for synced < written && syncErr == nil {
+		cond.Wait()
+	}
+	mu.Unlock()
+	<-exited
+	took := time.Since(start)
+	switch {
+	case werr != nil:
+		return fmt.Errorf("bench: baseline group commit write: %w", werr)
+	case syncErr != nil:
+		return fmt.Errorf("bench: baseline group commit fsync: %w", syncErr)
+	}
+	b.GroupCommitBytes, b.GroupCommitWindow, b.GroupCommitFsyncs = written, window, fsyncs
+	b.GroupCommitSeconds = took.Seconds()
+	b.GroupCommitMBPerS = mbPerS(written, took)
 	return nil
 }
 
@@ -178,15 +308,15 @@ func (b *Baseline) measureLoopback(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// applyRatios sets res's ratios: MB/s over file write (with fsync for
-// acks=all) for produce, over file read for the consumer rows, and over
-// loopback for every row.
+// applyRatios sets res's ratios: MB/s over file write (over the group
+// commit for acks=all) for produce, over file read for the consumer rows,
+// and over loopback for every row.
 func (b *Baseline) applyRatios(res *Result, acks int) {
 	disk := b.FileReadMBPerS
 	if res.Workload == RowProduce {
 		disk = b.FileWriteMBPerS
 		if acks == -1 {
-			disk = b.FileFsyncMBPerS
+			disk = b.GroupCommitMBPerS
 		}
 	}
 	res.RatioToBaseline = ratio(res.MBPerS, disk)

@@ -35,8 +35,8 @@
 // Latencies are recorded in HDR histograms (1 us .. 60 s, 3 significant
 // digits) and reported in milliseconds. With --baseline the same run first
 // measures the machine (sequential file write with and without one fsync,
-// read back, loopback TCP) and every Depot figure is also given as a ratio
-// to the matching limit.
+// read back, the same write under a group commit, loopback TCP) and every
+// Depot figure is also given as a ratio to the matching limit.
 //
 // Everything listens on 127.0.0.1, every phase is bounded in count and
 // time, and a cancelled context (Ctrl-C) ends the run early with what was
@@ -300,9 +300,9 @@ type Result struct {
 	// WarmupRecords is how many records, produce row only, were produced
 	// during the warm-up and left out of it (see Config.Warmup).
 	WarmupRecords int64 `json:"warmup_records,omitempty"`
-	// RatioToBaseline is MB/s over the matching file figure (write, with
-	// fsync for acks=all, for produce; read for the others); with
-	// Baseline only.
+	// RatioToBaseline is MB/s over the matching file figure (write, or
+	// the group commit for acks=all, for produce; read for the others);
+	// with Baseline only.
 	RatioToBaseline *float64 `json:"ratio_to_baseline,omitempty"`
 	// RatioToLoopback is MB/s over loopback TCP MB/s; with Baseline only.
 	RatioToLoopback *float64 `json:"ratio_to_loopback,omitempty"`

@@ -99,7 +99,7 @@ func TestBenchBaseline(t *testing.T) {
 		"--baseline-duration", "200ms", "--dir", t.TempDir(), "-o", "json")
 	require.NoError(t, err, stderr)
 	rows := jsonRows(t, stdout)
-	for _, name := range []string{RowFileWrite, RowFileWriteFsync, RowFileRead, RowLoopback} {
+	for _, name := range []string{RowFileWrite, RowFileWriteFsync, RowFileRead, RowGroupCommit, RowLoopback} {
 		require.Positive(t, rows[name]["mb_per_s"], name)
 		require.Positive(t, rows[name]["bytes"], name)
 	}

@@ -20,6 +20,7 @@ const (
 	RowFileWrite      = "baseline-file-write"
 	RowFileWriteFsync = "baseline-file-write-fsync"
 	RowFileRead       = "baseline-file-read"
+	RowGroupCommit    = "baseline-file-group-commit"
 	RowLoopback       = "baseline-loopback-tcp"
 )
 
@@ -29,6 +30,7 @@ func (b *Baseline) Rows() []BaselineRow {
 		{RowFileWrite, b.FileBytes, b.FileWriteSeconds, b.FileWriteMBPerS},
 		{RowFileWriteFsync, b.FileBytes, b.FileFsyncSeconds, b.FileFsyncMBPerS},
 		{RowFileRead, b.FileBytes, b.FileReadSeconds, b.FileReadMBPerS},
+		{RowGroupCommit, b.GroupCommitBytes, b.GroupCommitSeconds, b.GroupCommitMBPerS},
 		{RowLoopback, b.LoopbackBytes, b.LoopbackSeconds, b.LoopbackMBPerS},
 	}
 }

@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}
 	rep = &Report{Config: cfg}
 	if cfg.Baseline {
-		b, err := MeasureBaseline(ctx, cfg.Dir, baselineBytes(cfg), cfg.BaselineDuration)
+		b, err := MeasureBaseline(ctx, cfg.Dir, baselineBytes(cfg), groupCommitWindow(cfg), cfg.BaselineDuration)
 		if err != nil {
 			return nil, err
 		}

@@ -165,9 +165,14 @@ func TestParseAcks(t *testing.T) {
 
 func TestBaselineMeasures(t *testing.T) {
 	dir := t.TempDir()
-	b, err := MeasureBaseline(t.Context(), dir, 4<<20, 100*time.Millisecond)
+	b, err := MeasureBaseline(t.Context(), dir, 4<<20, 1<<20, 100*time.Millisecond)
 	require.NoError(t, err)
 	require.Equal(t, int64(4<<20), b.FileBytes)
+	require.Equal(t, int64(4<<20), b.GroupCommitBytes)
+	require.Equal(t, int64(1<<20), b.GroupCommitWindow)
+	require.Positive(t, b.GroupCommitMBPerS)
+	// Each fsync covers at most the window the writer may run ahead.
+	require.GreaterOrEqual(t, b.GroupCommitFsyncs, 4)
 	require.Positive(t, b.FileWriteMBPerS)
 	require.Positive(t, b.FileFsyncMBPerS)
 	require.GreaterOrEqual(t, b.FileWriteMBPerS, b.FileFsyncMBPerS, "the fsync is inside the second timing")
@@ -178,9 +183,12 @@ func TestBaselineMeasures(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries, "the baseline file is removed")
 
-	res := Result{Workload: RowProduce, MBPerS: b.FileFsyncMBPerS}
+	res := Result{Workload: RowProduce, MBPerS: b.GroupCommitMBPerS}
 	b.applyRatios(&res, -1)
-	require.InDelta(t, 1.0, *res.RatioToBaseline, 1e-9, "acks=all compares with the fsynced write")
+	require.InDelta(t, 1.0, *res.RatioToBaseline, 1e-9, "acks=all compares with the group commit")
+	res = Result{Workload: RowProduce, MBPerS: b.FileWriteMBPerS}
+	b.applyRatios(&res, 1)
+	require.InDelta(t, 1.0, *res.RatioToBaseline, 1e-9, "acks=1 compares with the write")
 }
 
 // A read that stops short of the records produced counts as an error of its

@@ -47,11 +47,14 @@ type producerConfig struct {
 func Linger(d time.Duration) ProducerOpt { return func(c *producerConfig) { c.linger = d } }
 
 // BatchBytes is the size at which a partition's batch is sealed and sent.
-// Default 1 MiB: larger than Kafka's batch.size (16 KiB) and equal to
-// franz-go's, because one actor message per batch is the unit of cost here
-// and big batches buy throughput. A single record larger than this is sent
-// in a batch of its own.
+// Default DefaultBatchBytes, 1 MiB: larger than Kafka's batch.size (16 KiB)
+// and equal to franz-go's, because one actor message per batch is the unit
+// of cost here and big batches buy throughput. A single record larger than
+// this is sent in a batch of its own.
 func BatchBytes(n int) ProducerOpt { return func(c *producerConfig) { c.batchBytes = n } }
+
+// DefaultBatchBytes is the default of BatchBytes.
+const DefaultBatchBytes = 1 << 20
 
 // Acks is the acknowledgement asked of the partition: 0 none (a record's
 // promise fires once its batch is sent, with offset -1), 1 the leader's
@@ -226,7 +229,7 @@ type batch struct {
 func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 	cfg := producerConfig{
 		linger:             5 * time.Millisecond,
-		batchBytes:         1 << 20,
+		batchBytes:         DefaultBatchBytes,
 		acks:               -1,
 		maxBuffered:        DefaultMaxBufferedBytes,
 		requestTimeout:     c.cfg.requestTimeout,
