@@ -283,6 +283,9 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 	}
 	if code, msg := validateProduce(m.Records, a.cfg.Config.MaxMessageBytes); code != messages.ErrorCode_NONE {
 		resp.Error, resp.ErrorMessage = code, msg
+		if code == messages.ErrorCode_MESSAGE_TOO_LARGE {
+			resp.MaxMessageBytes = a.cfg.Config.MaxMessageBytes
+		}
 		answer()
 		return
 	}

@@ -327,6 +327,10 @@ type ProduceResponse struct {
 	LogAppendTimeMs int64                  `protobuf:"varint,6,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
 	LogStartOffset  int64                  `protobuf:"varint,7,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	CorrelationId   int64                  `protobuf:"varint,8,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	// max_message_bytes is the topic's max.message.bytes, given with
+	// MESSAGE_TOO_LARGE so that the producer can batch the records again
+	// within it.
+	MaxMessageBytes int32 `protobuf:"varint,9,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -413,6 +417,13 @@ func (x *ProduceResponse) GetLogStartOffset() int64 {
 func (x *ProduceResponse) GetCorrelationId() int64 {
 	if x != nil {
 		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *ProduceResponse) GetMaxMessageBytes() int32 {
+	if x != nil {
+		return x.MaxMessageBytes
 	}
 	return 0
 }
@@ -1631,7 +1642,7 @@ const file_depot_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12\x18\n" +
 	"\arecords\x18\x05 \x01(\fR\arecords\x12%\n" +
-	"\x0ecorrelation_id\x18\x06 \x01(\x03R\rcorrelationId\"\xb1\x02\n" +
+	"\x0ecorrelation_id\x18\x06 \x01(\x03R\rcorrelationId\"\xdd\x02\n" +
 	"\x0fProduceResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
@@ -1641,7 +1652,8 @@ const file_depot_proto_rawDesc = "" +
 	"baseOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\"\xfc\x01\n" +
+	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\x12*\n" +
+	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\xfc\x01\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

@@ -59,6 +59,11 @@ func TestBadProduceRequestsChangeNothing(t *testing.T) {
 			resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: tc.acks, Records: tc.records})
 			require.Equal(t, tc.want, resp.Error, resp.ErrorMessage)
 			require.NotEmpty(t, resp.ErrorMessage)
+			if tc.want == messages.ErrorCode_MESSAGE_TOO_LARGE {
+				require.Equal(t, int32(2000), resp.MaxMessageBytes, "the refusal names the topic's limit")
+			} else {
+				require.Zero(t, resp.MaxMessageBytes)
+			}
 			require.Equal(t, int64(1), endOffset(t, n, pid), "a refused request must append nothing")
 		})
 	}
