@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
 
@@ -212,6 +213,83 @@ func TestProduceBoundsRequestsInFlightPerNode(t *testing.T) {
 			checkExactlyOnce(t, produced, got, partitions, true)
 		})
 	}
+}
+
+// A batch larger than the topic's max.message.bytes is batched again
+// within it and sent in its place, as Kafka's producer splits one, and the
+// partition's later batches are sealed within it: every record arrives
+// once, in order with idempotence, and no batch taken is larger than the
+// limit. When the refusal does not name the limit, the batch is halved
+// until its parts fit.
+func TestProduceSplitsBatchesLargerThanTheTopicAllows(t *testing.T) {
+	const n, limit = 20000, 2000
+	for _, tc := range []struct {
+		name       string
+		idempotent bool
+		hide       bool
+		refusals   int // at most, when the limit is named: later batches are sealed within it
+	}{
+		// The first refusal, then those of the batches already in flight.
+		{"idempotent", true, false, 1 + DefaultMaxInFlightAcksAll},
+		{"not idempotent", false, false, 1 + DefaultMaxInFlightAcksAll},
+		{"limit unknown", true, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 30*time.Second)
+			require.NoError(t, fc.createTopic("small", 1))
+			fc.setFaults(faults{maxMessageBytes: limit, hideMaxMessageBytes: tc.hide})
+			p, err := c.NewProducer(Idempotent(tc.idempotent), BatchBytes(16<<10), Linger(20*time.Millisecond))
+			require.NoError(t, err)
+			produced := produceAll(t, ctx, p, "small", n)
+			require.NoError(t, p.Close())
+			st := fc.stats("small")
+			require.Positive(t, st.tooLarge, "batches were refused as too large")
+			require.LessOrEqual(t, st.largest, limit)
+			got := consumeAll(t, ctx, c, "small", n)
+			checkExactlyOnce(t, produced, got, 1, true)
+			if tc.idempotent {
+				for i, r := range got {
+					require.Equal(t, "key-"+strconv.Itoa(i), string(r.Key), "records keep the order they were produced in")
+				}
+			}
+			if tc.refusals > 0 {
+				require.LessOrEqual(t, st.tooLarge, tc.refusals, "later batches are sealed within the limit")
+			}
+		})
+	}
+}
+
+// A record larger than max.message.bytes alone fails with
+// MESSAGE_TOO_LARGE; the records batched with it still arrive.
+func TestProduceFailsARecordLargerThanTheTopicAllows(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("small", 1))
+	fc.setFaults(faults{maxMessageBytes: 2000})
+	p, err := c.NewProducer(Linger(50 * time.Millisecond))
+	require.NoError(t, err)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Add(len(errs))
+	for i, size := range []int{100, 5000, 100} {
+		r := &Record{Topic: "small", Key: []byte("key-" + strconv.Itoa(i)), Value: make([]byte, size)}
+		p.Produce(ctx, r, func(_ *Record, err error) {
+			errs[i] = err
+			wg.Done()
+		})
+	}
+	require.NoError(t, p.Flush(ctx))
+	wg.Wait()
+	require.NoError(t, p.Close())
+	require.NoError(t, errs[0])
+	var cerr *Error
+	require.ErrorAs(t, errs[1], &cerr)
+	require.Equal(t, messages.ErrorCode_MESSAGE_TOO_LARGE, cerr.Code)
+	require.NoError(t, errs[2])
+	got := consumeAll(t, ctx, c, "small", 2)
+	require.Equal(t, "key-0", string(got[0].Key))
+	require.Equal(t, "key-2", string(got[1].Key))
 }
 
 // With one request in flight, no later answer stands for a lost one: each

@@ -36,6 +36,11 @@ type faults struct {
 	discard        bool // assign offsets but keep no records (benchmarks)
 	skewChunkEvery int  // in every n-th answer in chunks, the second names a wrong offset
 	dropChunkEvery int  // in every n-th answer in three chunks or more, the second is not sent
+	// maxMessageBytes refuses larger batches with MESSAGE_TOO_LARGE, as a
+	// topic's max.message.bytes does, naming the limit in the answer
+	// unless hideMaxMessageBytes (as a node that does not say it).
+	maxMessageBytes     int
+	hideMaxMessageBytes bool
 }
 
 // fakeCluster is a metadata actor and partition actors, in memory.
@@ -136,6 +141,8 @@ func (fc *fakeCluster) stats(topic string) (st fakeStats) {
 		st.unanswered += p.stats.unanswered
 		st.fetchDropped += p.stats.fetchDropped
 		st.notLeader += p.stats.notLeader
+		st.tooLarge += p.stats.tooLarge
+		st.largest = max(st.largest, p.stats.largest)
 		st.chunked += p.stats.chunked
 		st.chunks += p.stats.chunks
 		st.skewed += p.stats.skewed
@@ -148,6 +155,9 @@ func (fc *fakeCluster) stats(topic string) (st fakeStats) {
 
 type fakeStats struct {
 	batches, duplicates, outOfOrder, dropped, unanswered, fetchDropped, notLeader int
+	// tooLarge counts batches refused as larger than maxMessageBytes;
+	// largest is the size of the largest batch taken.
+	tooLarge, largest int
 	// chunked counts fetches answered in more than one response, chunks
 	// those responses; skewed and chunkDropped the faults injected in them.
 	chunked, chunks, skewed, chunkDropped, refetched int
@@ -382,6 +392,15 @@ func (p *fakePartition) append(m *messages.ProduceRequest) *messages.ProduceResp
 		resp.ErrorMessage = err.Error()
 		return resp
 	}
+	if f := p.fc.getFaults(); f.maxMessageBytes > 0 && h.Size() > f.maxMessageBytes {
+		p.stats.tooLarge++
+		resp.Error = messages.ErrorCode_MESSAGE_TOO_LARGE
+		resp.ErrorMessage = fmt.Sprintf("batch of %d bytes exceeds max.message.bytes %d", h.Size(), f.maxMessageBytes)
+		if !f.hideMaxMessageBytes {
+			resp.MaxMessageBytes = int32(f.maxMessageBytes)
+		}
+		return resp
+	}
 	var prod *fakeProducer
 	if h.ProducerID >= 0 {
 		prod = p.producers[h.ProducerID]
@@ -412,6 +431,7 @@ func (p *fakePartition) append(m *messages.ProduceRequest) *messages.ProduceResp
 		wire.SetBaseOffset(stored, p.next)
 		p.batches = append(p.batches, stored)
 	}
+	p.stats.largest = max(p.stats.largest, h.Size())
 	resp.BaseOffset = p.next
 	if prod != nil {
 		prod.lastSeq = h.LastSequence()

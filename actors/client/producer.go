@@ -50,7 +50,10 @@ func Linger(d time.Duration) ProducerOpt { return func(c *producerConfig) { c.li
 // Default DefaultBatchBytes, 1 MiB: larger than Kafka's batch.size (16 KiB)
 // and equal to franz-go's, because one actor message per batch is the unit
 // of cost here and big batches buy throughput. A single record larger than
-// this is sent in a batch of its own.
+// this is sent in a batch of its own. A batch that its partition refuses as
+// larger than the topic's max.message.bytes is batched again within that
+// limit and sent in its place, and the partition's later batches are sealed
+// within it; a record that alone exceeds it fails with MESSAGE_TOO_LARGE.
 func BatchBytes(n int) ProducerOpt { return func(c *producerConfig) { c.batchBytes = n } }
 
 // DefaultBatchBytes is the default of BatchBytes.
@@ -193,6 +196,28 @@ type partitionBuffer struct {
 	// sent at once, without waiting for Linger: batches grow only while the
 	// partition is busy, so latency stays low at moderate load.
 	outstanding atomic.Int32
+	// maxBytes, when not zero, is below BatchBytes: the sender lowered it
+	// when the partition refused a batch as larger than its topic's
+	// max.message.bytes, so that later batches are sealed smaller.
+	maxBytes atomic.Int64
+}
+
+// limit is the size at which pb's batch is sealed.
+func (pb *partitionBuffer) limit(batchBytes int) int64 {
+	if m := pb.maxBytes.Load(); m > 0 {
+		return m
+	}
+	return int64(batchBytes)
+}
+
+// lowerLimit makes pb seal its batches at n bytes or less from now on.
+func (pb *partitionBuffer) lowerLimit(batchBytes int, n int64) {
+	for {
+		cur := pb.maxBytes.Load()
+		if (cur > 0 && cur <= n) || n >= int64(batchBytes) || pb.maxBytes.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }
 
 // pending is a record waiting for its batch's answer.
@@ -382,7 +407,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 		r.Timestamp = time.Now()
 	}
 	pb := tb.partitions[part]
-	if pb.builder.Len() > 0 && int64(pb.builder.Size())+size > int64(p.cfg.batchBytes) {
+	if pb.builder.Len() > 0 && int64(pb.builder.Size())+size > pb.limit(p.cfg.batchBytes) {
 		p.seal(tb, pb)
 		part = tb.partitioner.Partition(r, n)
 		if err := checkPartition(r.Topic, part, n); err != nil {
@@ -397,7 +422,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 	pb.pending = append(pb.pending, pending{record: r, promise: promise})
 	pb.bytes += size
 	p.buffered.Add(size)
-	if pb.builder.Size() >= p.cfg.batchBytes || pb.outstanding.Load() == 0 {
+	if int64(pb.builder.Size()) >= pb.limit(p.cfg.batchBytes) || pb.outstanding.Load() == 0 {
 		p.seal(tb, pb)
 	} else if pb.builder.Len() == 1 {
 		pb.lingerAt = time.Now().Add(p.cfg.linger)
@@ -474,8 +499,8 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 	// The builder continues in the recycled batch's buffer; a new one is
 	// made at full size at once rather than grown by doubling.
 	spare := b.buf[:0]
-	if cap(spare) < p.cfg.batchBytes+wire.HeaderSize {
-		spare = make([]byte, 0, p.cfg.batchBytes+wire.HeaderSize)
+	if size := pb.limit(p.cfg.batchBytes) + wire.HeaderSize; int64(cap(spare)) < size {
+		spare = make([]byte, 0, size)
 	}
 	b.buf, b.err = pb.builder.Take(spare)
 	b.records, pb.pending = pb.pending, b.records[:0]
@@ -522,6 +547,67 @@ func (p *Producer) recycle(b *batch) {
 	b.err, b.lastErr = nil, nil
 	b.owner, b.inTopic = nil, nil
 	p.batches.Put(b)
+}
+
+// split rebuilds b's records as batches of at most limit bytes each (a
+// record larger than limit alone in its own), in order and with the
+// sequences they had in b; when that would leave them in one batch, as two
+// halves. Sequences are stamped as b's were (see batch.stamped). Each new
+// batch counts as outstanding for b's partition, as b did.
+func (p *Producer) split(b *batch, limit int64) ([]*batch, error) {
+	var groups [][]pending
+	size := int64(0)
+	for i, pd := range b.records {
+		n := recordSize(pd.record)
+		if i == 0 || size+n > limit {
+			groups = append(groups, nil)
+			size = wire.HeaderSize
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], pd)
+		size += n
+	}
+	if len(groups) < 2 {
+		half := len(b.records) / 2
+		groups = [][]pending{
+			append([]pending(nil), b.records[:half]...),
+			append([]pending(nil), b.records[half:]...),
+		}
+	}
+	out := make([]*batch, 0, len(groups))
+	seq := b.baseSeq
+	for _, records := range groups {
+		opts := wire.NoProducer
+		if p.cfg.idempotent {
+			opts = wire.BatchOptions{
+				ProducerID:    p.producerID,
+				ProducerEpoch: p.producerEpoch,
+				BaseSequence:  subSeq(seq, b.stamped),
+			}
+		}
+		opts.Compression = p.cfg.compression
+		builder := wire.NewBuilder(opts)
+		var bytes int64
+		for _, pd := range records {
+			r := pd.record
+			builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
+			bytes += recordSize(r)
+		}
+		buf, err := builder.Take(nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &batch{
+			topic: b.topic, partition: b.partition, buf: buf,
+			records: records, bytes: bytes, baseSeq: seq,
+			sealed: b.sealed, owner: b.owner, inTopic: b.inTopic,
+			stamped: b.stamped,
+		})
+		seq = addSeq(seq, int32(len(records)))
+	}
+	if b.owner != nil {
+		b.owner.outstanding.Add(int32(len(out) - 1))
+	}
+	return out, nil
 }
 
 // ProduceSync produces rs, sends the open batches at once rather than after

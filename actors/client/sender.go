@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -172,6 +173,11 @@ func (s *sender) onBatch(ctx actor.Context, b *batch) {
 	}
 	ps := s.part(b.topic, b.partition)
 	ps.queue = append(ps.queue, b)
+	if b.owner != nil {
+		if limit := b.owner.limit(s.p.cfg.batchBytes); int64(len(b.buf)) > limit {
+			s.splitLarger(ps, ps.inflight, limit, false) // sealed before the partition's limit was lowered
+		}
+	}
 	s.trySend(ctx, ps)
 }
 
@@ -280,6 +286,8 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 			s.p.client.forget(ps.key.topic)
 		}
 		s.backoff(ps)
+	case code == messages.ErrorCode_MESSAGE_TOO_LARGE && len(b.records) > 1 && s.splitTooLarge(ps, i, m.GetMaxMessageBytes()):
+		s.trySend(ctx, ps)
 	default:
 		s.remove(ps, i)
 		s.setInFlight(ps, ps.inflight-1)
@@ -289,6 +297,67 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 		}
 		s.complete(b, -1, codeError(code, m.GetErrorMessage()))
 		s.trySend(ctx, ps)
+	}
+}
+
+// splitTooLarge replaces the batch in flight at i, which its partition
+// refused whole as larger than the topic's max.message.bytes (maxBytes,
+// or unknown when 0), with batches of its records that fit, or with two
+// halves of them when the limit is unknown, as Kafka's producer splits
+// such a batch; the partition's later batches are sealed within the same
+// bound. With idempotence the new batches take its place in sequence and
+// everything in flight is sent again after them in order: the partition
+// refuses what follows a missing sequence, and recognises a resend of
+// what it took. Without, they are sent after the batches in flight, which
+// it may have taken. It reports false, leaving the batch to fail, when the
+// records cannot be batched again.
+func (s *sender) splitTooLarge(ps *partSender, i int, maxBytes int32) bool {
+	b := ps.queue[i]
+	limit := int64(maxBytes)
+	if limit <= 0 {
+		limit = int64(len(b.buf) / 2)
+	}
+	parts, err := s.p.split(b, limit)
+	if err != nil {
+		s.p.logger.WithError(err).Warn("could not split a batch refused as too large")
+		return false
+	}
+	if b.owner != nil {
+		b.owner.lowerLimit(s.p.cfg.batchBytes, limit)
+	}
+	if s.p.cfg.idempotent {
+		ps.queue = slices.Replace(ps.queue, i, i+1, parts...)
+		s.backoff(ps)
+		ps.retryAt = time.Time{}
+		// Nothing after the refused batch is in the log: the partition
+		// takes a producer's batches only in sequence.
+		s.splitLarger(ps, i+len(parts), limit, true)
+		return true
+	}
+	s.remove(ps, i)
+	s.setInFlight(ps, ps.inflight-1)
+	ps.queue = slices.Insert(ps.queue, ps.inflight, parts...)
+	s.splitLarger(ps, ps.inflight, limit, false)
+	return true
+}
+
+// splitLarger batches again, within limit, the batches of ps at from and
+// after, not in flight, that were sealed larger, rather than have the
+// partition refuse each. It leaves a batch sent before unless sent is set
+// (the caller knows the partition has not taken it): one it may have taken
+// keeps its sequences, as it recognises a resend only as the same batch.
+func (s *sender) splitLarger(ps *partSender, from int, limit int64, sent bool) {
+	for j := max(from, ps.inflight); j < len(ps.queue); j++ {
+		b := ps.queue[j]
+		if (b.attempts > 0 && !sent) || int64(len(b.buf)) <= limit || len(b.records) < 2 {
+			continue
+		}
+		parts, err := s.p.split(b, limit)
+		if err != nil {
+			continue // sent as it is, to be refused and failed
+		}
+		ps.queue = slices.Replace(ps.queue, j, j+1, parts...)
+		j += len(parts) - 1
 	}
 }
 
