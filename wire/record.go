@@ -74,6 +74,22 @@ func (b *Builder) Len() int { return int(b.count) }
 // Size is the size the batch would have uncompressed.
 func (b *Builder) Size() int { return len(b.buf) }
 
+// Cap is the size the batch can reach in the builder's buffer without it
+// being grown.
+func (b *Builder) Cap() int { return cap(b.buf) }
+
+// Grow moves the builder's records into buf when buf is larger than its
+// buffer, and returns the buffer it had; otherwise it changes nothing and
+// returns nil. buf's contents are discarded.
+func (b *Builder) Grow(buf []byte) []byte {
+	if cap(buf) <= cap(b.buf) {
+		return nil
+	}
+	old := b.buf
+	b.buf = append(buf[:0], old...)
+	return old
+}
+
 // reserveHeader empties buf down to the space of a batch header.
 func reserveHeader(buf []byte) []byte {
 	if cap(buf) < HeaderSize {

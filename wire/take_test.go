@@ -57,6 +57,28 @@ func TestTakeReusesSpare(t *testing.T) {
 	require.Equal(t, []string{"b"}, values)
 }
 
+// Grow moves the records into a larger buffer and hands back the old one;
+// the batch is the same as one built without it.
+func TestGrowMovesTheRecords(t *testing.T) {
+	plain, grown := NewBuilder(NoProducer), NewBuilder(NoProducer)
+	require.Nil(t, grown.Grow(make([]byte, 0, 16)), "a smaller buffer is refused")
+	for i := 0; i < 100; i++ {
+		value := []byte(fmt.Sprint("value ", i))
+		plain.Append(int64(i), nil, value, nil)
+		if i%10 == 0 {
+			old := grown.Grow(make([]byte, 0, grown.Cap()*2))
+			require.NotNil(t, old)
+			require.Less(t, cap(old), grown.Cap())
+		}
+		grown.Append(int64(i), nil, value, nil)
+	}
+	want, err := plain.AppendTo(nil)
+	require.NoError(t, err)
+	got, err := grown.Take(nil)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
 func BenchmarkTake(b *testing.B) {
 	value := make([]byte, 1024)
 	builder := NewBuilder(NoProducer)

@@ -53,8 +53,10 @@ type fakeCluster struct {
 	producerID int64
 
 	// working counts the partitions working on a produce request
-	// (with holdProduce); maxWorking is its highest value.
-	working, maxWorking atomic.Int32
+	// (with holdProduce), and workingBytes the size of those requests'
+	// records; maxWorking and maxWorkingBytes are their highest values.
+	working, maxWorking           atomic.Int32
+	workingBytes, maxWorkingBytes atomic.Int64
 }
 
 // newFakeCluster spawns a fake metadata actor in system.
@@ -369,11 +371,15 @@ func (p *fakePartition) onProduce(ctx actor.Context, m *messages.ProduceRequest)
 		return
 	}
 	if f.holdProduce > 0 {
-		n := p.fc.working.Add(1)
+		size := int64(len(m.GetRecords()))
+		n, bytes := p.fc.working.Add(1), p.fc.workingBytes.Add(size)
 		for m := p.fc.maxWorking.Load(); n > m && !p.fc.maxWorking.CompareAndSwap(m, n); m = p.fc.maxWorking.Load() {
+		}
+		for m := p.fc.maxWorkingBytes.Load(); bytes > m && !p.fc.maxWorkingBytes.CompareAndSwap(m, bytes); m = p.fc.maxWorkingBytes.Load() {
 		}
 		time.Sleep(f.holdProduce)
 		p.fc.working.Add(-1)
+		p.fc.workingBytes.Add(-size)
 	}
 	if f.produceDelay > 0 {
 		sender, root := ctx.Sender(), ctx.ActorSystem().Root

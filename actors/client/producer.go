@@ -123,13 +123,17 @@ func MaxInFlightPerPartition(n int) ProducerOpt {
 // it syncs: 665k and 655k.
 const DefaultMaxInFlightAcksAll = 10
 
-// MaxInFlightPerNode bounds the ProduceRequests awaiting an answer per node,
-// across its partitions; the batches beyond it wait in the producer, whose
-// buffer bound holds them back, rather than in the node's queues. Default
-// 5, as Kafka's max.in.flight.requests.per.connection (a Kafka request
-// carries a batch for each of the node's partitions, a Depot request one),
-// or DefaultMaxInFlightAcksAll with Acks(-1). A few requests keep a node
-// busy; more only lengthen its queues, and the bytes waiting there.
+// MaxInFlightPerNode bounds the bytes of the ProduceRequests awaiting an
+// answer per node, across its partitions, to n batches of BatchBytes (one
+// request, however large, may always be in flight); the batches beyond it
+// wait in the producer, whose buffer bound holds them back, rather than in
+// the node's queues. Default 5, as Kafka's
+// max.in.flight.requests.per.connection, or DefaultMaxInFlightAcksAll with
+// Acks(-1). A Kafka request carries a batch for each of the node's
+// partitions and a Depot request one, so the bound is on bytes: a few full
+// batches keep a node busy, and more only lengthen its queues and the
+// bytes waiting there, while the small batches of many partitions written
+// to at once go together, as in one Kafka request.
 func MaxInFlightPerNode(n int) ProducerOpt {
 	return func(c *producerConfig) { c.maxInFlightPerNode = n }
 }
@@ -171,7 +175,8 @@ type Producer struct {
 	space    chan struct{} // closed when buffered bytes are released
 	closed   bool
 
-	batches sync.Pool // *batch, with buffers to reuse
+	batches sync.Pool // *batch
+	bufs    *batchBuffers
 }
 
 // topicBuffer is a topic's open batches.
@@ -302,6 +307,7 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 		producerEpoch: -1,
 		topics:        map[string]*topicBuffer{},
 		space:         make(chan struct{}),
+		bufs:          newBatchBuffers(cfg.batchBytes),
 	}
 	if cfg.idempotent {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.requestTimeout)
@@ -418,6 +424,9 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 		r.Partition = int32(part)
 		pb = tb.partitions[part]
 	}
+	if need := pb.builder.Size() + int(size); need > pb.builder.Cap() {
+		p.bufs.put(pb.builder.Grow(p.bufs.get(max(need, 2*pb.builder.Cap()))))
+	}
 	pb.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	pb.pending = append(pb.pending, pending{record: r, promise: promise})
 	pb.bytes += size
@@ -496,12 +505,9 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 	b.topic, b.partition = pb.topic, pb.partition
 	b.owner, b.inTopic = pb, tb
 	pb.outstanding.Add(1)
-	// The builder continues in the recycled batch's buffer; a new one is
-	// made at full size at once rather than grown by doubling.
-	spare := b.buf[:0]
-	if size := pb.limit(p.cfg.batchBytes) + wire.HeaderSize; int64(cap(spare)) < size {
-		spare = make([]byte, 0, size)
-	}
+	// The builder continues in a buffer the size of this batch (see
+	// batchBuffers).
+	spare := p.bufs.get(pb.builder.Size())
 	b.buf, b.err = pb.builder.Take(spare)
 	b.records, pb.pending = pb.pending, b.records[:0]
 	b.bytes, pb.bytes = pb.bytes, 0
@@ -542,6 +548,8 @@ func (p *Producer) release(n int64) {
 
 // recycle keeps b's buffers for another batch.
 func (p *Producer) recycle(b *batch) {
+	p.bufs.put(b.buf)
+	b.buf = nil
 	clear(b.records)
 	b.records = b.records[:0]
 	b.err, b.lastErr = nil, nil

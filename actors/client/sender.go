@@ -25,8 +25,8 @@ type partKey struct {
 
 // sender is a producer's actor: it receives sealed batches (one message per
 // batch), sends them to partition leaders in sequence order with at most
-// MaxInFlightPerPartition awaiting an answer per partition and
-// MaxInFlightPerNode per node, matches answers by correlation
+// MaxInFlightPerPartition awaiting an answer per partition and the bytes
+// MaxInFlightPerNode allows per node, matches answers by correlation
 // id, and on a lost answer or a retriable error sends the partition's
 // batches again from the first unacknowledged one, with the same bytes and
 // sequences, after RetryBackoff. Not shared: all access is through its
@@ -46,6 +46,8 @@ type partSender struct {
 	leader   *actor.PID
 	queue    []*batch // unacknowledged batches in sequence order
 	inflight int      // batches at the front of queue awaiting an answer
+	// inflightBytes is the size of those batches.
+	inflightBytes int
 	// node is where the batches in flight went; waiting is set while ps
 	// is in node's waiting list.
 	node    *nodeSender
@@ -62,12 +64,12 @@ type partSender struct {
 	unconfirmed int32
 }
 
-// nodeSender is the sender's state for one node: its requests awaiting an
-// answer, across partitions, and the partitions whose next batch waits for
-// one of them, in the order they began to wait.
+// nodeSender is the sender's state for one node: the bytes of its
+// requests awaiting an answer, across partitions, and the partitions whose
+// next batch waits for room, in the order they began to wait.
 type nodeSender struct {
-	inflight int
-	waiting  []*partSender
+	bytes   int
+	waiting []*partSender
 }
 
 func newSender(p *Producer) *sender {
@@ -75,12 +77,29 @@ func newSender(p *Producer) *sender {
 }
 
 // setInFlight sets the count of ps's batches awaiting an answer, and its
-// node's count with it.
+// node's bytes with it: the first n batches of its queue are those in
+// flight.
 func (s *sender) setInFlight(ps *partSender, n int) {
-	if ps.node != nil {
-		ps.node.inflight += n - ps.inflight
+	bytes := 0
+	for _, b := range ps.queue[:n] {
+		bytes += len(b.buf)
 	}
-	ps.inflight = n
+	if ps.node != nil {
+		ps.node.bytes += bytes - ps.inflightBytes
+	}
+	ps.inflight, ps.inflightBytes = n, bytes
+}
+
+// nodeWindow is the bytes a node may have in flight: MaxInFlightPerNode
+// batches of BatchBytes.
+func (s *sender) nodeWindow() int {
+	return s.p.cfg.maxInFlightPerNode * s.p.cfg.batchBytes
+}
+
+// hasRoom reports whether n can take a batch of size more bytes: always
+// when nothing is in flight to it.
+func (s *sender) hasRoom(n *nodeSender, size int) bool {
+	return n.bytes == 0 || n.bytes+size <= s.nodeWindow()
 }
 
 // nodeOf returns the state of the node that pid lives on.
@@ -93,11 +112,17 @@ func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
 	return n
 }
 
-// wake sends the batches of n's waiting partitions while n has room.
+// wake lets n's waiting partitions send, in the order they began to wait,
+// while n has room. One whose next batch does not fit waits again, behind
+// those not reached.
 func (s *sender) wake(ctx actor.Context, n *nodeSender) {
-	for len(n.waiting) > 0 && n.inflight < s.p.cfg.maxInFlightPerNode {
-		var ps *partSender
-		ps, n.waiting = popFront(n.waiting)
+	waiting := n.waiting
+	n.waiting = nil
+	for i, ps := range waiting {
+		if n.bytes >= s.nodeWindow() {
+			n.waiting = append(slices.Clone(waiting[i:]), n.waiting...)
+			return
+		}
 		ps.waiting = false
 		s.trySend(ctx, ps)
 	}
@@ -208,14 +233,14 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 	ps.node = node
 	cfg := &s.p.cfg
 	for ps.inflight < len(ps.queue) && (cfg.acks == 0 || ps.inflight < cfg.maxInFlight) {
-		if cfg.acks != 0 && node.inflight >= cfg.maxInFlightPerNode {
+		b := ps.queue[ps.inflight]
+		if cfg.acks != 0 && !s.hasRoom(node, len(b.buf)) {
 			if !ps.waiting {
 				ps.waiting = true
 				node.waiting = append(node.waiting, ps)
 			}
 			return
 		}
-		b := ps.queue[ps.inflight]
 		if cfg.idempotent && b.stamped != ps.seqShift {
 			stampSequence(b.buf, subSeq(b.baseSeq, ps.seqShift))
 			b.stamped = ps.seqShift
