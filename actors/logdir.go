@@ -26,6 +26,11 @@ const (
 	// defaultUsageInterval is how often a log-dir actor reports its usage
 	// to the placement actor even when nothing changed.
 	defaultUsageInterval = 10 * time.Second
+	// usageDelay gathers the size changes partitions report into one
+	// usage report to the placement actor: with many partitions each
+	// reporting about once a second, one per report cost a sort of them
+	// all every time.
+	usageDelay = 100 * time.Millisecond
 	// rateHalfLife is the half-life of the write-rate average.
 	rateHalfLife = 30 * time.Second
 )
@@ -163,6 +168,7 @@ type logDirActor struct {
 	state      string
 	failure    string
 	dirty      bool
+	usageSoon  bool // a usage report is due after usageDelay
 	timers     []scheduler.CancelFunc
 	logger     *logrus.Entry
 }
@@ -208,6 +214,9 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 		}
 	case *usageTick:
 		a.reportUsage(ctx)
+	case *usageDue:
+		a.usageSoon = false
+		a.reportUsage(ctx)
 	case *WriteCheckpoints:
 		ctx.Respond(&WriteCheckpointsDone{Err: a.writeCheckpoints()})
 	case *actor.Stopping:
@@ -223,6 +232,9 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 type checkpointTick struct{}
 
 type usageTick struct{}
+
+// usageDue is the usage report partitions' size changes made due.
+type usageDue struct{}
 
 func (a *logDirActor) onReport(ctx actor.Context, m *partitionReport) {
 	a.dirty = true
@@ -243,8 +255,9 @@ func (a *logDirActor) onReport(ctx actor.Context, m *partitionReport) {
 	changed := m.sizeBytes != p.report.sizeBytes || m.closed
 	p.report = *m
 	p.lastSeen = now
-	if changed {
-		a.reportUsage(ctx)
+	if changed && !a.usageSoon {
+		a.usageSoon = true
+		scheduler.NewTimerScheduler(ctx).SendOnce(usageDelay, ctx.Self(), &usageDue{})
 	}
 }
 
