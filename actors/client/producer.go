@@ -124,10 +124,10 @@ func MaxInFlightPerPartition(n int) ProducerOpt {
 const DefaultMaxInFlightAcksAll = 10
 
 // MaxInFlightPerNode bounds the bytes of the ProduceRequests awaiting an
-// answer per node, across its partitions, to n batches of BatchBytes (one
-// request, however large, may always be in flight); the batches beyond it
-// wait in the producer, whose buffer bound holds them back, rather than in
-// the node's queues. Default 5, as Kafka's
+// answer per node, across its partitions, to about n batches of BatchBytes:
+// a batch is sent while less than that is in flight, so the last one sent
+// may cross it. The batches beyond wait in the producer, whose buffer bound
+// holds them back, rather than in the node's queues. Default 5, as Kafka's
 // max.in.flight.requests.per.connection, or DefaultMaxInFlightAcksAll with
 // Acks(-1). A Kafka request carries a batch for each of the node's
 // partitions and a Depot request one, so the bound is on bytes: a few full

@@ -96,10 +96,11 @@ func (s *sender) nodeWindow() int {
 	return s.p.cfg.maxInFlightPerNode * s.p.cfg.batchBytes
 }
 
-// hasRoom reports whether n can take a batch of size more bytes: always
-// when nothing is in flight to it.
-func (s *sender) hasRoom(n *nodeSender, size int) bool {
-	return n.bytes == 0 || n.bytes+size <= s.nodeWindow()
+// hasRoom reports whether n can take another batch: while its bytes in
+// flight are below the window, so that the last batch sent may cross it,
+// by less than a batch, and none waits behind a larger one.
+func (s *sender) hasRoom(n *nodeSender) bool {
+	return n.bytes < s.nodeWindow()
 }
 
 // nodeOf returns the state of the node that pid lives on.
@@ -113,16 +114,11 @@ func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
 }
 
 // wake lets n's waiting partitions send, in the order they began to wait,
-// while n has room. One whose next batch does not fit waits again, behind
-// those not reached.
+// while n has room.
 func (s *sender) wake(ctx actor.Context, n *nodeSender) {
-	waiting := n.waiting
-	n.waiting = nil
-	for i, ps := range waiting {
-		if n.bytes >= s.nodeWindow() {
-			n.waiting = append(slices.Clone(waiting[i:]), n.waiting...)
-			return
-		}
+	for len(n.waiting) > 0 && s.hasRoom(n) {
+		var ps *partSender
+		ps, n.waiting = popFront(n.waiting)
 		ps.waiting = false
 		s.trySend(ctx, ps)
 	}
@@ -234,7 +230,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 	cfg := &s.p.cfg
 	for ps.inflight < len(ps.queue) && (cfg.acks == 0 || ps.inflight < cfg.maxInFlight) {
 		b := ps.queue[ps.inflight]
-		if cfg.acks != 0 && !s.hasRoom(node, len(b.buf)) {
+		if cfg.acks != 0 && !s.hasRoom(node) {
 			if !ps.waiting {
 				ps.waiting = true
 				node.waiting = append(node.waiting, ps)
