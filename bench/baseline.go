@@ -72,10 +72,14 @@ func groupCommitWindow(cfg Config) int64 {
 // 127.0.0.1 for loopback.
 func MeasureBaseline(ctx context.Context, dir string, size, window int64, loopback time.Duration) (*Baseline, error) {
 	b := &Baseline{}
-	if err := b.measureFile(ctx, dir, size, 5*loopback); err != nil {
+	if err := withBaselineFile(dir, func(f *os.File, block []byte) error {
+		return b.measureFile(ctx, f, block, size, 5*loopback)
+	}); err != nil {
 		return nil, err
 	}
-	if err := b.measureGroupCommit(ctx, dir, size, window, 5*loopback); err != nil {
+	if err := withBaselineFile(dir, func(f *os.File, block []byte) error {
+		return b.measureGroupCommit(ctx, f, block, size, window, 5*loopback)
+	}); err != nil {
 		return nil, err
 	}
 	if err := b.measureLoopback(ctx, loopback); err != nil {
@@ -84,39 +88,29 @@ func MeasureBaseline(ctx context.Context, dir string, size, window int64, loopba
 	return b, nil
 }
 
-// baselineFile creates a temporary file in dir and returns it with a
-// function that closes and removes it, and one block of random bytes to
-// write.
-func baselineFile(dir string) (f *os.File, remove func() error, block []byte, err error) {
+// withBaselineFile creates a temporary file in dir, runs measure on it with
+// a block of random bytes to write, and removes it.
+func withBaselineFile(dir string, measure func(f *os.File, block []byte) error) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, nil, fmt.Errorf("bench: baseline: %w", err)
+		return fmt.Errorf("bench: baseline: %w", err)
 	}
-	f, err = os.CreateTemp(dir, "depot-bench-baseline-")
+	f, err := os.CreateTemp(dir, "depot-bench-baseline-")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("bench: baseline: %w", err)
+		return fmt.Errorf("bench: baseline: %w", err)
 	}
-	remove = func() error {
-		f.Close()
-		if err := os.Remove(f.Name()); err != nil {
-			return fmt.Errorf("bench: baseline: %w", err)
-		}
-		return nil
-	}
-	block = make([]byte, baselineBlock)
+	block := make([]byte, baselineBlock)
 	_, _ = rand.Read(block)
-	return f, remove, block, nil
+	err = measure(f, block)
+	f.Close()
+	if rerr := os.Remove(f.Name()); rerr != nil && err == nil {
+		err = fmt.Errorf("bench: baseline: %w", rerr)
+	}
+	return err
 }
 
-func (b *Baseline) measureFile(ctx context.Context, dir string, size int64, bound time.Duration) (err error) {
-	f, remove, block, err := baselineFile(dir)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if rerr := remove(); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
+// measureFile writes size bytes to f, then reads them back, each pass
+// bounded by bound.
+func (b *Baseline) measureFile(ctx context.Context, f *os.File, block []byte, size int64, bound time.Duration) error {
 	start := time.Now()
 	var written int64
 	for written < size && ctx.Err() == nil {
@@ -161,22 +155,13 @@ func (b *Baseline) measureFile(ctx context.Context, dir string, size int64, boun
 	return nil
 }
 
-// measureGroupCommit writes size bytes in 1 MiB writes while another
+// measureGroupCommit writes size bytes to f in 1 MiB writes while another
 // goroutine fsyncs the file over and over, each fsync covering what was
 // written before it began, as a partition's group commit does for acks=all.
 // The writer stays at most window bytes ahead of the last fsync that ended,
 // as a producer with that many bytes in flight waits for its answers. The
 // time runs until everything written is synced.
-func (b *Baseline) measureGroupCommit(ctx context.Context, dir string, size, window int64, bound time.Duration) (err error) {
-	f, remove, block, err := baselineFile(dir)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if rerr := remove(); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
+func (b *Baseline) measureGroupCommit(ctx context.Context, f *os.File, block []byte, size, window int64, bound time.Duration) error {
 	var (
 		mu              sync.Mutex
 		cond            = sync.NewCond(&mu)
