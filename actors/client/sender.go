@@ -229,7 +229,6 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 	ps.node = node
 	cfg := &s.p.cfg
 	for ps.inflight < len(ps.queue) && (cfg.acks == 0 || ps.inflight < cfg.maxInFlight) {
-		b := ps.queue[ps.inflight]
 		if cfg.acks != 0 && !s.hasRoom(node) {
 			if !ps.waiting {
 				ps.waiting = true
@@ -237,6 +236,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			}
 			return
 		}
+		b := ps.queue[ps.inflight]
 		if cfg.idempotent && b.stamped != ps.seqShift {
 			stampSequence(b.buf, subSeq(b.baseSeq, ps.seqShift))
 			b.stamped = ps.seqShift
