@@ -257,6 +257,32 @@ func TestDecodeAllocations(t *testing.T) {
 	require.Equal(t, batch, buf)
 }
 
+// The package-level Records gives a compressed batch's records one buffer
+// of their own, allocated once at its exact size: the output is not grown
+// into it from a few KiB.
+func TestRecordsAllocateTheirBufferOnce(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	recs := make([]rec, 256)
+	for i := range recs {
+		recs[i] = rec{ts: int64(i), value: textValue(r, 1000)}
+	}
+	for _, c := range codecs {
+		batch := build(t, BatchOptions{Compression: c}, recs)
+		var size int
+		fn := func(r Record) error {
+			size += len(r.Value)
+			return nil
+		}
+		require.NoError(t, Records(batch, fn)) // the pooled decoder's buffer grows once
+		allocs := testing.AllocsPerRun(20, func() {
+			if err := Records(batch, fn); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.LessOrEqual(t, allocs, 2.0, "%s: the records' buffer, and at most one more", c)
+	}
+}
+
 // TestCodecsStartNoGoroutines checks that pooled codec state decodes and
 // encodes synchronously: the package starts no goroutines.
 func TestCodecsStartNoGoroutines(t *testing.T) {

@@ -65,18 +65,18 @@ func (d *Decoder) records(b []byte, fn func(Record) error, reuse bool) error {
 		if limit <= 0 {
 			limit = DefaultMaxDecompressed
 		}
-		var dst []byte
-		if reuse {
-			dst = d.buf[:0]
-		}
-		dst, err = decompress(c, dst, body, limit)
-		if reuse {
-			d.buf = dst
-		}
+		// The decoder's buffer takes the output, grown once to the
+		// largest batch rather than for each; records kept after the
+		// call get a copy of exactly their size.
+		dst, err := decompress(c, d.buf[:0], body, limit)
+		d.buf = dst
 		if err != nil {
 			return err
 		}
 		body = dst
+		if !reuse {
+			body = append([]byte(nil), dst...)
+		}
 	}
 	return d.decode(&h, body, fn)
 }
