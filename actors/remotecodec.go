@@ -556,3 +556,8 @@ func (p *dirtyPool) Put(b *[]byte) {
 
 // remoteBuffers is the one pool shared by a process's remote streams.
 var remoteBuffers = newDirtyPool()
+
+// NewBufferPool returns a pool of its own like the remote streams' (see
+// dirtyPool): buffers by size, the last handed back first, bounded, and
+// never cleared. A producer keeps its batches' buffers in one.
+func NewBufferPool() mem.BufferPool { return newDirtyPool() }

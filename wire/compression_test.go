@@ -268,11 +268,7 @@ func TestRecordsAllocateTheirBufferOnce(t *testing.T) {
 	}
 	for _, c := range codecs {
 		batch := build(t, BatchOptions{Compression: c}, recs)
-		var size int
-		fn := func(r Record) error {
-			size += len(r.Value)
-			return nil
-		}
+		fn := func(Record) error { return nil }
 		require.NoError(t, Records(batch, fn)) // the pooled decoder's buffer grows once
 		allocs := testing.AllocsPerRun(20, func() {
 			if err := Records(batch, fn); err != nil {

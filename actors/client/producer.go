@@ -13,6 +13,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/mem"
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/messages"
@@ -175,8 +176,8 @@ type Producer struct {
 	space    chan struct{} // closed when buffered bytes are released
 	closed   bool
 
-	batches sync.Pool // *batch
-	bufs    *batchBuffers
+	batches sync.Pool      // *batch
+	bufs    mem.BufferPool // batch buffers (see seal)
 }
 
 // topicBuffer is a topic's open batches.
@@ -307,7 +308,7 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 		producerEpoch: -1,
 		topics:        map[string]*topicBuffer{},
 		space:         make(chan struct{}),
-		bufs:          newBatchBuffers(cfg.batchBytes),
+		bufs:          actors.NewBufferPool(),
 	}
 	if cfg.idempotent {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.requestTimeout)
@@ -425,7 +426,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 		pb = tb.partitions[part]
 	}
 	if need := pb.builder.Size() + int(size); need > pb.builder.Cap() {
-		p.bufs.put(pb.builder.Grow(p.bufs.get(max(need, 2*pb.builder.Cap()))))
+		p.putBuffer(pb.builder.Grow(p.getBuffer(max(need, 2*pb.builder.Cap()))))
 	}
 	pb.builder.Append(r.Timestamp.UnixMilli(), r.Key, r.Value, r.Headers)
 	pb.pending = append(pb.pending, pending{record: r, promise: promise})
@@ -505,9 +506,12 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 	b.topic, b.partition = pb.topic, pb.partition
 	b.owner, b.inTopic = pb, tb
 	pb.outstanding.Add(1)
-	// The builder continues in a buffer the size of this batch (see
-	// batchBuffers).
-	spare := p.bufs.get(pb.builder.Size())
+	// The builder continues in a pooled buffer the size of this batch,
+	// and Produce moves it to one twice as large as it fills: a producer
+	// writing to many partitions holds buffers near the bytes it
+	// buffers, not a full batch's worth per partition, while a partition
+	// whose batches fill keeps full-size buffers and never moves.
+	spare := p.getBuffer(pb.builder.Size())
 	b.buf, b.err = pb.builder.Take(spare)
 	b.records, pb.pending = pb.pending, b.records[:0]
 	b.bytes, pb.bytes = pb.bytes, 0
@@ -546,9 +550,21 @@ func (p *Producer) release(n int64) {
 	}
 }
 
+// getBuffer returns an empty pooled buffer of at least n bytes.
+func (p *Producer) getBuffer(n int) []byte {
+	return (*p.bufs.Get(n))[:0]
+}
+
+// putBuffer hands b back to the pool; nil is ignored.
+func (p *Producer) putBuffer(b []byte) {
+	if cap(b) > 0 {
+		p.bufs.Put(&b)
+	}
+}
+
 // recycle keeps b's buffers for another batch.
 func (p *Producer) recycle(b *batch) {
-	p.bufs.put(b.buf)
+	p.putBuffer(b.buf)
 	b.buf = nil
 	clear(b.records)
 	b.records = b.records[:0]
