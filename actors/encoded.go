@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -139,26 +140,14 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 
 var produceRequestDescriptor = (&messages.ProduceRequest{}).ProtoReflect().Descriptor()
 
-// OutgoingProduce returns what a producer sends to the partition to: when
-// to is in another actor system and r carries at least a few KiB of
-// records, r in its wire form, written once into a buffer of the remote
-// streams' pool that the stream takes back when it has written it; r
-// itself otherwise. Either way the records are copied once, as
-// protoactor's serializer would copy them later, but into a buffer that is
-// neither allocated nor cleared, and at once: the caller may change them
-// as soon as it returns.
-func OutgoingProduce(system *actor.ActorSystem, to *actor.PID, r *messages.ProduceRequest) proto.Message {
-	if len(r.Records) < inlineData || !isRemote(system, to) {
-		return r
-	}
-	return &encodedMessage{desc: produceRequestDescriptor, b: encodeProduceRequest(r)}
-}
+// produceHeadRoom is room enough for a ProduceRequest's fields but its
+// records: a topic name is at most MaxTopicNameLength bytes, and the
+// numbers and the records' tag and length take at most 64.
+const produceHeadRoom = MaxTopicNameLength + 64
 
-// encodeProduceRequest returns r's wire form in a buffer of remoteBuffers,
-// its records last (a decoder takes fields in any order).
-func encodeProduceRequest(r *messages.ProduceRequest) []byte {
-	var head [MaxTopicNameLength + 64]byte
-	h := head[:0]
+// produceRequestHead appends r's fields to h, ending with the tag and
+// length of its records, which are to follow.
+func produceRequestHead(h []byte, r *messages.ProduceRequest) []byte {
 	h = appendStringField(h, 1, r.Topic)
 	h = appendVarintField(h, 2, uint64(int64(r.Partition)))
 	h = appendVarintField(h, 3, uint64(int64(r.Acks)))
@@ -167,9 +156,54 @@ func encodeProduceRequest(r *messages.ProduceRequest) []byte {
 	if len(r.Records) > 0 {
 		h = appendBytesHead(h, 5, len(r.Records))
 	}
-	buf := remoteBuffers.Get(len(h) + len(r.Records))
-	b := *buf
-	copy(b, h)
-	copy(b[len(h):], r.Records)
+	return h
+}
+
+var produceRequestsDescriptor = (&messages.ProduceRequests{}).ProtoReflect().Descriptor()
+
+// OutgoingProduces returns the ProduceRequests a producer sends to the
+// partition manager to, for the partitions of rs that its node leads:
+// when to is in another actor system and the requests carry at least a
+// few KiB of records, in its wire form, written once into a buffer of the
+// remote streams' pool that the stream takes back when it has written it.
+// The records are copied once, as protoactor's serializer would copy them
+// later, but into a buffer that is neither allocated nor cleared, and at
+// once: the caller may change them as soon as it returns. Otherwise it is
+// a message holding the requests themselves (not rs, which the caller may
+// reuse).
+func OutgoingProduces(system *actor.ActorSystem, to *actor.PID, rs []*messages.ProduceRequest) proto.Message {
+	records := 0
+	for _, r := range rs {
+		records += len(r.Records)
+	}
+	if records < inlineData || !isRemote(system, to) {
+		return &messages.ProduceRequests{Requests: slices.Clone(rs)}
+	}
+	return &encodedMessage{desc: produceRequestsDescriptor, b: encodeProduceRequests(rs, records)}
+}
+
+// encodeProduceRequests returns the wire form of ProduceRequests{rs} in a
+// buffer of remoteBuffers; records is the size of their records together.
+func encodeProduceRequests(rs []*messages.ProduceRequest, records int) []byte {
+	heads := make([]byte, 0, 96*len(rs))
+	ends := make([]int, len(rs))
+	size := records
+	for i, r := range rs {
+		start := len(heads)
+		var head [produceHeadRoom]byte
+		h := produceRequestHead(head[:0], r)
+		heads = appendBytesHead(heads, 1, len(h)+len(r.Records))
+		heads = append(heads, h...)
+		ends[i] = len(heads)
+		size += len(heads) - start
+	}
+	buf := remoteBuffers.Get(size)
+	b := (*buf)[:0]
+	start := 0
+	for i, r := range rs {
+		b = append(b, heads[start:ends[i]]...)
+		b = append(b, r.Records...)
+		start = ends[i]
+	}
 	return b
 }

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -103,36 +102,50 @@ func TestIsRemote(t *testing.T) {
 	require.False(t, isRemote(system, nil))
 }
 
-// A produce request to another system goes in its wire form, which decodes
-// to the same request and owns its bytes; a small one, or one to a local
-// actor, goes as it is.
-func TestOutgoingProduce(t *testing.T) {
+// Produce requests to another system go in their wire form, which decodes
+// to the same requests and owns its bytes; a few small ones, or any to a
+// local actor, go as they are.
+func TestOutgoingProduces(t *testing.T) {
 	system := actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
 	far, near := actor.NewPID("127.0.0.1:9092", "p"), system.NewLocalPID("p")
-	for _, want := range []*messages.ProduceRequest{
-		{Topic: "orders", Partition: 2, Acks: -1, TimeoutMs: 30000, CorrelationId: 1 << 40, Records: patterned(64<<10, 1)},
-		{Topic: strings.Repeat("t", 300), Partition: -1, Acks: 1, TimeoutMs: math.MaxInt32, CorrelationId: -5, Records: patterned(inlineData, 2)},
-		{Records: patterned(1<<20, 3)},
+	for _, want := range [][]*messages.ProduceRequest{
+		{{Topic: "orders", Partition: 2, Acks: -1, TimeoutMs: 30000, CorrelationId: 1 << 40, Records: patterned(64<<10, 1)}},
+		{{Topic: strings.Repeat("t", 300), Partition: -1, Acks: 1, TimeoutMs: math.MaxInt32, CorrelationId: -5, Records: patterned(inlineData, 2)}},
+		{{Records: patterned(1<<20, 3)}},
+		{
+			{Topic: "a", Partition: 0, Acks: 1, CorrelationId: 1, Records: patterned(100, 4)},
+			{Topic: "a", Partition: 1, Acks: 1, CorrelationId: 2},
+			{Topic: "b", Partition: 7, Acks: 1, CorrelationId: 3, Records: patterned(inlineData, 5)},
+		},
 	} {
-		records := bytes.Clone(want.Records)
-		r := proto.Clone(want).(*messages.ProduceRequest)
-		msg := OutgoingProduce(system, far, r)
+		rs := make([]*messages.ProduceRequest, len(want))
+		for i, w := range want {
+			rs[i] = proto.Clone(w).(*messages.ProduceRequest)
+		}
+		msg := OutgoingProduces(system, far, rs)
 		enc, ok := msg.(*encodedMessage)
 		require.True(t, ok, "%T", msg)
-		r.Records[0]++ // the caller's records are its own again
+		for _, r := range rs {
+			if len(r.Records) > 0 {
+				r.Records[0]++ // the caller's records are its own again
+			}
+		}
 		data, typeName, err := remote.Serialize(enc, 0)
 		require.NoError(t, err)
-		require.Equal(t, "depot.ProduceRequest", typeName)
+		require.Equal(t, "depot.ProduceRequests", typeName)
 		got, err := remote.Deserialize(data, typeName, 0)
 		require.NoError(t, err)
-		want.Records = records
-		require.True(t, proto.Equal(want, got.(proto.Message)))
+		require.True(t, proto.Equal(&messages.ProduceRequests{Requests: want}, got.(proto.Message)), "got %v", got)
 	}
-	small := &messages.ProduceRequest{Topic: "t", Records: patterned(inlineData-1, 4)}
-	require.Same(t, small, OutgoingProduce(system, far, small))
-	large := &messages.ProduceRequest{Topic: "t", Records: patterned(1<<20, 5)}
-	require.Same(t, large, OutgoingProduce(system, near, large))
+	small := []*messages.ProduceRequest{{Topic: "t", Records: patterned(inlineData/2, 4)}, {Topic: "t", Partition: 1, Records: patterned(inlineData/2-1, 5)}}
+	msg := OutgoingProduces(system, far, small)
+	require.Equal(t, small, msg.(*messages.ProduceRequests).Requests)
+	large := []*messages.ProduceRequest{{Topic: "t", Records: patterned(1<<20, 5)}}
+	msg = OutgoingProduces(system, near, large)
+	require.Same(t, large[0], msg.(*messages.ProduceRequests).Requests[0])
+	large[0] = nil
+	require.NotNil(t, msg.(*messages.ProduceRequests).Requests[0], "the message keeps its own slice")
 }
 
 // A fetch keeps its records in a pooled frame only when they are large

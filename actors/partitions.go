@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/disk"
@@ -31,12 +32,16 @@ type PartitionManagerConfig struct {
 
 // partitionManager starts and stops the node's partition actors, its
 // children, and supervises them: a partition actor that panics is restarted
-// (its log reopened and recovered), up to a few times a minute.
+// (its log reopened and recovered), up to a few times a minute. Producers
+// send it their requests for the node's partitions together, and it hands
+// each to its partition and answers them together (see produceGathers).
 type partitionManager struct {
 	cfg          PartitionManagerConfig
 	children     map[disk.TopicPartition]*actor.PID
 	pendingStops []*pendingStop
 	stopping     bool // the manager itself is stopping, and its children with it
+	produces     produceGathers
+	stopTick     scheduler.CancelFunc
 	logger       *logrus.Entry
 }
 
@@ -54,7 +59,7 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 		return actor.RestartDirective
 	})
 	return Props(func() actor.Actor {
-		return &partitionManager{cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, logger: logger}
+		return &partitionManager{cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, produces: newProduceGathers(cfg.NodeID), logger: logger}
 	}, logger, actor.WithSupervisor(supervisor))
 }
 
@@ -64,13 +69,24 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		ctx.Respond(m.onStart(ctx, msg))
 	case *messages.StopPartitionsRequest:
 		m.onStop(ctx, msg)
+	case *messages.ProduceRequests:
+		m.produces.route(ctx, msg, m.children, m.stopping)
+	case *messages.ProduceResponse:
+		m.produces.answered(ctx, msg)
+	case *gatherTick:
+		m.produces.expire(ctx, time.Now())
 	case *actor.Terminated:
 		m.onTerminated(ctx, msg)
 	case *logDirAdded:
 		m.cfg.LogDirs[msg.path] = msg.pid
+	case *actor.Started:
+		m.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
 	case *actor.Stopping:
 		m.stopping = true
-	case *actor.Started, *actor.Stopped, *actor.Restarting:
+		if m.stopTick != nil {
+			m.stopTick()
+		}
+	case *actor.Stopped, *actor.Restarting:
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
 		m.logger.WithField("type", fmt.Sprintf("%T", msg)).Warn("unhandled message")

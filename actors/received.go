@@ -40,8 +40,9 @@ type receivedHolds struct {
 	owners   map[*messages.ProduceRequest]*sharedRead
 }
 
-// maxHeldProduces bounds the produce requests holding a pooled buffer.
-const maxHeldProduces = 4096
+// maxHeldProduces bounds the produce requests holding a pooled buffer: a
+// ProduceRequests may carry a request for every partition of a node.
+const maxHeldProduces = 1 << 16
 
 var receivedRecords = &receivedHolds{
 	expected: map[*byte]*sharedRead{},
@@ -58,23 +59,33 @@ func (r *receivedHolds) expect(data []byte, s *sharedRead) {
 	r.mu.Unlock()
 }
 
-// own makes m, decoded from data, the holder of the buffer data was
+// own makes ms, decoded from data, the holders of the buffer data was
 // expected in; it does nothing for data not expected.
-func (r *receivedHolds) own(data []byte, m *messages.ProduceRequest) {
+func (r *receivedHolds) own(data []byte, ms ...*messages.ProduceRequest) {
 	if len(data) == 0 {
 		return
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	s, ok := r.expected[&data[0]]
 	if !ok {
+		r.mu.Unlock()
 		return
 	}
 	delete(r.expected, &data[0])
-	if len(r.owners) >= maxHeldProduces {
+	// expect counted one hold for data: one per request instead.
+	if len(ms) > 1 {
+		s.refs.Add(int32(len(ms) - 1))
+	}
+	if len(r.owners)+len(ms) > maxHeldProduces {
 		clear(r.owners)
 	}
-	r.owners[m] = s
+	for _, m := range ms {
+		r.owners[m] = s
+	}
+	r.mu.Unlock()
+	if len(ms) == 0 {
+		s.release()
+	}
 }
 
 // forget drops the expectations of s that were not met (envelopes

@@ -839,6 +839,43 @@ func pooledBufferHolds(size int, p *byte) bool {
 	return false
 }
 
+// The requests of a large ProduceRequests read back as sent, their records
+// aliasing the received buffer, and each holds it: the pool gets it back
+// only once the stream has read on and every one of them is released. A
+// large ProduceRequests with no requests holds nothing.
+func TestRemoteCodecAliasesBundledRecords(t *testing.T) {
+	want := &messages.ProduceRequests{Requests: []*messages.ProduceRequest{
+		{Topic: "a", Partition: 0, Acks: 1, CorrelationId: 1, Records: patterned(64<<10, 1)},
+		{Topic: "a", Partition: 1, Acks: 1, CorrelationId: 2},
+		{Topic: "b", Partition: 7, Acks: -1, CorrelationId: 3, Records: patterned(100, 2)},
+	}}
+	none := &messages.ProduceRequests{}
+	none.ProtoReflect().SetUnknown(appendBytesField(nil, 2, patterned(2*inlineData, 3)))
+	got := receive(t, recordsBatch(t, want, none))
+	batch := got.GetMessageBatch()
+	for i, e := range batch.GetEnvelopes() {
+		require.Equal(t, aliasSerializerID, e.SerializerId, "envelope %d", i)
+	}
+	delivered := deliver(t, batch)
+	require.True(t, proto.Equal(want, delivered[0]), "got %v", delivered[0])
+	require.True(t, proto.Equal(none, delivered[1]), "got %v", delivered[1])
+	reqs := delivered[0].(*messages.ProduceRequests).Requests
+	for i, r := range reqs {
+		require.True(t, within(r.Records, batch.Envelopes[0].MessageData), "request %d records copied", i)
+		require.Equal(t, len(r.Records), cap(r.Records))
+	}
+
+	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
+	size := proto.Size(got)
+	defer emptyTiers(size)()
+	remoteReads.release(got)
+	for i, r := range reqs {
+		require.False(t, pooledBufferHolds(size, start), "buffer back in the pool before request %d is released", i)
+		ReleaseReceived(r)
+	}
+	require.True(t, pooledBufferHolds(size, start), "the buffer did not go back to the pool")
+}
+
 // Produce requests protoactor never deserializes (it drops the rest of a
 // batch on an unknown target) do not keep the buffer from the pool once
 // the stream reads on.

@@ -15,9 +15,10 @@ import (
 	"github.com/depot-dev/depot/messages"
 )
 
-// aliasSerializer is a protoactor remote serializer that reads the two
-// messages carrying record bytes, ProduceRequest and FetchResponse, with
-// their records field aliasing the envelope's data instead of copying it
+// aliasSerializer is a protoactor remote serializer that reads the
+// messages carrying record bytes, ProduceRequest (alone or several in a
+// ProduceRequests) and FetchResponse, with their records field aliasing
+// the envelope's data instead of copying it
 // (protobuf-go copies every bytes field it decodes). Any other type, and
 // every Serialize and GetTypeName, is exactly protoactor's proto
 // serializer (id 0).
@@ -47,11 +48,13 @@ const (
 )
 
 var (
-	// produceRequestName and fetchResponseName are the type names
-	// protoactor sends for the two messages, "depot.ProduceRequest" and
-	// "depot.FetchResponse".
-	produceRequestName = string(proto.MessageName(&messages.ProduceRequest{}))
-	fetchResponseName  = string(proto.MessageName(&messages.FetchResponse{}))
+	// produceRequestName, produceRequestsName and fetchResponseName are
+	// the type names protoactor sends for the messages that carry
+	// records: "depot.ProduceRequest", "depot.ProduceRequests" (several
+	// ProduceRequests in one) and "depot.FetchResponse".
+	produceRequestName  = string(proto.MessageName(&messages.ProduceRequest{}))
+	produceRequestsName = string(proto.MessageName(&messages.ProduceRequests{}))
+	fetchResponseName   = string(proto.MessageName(&messages.FetchResponse{}))
 	// produceRecordsField and fetchRecordsField are the numbers of their
 	// records fields (5 and 7).
 	produceRecordsField = recordsField(&messages.ProduceRequest{})
@@ -64,13 +67,15 @@ var (
 )
 
 // aliasedType reports whether remoteCodec hands large envelopes of the
-// named type to aliasSerializer: ProduceRequest only. A partition appends
-// its records and drops them at once. A FetchResponse's records end in the
-// hands of a consumer's user, who may keep one record for long: aliased, it
-// would keep the received buffer, taken from the pool and sized for the
-// whole message, out of the pool as long, where a copy keeps only its own
-// chunk.
-func aliasedType(name string) bool { return name == produceRequestName }
+// named type to aliasSerializer: ProduceRequest and ProduceRequests only.
+// A partition appends its records and drops them at once. A
+// FetchResponse's records end in the hands of a consumer's user, who may
+// keep one record for long: aliased, it would keep the received buffer,
+// taken from the pool and sized for the whole message, out of the pool as
+// long, where a copy keeps only its own chunk.
+func aliasedType(name string) bool {
+	return name == produceRequestName || name == produceRequestsName
+}
 
 func recordsField(m proto.Message) protowire.Number {
 	return m.ProtoReflect().Descriptor().Fields().ByName("records").Number()
@@ -156,6 +161,13 @@ func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
 		m.Records = records
 		receivedRecords.own(b, m)
 		return m, nil
+	case produceRequestsName:
+		m, err := unmarshalProduceRequests(b)
+		if err != nil {
+			return nil, err
+		}
+		receivedRecords.own(b, m.Requests...)
+		return m, nil
 	case fetchResponseName:
 		m := &messages.FetchResponse{}
 		records, err := unmarshalAliasing(b, fetchRecordsField, m)
@@ -175,6 +187,44 @@ func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
 	if err := proto.Unmarshal(b, m); err != nil {
 		return nil, err
 	}
+	return m, nil
+}
+
+// unmarshalProduceRequests decodes b as a ProduceRequests whose requests'
+// Records alias b, as a ProduceRequest's do. Fields other than the
+// requests, and requests of another wire type, are left to proto, as
+// unmarshalAliasing leaves them.
+func unmarshalProduceRequests(b []byte) (*messages.ProduceRequests, error) {
+	m := &messages.ProduceRequests{}
+	var reqs []*messages.ProduceRequest
+	var rest []byte
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		size := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if size < 0 {
+			return nil, protowire.ParseError(size)
+		}
+		if num == 1 && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[n : n+size])
+			r := &messages.ProduceRequest{}
+			records, err := unmarshalAliasing(v, produceRecordsField, r)
+			if err != nil {
+				return nil, err
+			}
+			r.Records = records
+			reqs = append(reqs, r)
+		} else {
+			rest = append(rest, b[:n+size]...)
+		}
+		b = b[n+size:]
+	}
+	if err := proto.Unmarshal(rest, m); err != nil {
+		return nil, err
+	}
+	m.Requests = reqs
 	return m, nil
 }
 

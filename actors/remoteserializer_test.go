@@ -228,26 +228,44 @@ func FuzzRemoteSerializerDeserialize(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	b, err := proto.Marshal(&messages.ProduceRequests{Requests: []*messages.ProduceRequest{
+		recordsMessage(produceRequestName, patterned(40, 7)).(*messages.ProduceRequest), {}, {Topic: "t", Records: []byte{1}},
+	}})
+	require.NoError(f, err)
+	f.Add(b)
 	f.Add([]byte{})
 	f.Add([]byte{0x2a, 0x02, 0x01, 0x02, 0x3a, 0x01, 0x03, 0x2a, 0x00})
 	f.Add([]byte{0x28, 0x01, 0x38, 0x01, 0x0b, 0x2a, 0x00, 0x0c})
+	f.Add([]byte{0x0a, 0x03, 0x2a, 0x01, 0x05, 0x08, 0x01, 0x0a, 0x00})
 	addSeedFiles(f, "FuzzRemoteSerializerDeserialize", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		input := bytes.Clone(b)
-		for _, name := range []string{produceRequestName, fetchResponseName} {
+		for _, name := range []string{produceRequestName, fetchResponseName, produceRequestsName} {
 			got, err := aliasSerializer{}.Deserialize(name, b)
 			require.Equal(t, input, b, "Deserialize changed its input")
-			want := recordsMessage(name, nil)
-			proto.Reset(want)
+			var want proto.Message = &messages.ProduceRequests{}
+			if name != produceRequestsName {
+				want = recordsMessage(name, nil)
+				proto.Reset(want)
+			}
 			werr := proto.Unmarshal(b, want)
 			require.Equal(t, werr == nil, err == nil, "%s: proto: %v, ours: %v", name, werr, err)
 			if err != nil {
 				continue
 			}
 			require.True(t, proto.Equal(want, got.(proto.Message)), "%s: proto:\n%v\nours:\n%v", name, want, got)
-			r := recordsOf(t, got)
-			require.True(t, within(r, b), "records copied")
-			require.Equal(t, len(r), cap(r))
+			var records [][]byte
+			if reqs, ok := got.(*messages.ProduceRequests); ok {
+				for _, r := range reqs.Requests {
+					records = append(records, r.Records)
+				}
+			} else {
+				records = append(records, recordsOf(t, got))
+			}
+			for _, r := range records {
+				require.True(t, within(r, b), "records copied")
+				require.Equal(t, len(r), cap(r))
+			}
 		}
 	})
 }

@@ -317,6 +317,104 @@ func (x *ProduceRequest) GetCorrelationId() int64 {
 	return 0
 }
 
+// ProduceRequests carries produce requests for partitions that one node
+// leads, in one message to its partition manager, as a Kafka
+// ProduceRequest carries a batch for each partition it names. The manager
+// hands each request to its partition, in order, and answers those with
+// acks 1 or -1 together in one ProduceResponses once every partition has;
+// a partition the node does not have is answered NOT_LEADER_OR_FOLLOWER,
+// and one that has not answered within twice the request's timeout
+// REQUEST_TIMED_OUT.
+type ProduceRequests struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []*ProduceRequest      `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceRequests) Reset() {
+	*x = ProduceRequests{}
+	mi := &file_depot_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceRequests) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceRequests) ProtoMessage() {}
+
+func (x *ProduceRequests) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceRequests.ProtoReflect.Descriptor instead.
+func (*ProduceRequests) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProduceRequests) GetRequests() []*ProduceRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// ProduceResponses answers a ProduceRequests: a ProduceResponse for each of
+// its requests with acks 1 or -1, in their order.
+type ProduceResponses struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Responses     []*ProduceResponse     `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProduceResponses) Reset() {
+	*x = ProduceResponses{}
+	mi := &file_depot_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProduceResponses) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProduceResponses) ProtoMessage() {}
+
+func (x *ProduceResponses) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProduceResponses.ProtoReflect.Descriptor instead.
+func (*ProduceResponses) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProduceResponses) GetResponses() []*ProduceResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 type ProduceResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Topic           string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -337,7 +435,7 @@ type ProduceResponse struct {
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_depot_proto_msgTypes[2]
+	mi := &file_depot_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +447,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[2]
+	mi := &file_depot_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +460,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{2}
+	return file_depot_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProduceResponse) GetTopic() string {
@@ -452,7 +550,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_depot_proto_msgTypes[3]
+	mi := &file_depot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +562,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[3]
+	mi := &file_depot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +575,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{3}
+	return file_depot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchRequest) GetTopic() string {
@@ -555,7 +653,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_depot_proto_msgTypes[4]
+	mi := &file_depot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +665,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[4]
+	mi := &file_depot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +678,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{4}
+	return file_depot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FetchResponse) GetTopic() string {
@@ -666,7 +764,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_depot_proto_msgTypes[5]
+	mi := &file_depot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +776,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[5]
+	mi := &file_depot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +789,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{5}
+	return file_depot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -727,7 +825,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_depot_proto_msgTypes[6]
+	mi := &file_depot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +837,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[6]
+	mi := &file_depot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +850,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{6}
+	return file_depot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListOffsetsResponse) GetError() ErrorCode {
@@ -792,7 +890,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_depot_proto_msgTypes[7]
+	mi := &file_depot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +902,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[7]
+	mi := &file_depot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +915,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{7}
+	return file_depot_proto_rawDescGZIP(), []int{9}
 }
 
 type PartitionStatusResponse struct {
@@ -845,7 +943,7 @@ type PartitionStatusResponse struct {
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_depot_proto_msgTypes[8]
+	mi := &file_depot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +955,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[8]
+	mi := &file_depot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +968,7 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{8}
+	return file_depot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartitionStatusResponse) GetError() ErrorCode {
@@ -983,7 +1081,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_depot_proto_msgTypes[9]
+	mi := &file_depot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1093,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[9]
+	mi := &file_depot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1106,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{9}
+	return file_depot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1050,7 +1148,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_depot_proto_msgTypes[10]
+	mi := &file_depot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1160,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[10]
+	mi := &file_depot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1173,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{10}
+	return file_depot_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateTopicResponse) GetError() ErrorCode {
@@ -1108,7 +1206,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_depot_proto_msgTypes[11]
+	mi := &file_depot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1218,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[11]
+	mi := &file_depot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1231,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{11}
+	return file_depot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1153,7 +1251,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_depot_proto_msgTypes[12]
+	mi := &file_depot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1263,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[12]
+	mi := &file_depot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1276,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{12}
+	return file_depot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteTopicResponse) GetError() ErrorCode {
@@ -1205,7 +1303,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_depot_proto_msgTypes[13]
+	mi := &file_depot_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1315,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[13]
+	mi := &file_depot_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1328,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{13}
+	return file_depot_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -1250,7 +1348,7 @@ type Broker struct {
 
 func (x *Broker) Reset() {
 	*x = Broker{}
-	mi := &file_depot_proto_msgTypes[14]
+	mi := &file_depot_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1360,7 @@ func (x *Broker) String() string {
 func (*Broker) ProtoMessage() {}
 
 func (x *Broker) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[14]
+	mi := &file_depot_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1373,7 @@ func (x *Broker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broker.ProtoReflect.Descriptor instead.
 func (*Broker) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{14}
+	return file_depot_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Broker) GetNodeId() int32 {
@@ -1308,7 +1406,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_depot_proto_msgTypes[15]
+	mi := &file_depot_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1418,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[15]
+	mi := &file_depot_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1431,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{15}
+	return file_depot_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1392,7 +1490,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_depot_proto_msgTypes[16]
+	mi := &file_depot_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1502,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[16]
+	mi := &file_depot_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1515,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{16}
+	return file_depot_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1473,7 +1571,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_depot_proto_msgTypes[17]
+	mi := &file_depot_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1583,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[17]
+	mi := &file_depot_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1596,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{17}
+	return file_depot_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MetadataResponse) GetBrokers() []*Broker {
@@ -1531,7 +1629,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1641,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1654,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{18}
+	return file_depot_proto_rawDescGZIP(), []int{20}
 }
 
 type InitProducerIdResponse struct {
@@ -1571,7 +1669,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1681,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1694,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{19}
+	return file_depot_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InitProducerIdResponse) GetError() ErrorCode {
@@ -1642,7 +1740,11 @@ const file_depot_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12\x18\n" +
 	"\arecords\x18\x05 \x01(\fR\arecords\x12%\n" +
-	"\x0ecorrelation_id\x18\x06 \x01(\x03R\rcorrelationId\"\xdd\x02\n" +
+	"\x0ecorrelation_id\x18\x06 \x01(\x03R\rcorrelationId\"D\n" +
+	"\x0fProduceRequests\x121\n" +
+	"\brequests\x18\x01 \x03(\v2\x15.depot.ProduceRequestR\brequests\"H\n" +
+	"\x10ProduceResponses\x124\n" +
+	"\tresponses\x18\x01 \x03(\v2\x16.depot.ProduceResponseR\tresponses\"\xdd\x02\n" +
 	"\x0fProduceResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
@@ -1811,53 +1913,57 @@ func file_depot_proto_rawDescGZIP() []byte {
 }
 
 var file_depot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_depot_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: depot.ErrorCode
 	(*TopicPartition)(nil),          // 1: depot.TopicPartition
 	(*ProduceRequest)(nil),          // 2: depot.ProduceRequest
-	(*ProduceResponse)(nil),         // 3: depot.ProduceResponse
-	(*FetchRequest)(nil),            // 4: depot.FetchRequest
-	(*FetchResponse)(nil),           // 5: depot.FetchResponse
-	(*ListOffsetsRequest)(nil),      // 6: depot.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),     // 7: depot.ListOffsetsResponse
-	(*PartitionStatusRequest)(nil),  // 8: depot.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil), // 9: depot.PartitionStatusResponse
-	(*CreateTopicRequest)(nil),      // 10: depot.CreateTopicRequest
-	(*CreateTopicResponse)(nil),     // 11: depot.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),      // 12: depot.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),     // 13: depot.DeleteTopicResponse
-	(*MetadataRequest)(nil),         // 14: depot.MetadataRequest
-	(*Broker)(nil),                  // 15: depot.Broker
-	(*PartitionMetadata)(nil),       // 16: depot.PartitionMetadata
-	(*TopicMetadata)(nil),           // 17: depot.TopicMetadata
-	(*MetadataResponse)(nil),        // 18: depot.MetadataResponse
-	(*InitProducerIdRequest)(nil),   // 19: depot.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),  // 20: depot.InitProducerIdResponse
-	nil,                             // 21: depot.CreateTopicRequest.ConfigsEntry
-	nil,                             // 22: depot.TopicMetadata.ConfigsEntry
+	(*ProduceRequests)(nil),         // 3: depot.ProduceRequests
+	(*ProduceResponses)(nil),        // 4: depot.ProduceResponses
+	(*ProduceResponse)(nil),         // 5: depot.ProduceResponse
+	(*FetchRequest)(nil),            // 6: depot.FetchRequest
+	(*FetchResponse)(nil),           // 7: depot.FetchResponse
+	(*ListOffsetsRequest)(nil),      // 8: depot.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),     // 9: depot.ListOffsetsResponse
+	(*PartitionStatusRequest)(nil),  // 10: depot.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil), // 11: depot.PartitionStatusResponse
+	(*CreateTopicRequest)(nil),      // 12: depot.CreateTopicRequest
+	(*CreateTopicResponse)(nil),     // 13: depot.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),      // 14: depot.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),     // 15: depot.DeleteTopicResponse
+	(*MetadataRequest)(nil),         // 16: depot.MetadataRequest
+	(*Broker)(nil),                  // 17: depot.Broker
+	(*PartitionMetadata)(nil),       // 18: depot.PartitionMetadata
+	(*TopicMetadata)(nil),           // 19: depot.TopicMetadata
+	(*MetadataResponse)(nil),        // 20: depot.MetadataResponse
+	(*InitProducerIdRequest)(nil),   // 21: depot.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),  // 22: depot.InitProducerIdResponse
+	nil,                             // 23: depot.CreateTopicRequest.ConfigsEntry
+	nil,                             // 24: depot.TopicMetadata.ConfigsEntry
 }
 var file_depot_proto_depIdxs = []int32{
-	0,  // 0: depot.ProduceResponse.error:type_name -> depot.ErrorCode
-	0,  // 1: depot.FetchResponse.error:type_name -> depot.ErrorCode
-	0,  // 2: depot.ListOffsetsResponse.error:type_name -> depot.ErrorCode
-	0,  // 3: depot.PartitionStatusResponse.error:type_name -> depot.ErrorCode
-	21, // 4: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
-	0,  // 5: depot.CreateTopicResponse.error:type_name -> depot.ErrorCode
-	17, // 6: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
-	0,  // 7: depot.DeleteTopicResponse.error:type_name -> depot.ErrorCode
-	0,  // 8: depot.PartitionMetadata.error:type_name -> depot.ErrorCode
-	0,  // 9: depot.TopicMetadata.error:type_name -> depot.ErrorCode
-	16, // 10: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
-	22, // 11: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
-	15, // 12: depot.MetadataResponse.brokers:type_name -> depot.Broker
-	17, // 13: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
-	0,  // 14: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 0: depot.ProduceRequests.requests:type_name -> depot.ProduceRequest
+	5,  // 1: depot.ProduceResponses.responses:type_name -> depot.ProduceResponse
+	0,  // 2: depot.ProduceResponse.error:type_name -> depot.ErrorCode
+	0,  // 3: depot.FetchResponse.error:type_name -> depot.ErrorCode
+	0,  // 4: depot.ListOffsetsResponse.error:type_name -> depot.ErrorCode
+	0,  // 5: depot.PartitionStatusResponse.error:type_name -> depot.ErrorCode
+	23, // 6: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
+	0,  // 7: depot.CreateTopicResponse.error:type_name -> depot.ErrorCode
+	19, // 8: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
+	0,  // 9: depot.DeleteTopicResponse.error:type_name -> depot.ErrorCode
+	0,  // 10: depot.PartitionMetadata.error:type_name -> depot.ErrorCode
+	0,  // 11: depot.TopicMetadata.error:type_name -> depot.ErrorCode
+	18, // 12: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
+	24, // 13: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
+	17, // 14: depot.MetadataResponse.brokers:type_name -> depot.Broker
+	19, // 15: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
+	0,  // 16: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_depot_proto_init() }
@@ -1871,7 +1977,7 @@ func file_depot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depot_proto_rawDesc), len(file_depot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

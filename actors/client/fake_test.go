@@ -65,7 +65,101 @@ func newFakeCluster(t testing.TB, system *actor.ActorSystem) *fakeCluster {
 	fc := &fakeCluster{system: system, topics: map[string][]*fakePartition{}}
 	_, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeMetadata{fc: fc} }), MetadataActorName)
 	require.NoError(t, err)
+	_, err = system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeManager{fc: fc, slots: map[int64]fakeSlot{}} }), actors.PartitionManagerName)
+	require.NoError(t, err)
 	return fc
+}
+
+// fakeManager is the node's partition manager: it hands each produce
+// request to its partition's leader and answers them together once each
+// has answered; a request a partition drops leaves its ProduceRequests
+// unanswered. Once a partition's leader has moved, it refuses the
+// partition's requests in the next ProduceRequests with
+// NOT_LEADER_OR_FOLLOWER, as the node that led it would refuse what was
+// sent before the producer knew.
+type fakeManager struct {
+	fc     *fakeCluster
+	nextID int64
+	slots  map[int64]fakeSlot // by the manager's correlation id
+}
+
+// fakeSlot is where a partition's answer goes: answer i of g, for the
+// producer's correlation id corrID.
+type fakeSlot struct {
+	g      *fakeGather
+	i      int
+	corrID int64
+}
+
+type fakeGather struct {
+	to      *actor.PID
+	resps   []*messages.ProduceResponse
+	waiting int
+}
+
+func (m *fakeManager) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *messages.ProduceRequests:
+		m.route(ctx, msg)
+	case *messages.ProduceResponse:
+		slot, ok := m.slots[msg.GetCorrelationId()]
+		if !ok {
+			return
+		}
+		delete(m.slots, msg.GetCorrelationId())
+		msg.CorrelationId = slot.corrID
+		slot.g.resps[slot.i] = msg
+		if slot.g.waiting--; slot.g.waiting == 0 {
+			ctx.Send(slot.g.to, &messages.ProduceResponses{Responses: slot.g.resps})
+		}
+	}
+}
+
+func (m *fakeManager) route(ctx actor.Context, req *messages.ProduceRequests) {
+	refused := map[*fakePartition]bool{}
+	g := &fakeGather{to: ctx.Sender()}
+	for _, r := range req.GetRequests() {
+		m.fc.mu.Lock()
+		var p *fakePartition
+		if parts := m.fc.topics[r.GetTopic()]; r.GetPartition() >= 0 && int(r.GetPartition()) < len(parts) {
+			p = parts[r.GetPartition()]
+		}
+		m.fc.mu.Unlock()
+		failed := func(code messages.ErrorCode) *messages.ProduceResponse {
+			return &messages.ProduceResponse{Topic: r.GetTopic(), Partition: r.GetPartition(), CorrelationId: r.GetCorrelationId(), Error: code}
+		}
+		if p == nil {
+			g.resps = append(g.resps, failed(messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION))
+			continue
+		}
+		p.mu.Lock()
+		refuse := p.moved || refused[p]
+		if refuse {
+			p.moved = false
+			refused[p] = true
+			p.stats.notLeader++
+		}
+		pid := p.pid
+		p.mu.Unlock()
+		switch {
+		case r.GetAcks() == 0:
+			if !refuse {
+				ctx.Send(pid, r)
+			}
+		case refuse:
+			g.resps = append(g.resps, failed(messages.ErrorCode_NOT_LEADER_OR_FOLLOWER))
+		default:
+			m.nextID++
+			m.slots[m.nextID] = fakeSlot{g: g, i: len(g.resps), corrID: r.GetCorrelationId()}
+			g.resps = append(g.resps, nil)
+			g.waiting++
+			r.CorrelationId = m.nextID
+			ctx.Request(pid, r)
+		}
+	}
+	if len(g.resps) > 0 && g.waiting == 0 {
+		ctx.Send(g.to, &messages.ProduceResponses{Responses: g.resps})
+	}
 }
 
 // newLocalSystem is an actor system without remote, stopped at the end of t.
@@ -248,11 +342,14 @@ type fakePartition struct {
 	producers map[int64]*fakeProducer
 	parked    []*parkedFetch
 	moves     int
-	produces  int
-	fetches   int
-	stats     fakeStats
-	inChunks  int        // answers in chunks so far, for the chunk faults
-	rng       *rand.Rand // for the random faults; guarded by mu
+	// moved is set when the partition's leader moves, until the fake
+	// partition manager has refused the partition's next requests.
+	moved    bool
+	produces int
+	fetches  int
+	stats    fakeStats
+	inChunks int        // answers in chunks so far, for the chunk faults
+	rng      *rand.Rand // for the random faults; guarded by mu
 	// refetchAt is where the records of a skewed chunk start, while
 	// refetch is set: a consumer that drops the chunk fetches from there.
 	refetchAt int64
@@ -292,7 +389,7 @@ func (fc *fakeCluster) moveLeader(topic string, partition int) error {
 	}
 	fc.mu.Lock()
 	p.mu.Lock()
-	p.name, p.pid = name, pid
+	p.name, p.pid, p.moved = name, pid, true
 	p.mu.Unlock()
 	fc.mu.Unlock()
 	return nil

@@ -26,15 +26,17 @@ type partKey struct {
 // sender is a producer's actor: it receives sealed batches (one message per
 // batch), sends them to partition leaders in sequence order with at most
 // MaxInFlightPerPartition awaiting an answer per partition and the bytes
-// MaxInFlightPerNode allows per node, matches answers by correlation
-// id, and on a lost answer or a retriable error sends the partition's
-// batches again from the first unacknowledged one, with the same bytes and
-// sequences, after RetryBackoff. Not shared: all access is through its
-// mailbox.
+// MaxInFlightPerNode allows per node (the batches a turn of its mailbox
+// makes ready for one node go in one message, see flush), matches answers
+// by correlation id, and on a lost answer or a retriable error sends the
+// partition's batches again from the first unacknowledged one, with the
+// same bytes and sequences, after RetryBackoff. Not shared: all access is
+// through its mailbox.
 type sender struct {
 	p          *Producer
 	parts      map[partKey]*partSender
 	nodes      map[string]*nodeSender // by leader address
+	ready      []*nodeSender          // the nodes with requests in their outbox
 	refreshing map[string]bool
 	corrID     int64
 	stopTick   scheduler.CancelFunc
@@ -65,11 +67,15 @@ type partSender struct {
 }
 
 // nodeSender is the sender's state for one node: the bytes of its
-// requests awaiting an answer, across partitions, and the partitions whose
-// next batch waits for room, in the order they began to wait.
+// requests awaiting an answer, across partitions, the partitions whose
+// next batch waits for room, in the order they began to wait, and the
+// requests made in this turn, to be sent together to the node's partition
+// manager.
 type nodeSender struct {
 	bytes   int
 	waiting []*partSender
+	manager *actor.PID
+	outbox  []*messages.ProduceRequest
 }
 
 func newSender(p *Producer) *sender {
@@ -107,7 +113,7 @@ func (s *sender) hasRoom(n *nodeSender) bool {
 func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
 	n := s.nodes[pid.GetAddress()]
 	if n == nil {
-		n = &nodeSender{}
+		n = &nodeSender{manager: actor.NewPID(pid.GetAddress(), actors.PartitionManagerName)}
 		s.nodes[pid.GetAddress()] = n
 	}
 	return n
@@ -157,6 +163,10 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d, d, ctx.Self(), &senderTick{})
 	case *batch:
 		s.onBatch(ctx, m)
+	case *messages.ProduceResponses:
+		for _, r := range m.GetResponses() {
+			s.onResponse(ctx, r)
+		}
 	case *messages.ProduceResponse:
 		s.onResponse(ctx, m)
 	case *senderTick:
@@ -175,6 +185,33 @@ func (s *sender) Receive(ctx actor.Context) {
 	default:
 		s.p.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
 	}
+	s.flush(ctx)
+}
+
+// flush sends each node the requests made for it in this turn, in the
+// order they were made, in ProduceRequests of at most BatchBytes of
+// records (a larger batch goes alone), as a Kafka producer sends one
+// request per node with a batch for each of its partitions: with many
+// partitions, their small batches cost the node one message, not one each.
+// Requests travel to a node in order, through one stream and one mailbox,
+// so a partition's batches reach it in sequence.
+func (s *sender) flush(ctx actor.Context) {
+	limit := s.p.cfg.batchBytes
+	for _, n := range s.ready {
+		for reqs := n.outbox; len(reqs) > 0; {
+			k, size := 1, len(reqs[0].Records)
+			for k < len(reqs) && size+len(reqs[k].Records) <= limit {
+				size += len(reqs[k].Records)
+				k++
+			}
+			ctx.Request(n.manager, actors.OutgoingProduces(ctx.ActorSystem(), n.manager, reqs[:k]))
+			reqs = reqs[k:]
+		}
+		clear(n.outbox)
+		n.outbox = n.outbox[:0]
+	}
+	clear(s.ready)
+	s.ready = s.ready[:0]
 }
 
 func (s *sender) part(topic string, partition int32) *partSender {
@@ -245,16 +282,21 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		b.corrID = s.corrID
 		b.sentAt = now
 		b.attempts++
-		// Sent in its wire form: the records are copied now, so a later
-		// resend may stamp new sequence numbers into b.buf.
-		ctx.Request(ps.leader, actors.OutgoingProduce(ctx.ActorSystem(), ps.leader, &messages.ProduceRequest{
+		// Sent by flush, at the end of this turn, in its wire form: the
+		// records are copied then, so a later resend may stamp new
+		// sequence numbers into b.buf. A batch is sent at most once in
+		// a turn: one sent in it cannot time out in it.
+		if len(node.outbox) == 0 {
+			s.ready = append(s.ready, node)
+		}
+		node.outbox = append(node.outbox, &messages.ProduceRequest{
 			Topic:         ps.key.topic,
 			Partition:     ps.key.partition,
 			Acks:          cfg.acks,
 			TimeoutMs:     int32(min(cfg.requestTimeout.Milliseconds(), 1<<31-1)),
 			Records:       b.buf,
 			CorrelationId: b.corrID,
-		}))
+		})
 		if cfg.acks == 0 {
 			ps.queue = ps.queue[1:]
 			s.complete(b, -1, nil)
@@ -508,6 +550,7 @@ func (s *sender) refresh(ctx actor.Context, topic string) {
 			s.trySend(ctx, ps)
 		}
 		s.wakeAll(ctx)
+		s.flush(ctx)
 	})
 }
 
@@ -518,9 +561,12 @@ func (s *sender) remove(ps *partSender, i int) {
 	ps.queue = ps.queue[:len(ps.queue)-1]
 }
 
-// complete calls the promises of b's records, returns its bytes to the
-// buffer and recycles it when no broker can still hold its bytes.
+// complete returns b's bytes to the buffer, calls the promises of its
+// records, and recycles it when no broker can still hold its bytes.
 func (s *sender) complete(b *batch, baseOffset int64, err error) {
+	// The bytes are released first: a caller woken by a promise finds
+	// them no longer buffered.
+	s.p.release(b.bytes)
 	for i, pd := range b.records {
 		if err == nil {
 			if baseOffset >= 0 {
@@ -531,7 +577,6 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 		}
 		s.callPromise(pd, err)
 	}
-	s.p.release(b.bytes)
 	owner, topic := b.owner, b.inTopic
 	if s.p.cfg.acks != 0 && b.attempts == 1 && err == nil {
 		s.p.recycle(b)
