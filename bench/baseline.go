@@ -21,13 +21,19 @@ const (
 	loopbackBlock    = 64 << 10 // loopback TCP writes
 	maxBaselineBytes = 1 << 30
 	minBaselineBytes = 1 << 20
+	// pacedBlock and pacedInterval make the paced write: 128 KiB every
+	// millisecond, 131 MB/s, well within what a disk takes.
+	pacedBlock    = 128 << 10
+	pacedInterval = time.Millisecond
 )
 
 // Baseline is what this machine does without Depot in the way: one
 // sequential file written in 1 MiB writes (timed without and with one fsync
 // at the end), read back in 1 MiB reads (mostly from the page cache); a
 // second file written the same way under a group commit (see
-// measureGroupCommit); and one loopback TCP connection with 64 KiB writes.
+// measureGroupCommit); a third written at a moderate pace, each write
+// timed (see measurePacedWrite); and one loopback TCP connection with
+// 64 KiB writes.
 type Baseline struct {
 	FileBytes        int64   `json:"file_bytes"`
 	FileWriteMBPerS  float64 `json:"file_write_mb_per_s"`
@@ -46,6 +52,13 @@ type Baseline struct {
 	GroupCommitFsyncs  int     `json:"group_commit_fsyncs"`
 	GroupCommitMBPerS  float64 `json:"group_commit_mb_per_s"`
 	GroupCommitSeconds float64 `json:"group_commit_seconds"`
+
+	PacedWriteBytes   int64   `json:"paced_write_bytes"`
+	PacedWriteSeconds float64 `json:"paced_write_seconds"`
+	PacedWriteMBPerS  float64 `json:"paced_write_mb_per_s"`
+	PacedWriteP50Ms   float64 `json:"paced_write_p50_ms"`
+	PacedWriteP99Ms   float64 `json:"paced_write_p99_ms"`
+	PacedWriteMaxMs   float64 `json:"paced_write_max_ms"`
 }
 
 // baselineBytes is the file size of the baseline: what the run produces,
@@ -68,8 +81,8 @@ func groupCommitWindow(cfg Config) int64 {
 
 // MeasureBaseline measures the machine: files of size bytes in dir (removed
 // afterwards), the group commit writing at most window bytes ahead of its
-// fsyncs, each file pass bounded by 5 x loopback, and loopback TCP on
-// 127.0.0.1 for loopback.
+// fsyncs, each file pass bounded by 5 x loopback, a paced write for
+// loopback, and loopback TCP on 127.0.0.1 for loopback.
 func MeasureBaseline(ctx context.Context, dir string, size, window int64, loopback time.Duration) (*Baseline, error) {
 	b := &Baseline{}
 	if err := withBaselineFile(dir, func(f *os.File, block []byte) error {
@@ -79,6 +92,11 @@ func MeasureBaseline(ctx context.Context, dir string, size, window int64, loopba
 	}
 	if err := withBaselineFile(dir, func(f *os.File, block []byte) error {
 		return b.measureGroupCommit(ctx, f, block, size, window, 5*loopback)
+	}); err != nil {
+		return nil, err
+	}
+	if err := withBaselineFile(dir, func(f *os.File, block []byte) error {
+		return b.measurePacedWrite(ctx, f, block[:pacedBlock], loopback)
 	}); err != nil {
 		return nil, err
 	}
@@ -231,6 +249,36 @@ func (b *Baseline) measureGroupCommit(ctx context.Context, f *os.File, block []b
 	b.GroupCommitBytes, b.GroupCommitWindow, b.GroupCommitFsyncs = written, window, fsyncs
 	b.GroupCommitSeconds = took.Seconds()
 	b.GroupCommitMBPerS = mbPerS(written, took)
+	return nil
+}
+
+// measurePacedWrite appends block to f every pacedInterval for d, timing
+// each write, as a partition appends a producer's batches at a moderate
+// rate. Its percentiles are the least a produce acknowledgement waits for
+// the append alone, whatever the broker: on a virtual machine whose fresh
+// memory is slow to touch, the page cache's tail is milliseconds.
+func (b *Baseline) measurePacedWrite(ctx context.Context, f *os.File, block []byte, d time.Duration) error {
+	lat := NewLatencies()
+	start := time.Now()
+	next := start
+	var written int64
+	for ctx.Err() == nil && time.Since(start) < d {
+		t := time.Now()
+		n, err := f.Write(block)
+		lat.Record(time.Since(t))
+		written += int64(n)
+		if err != nil {
+			return fmt.Errorf("bench: baseline paced write: %w", err)
+		}
+		next = next.Add(pacedInterval)
+		if wait := time.Until(next); wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+	took := time.Since(start)
+	b.PacedWriteBytes, b.PacedWriteSeconds = written, took.Seconds()
+	b.PacedWriteMBPerS = mbPerS(written, took)
+	b.PacedWriteP50Ms, b.PacedWriteP99Ms, b.PacedWriteMaxMs = lat.QuantileMs(0.5), lat.QuantileMs(0.99), lat.MaxMs()
 	return nil
 }
 

@@ -153,8 +153,8 @@ latency, then a catch-up read). MB is 10^6 bytes of record values.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (client and embedded node) to this file, for go tool pprof")
 	f.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at its end, for go tool pprof")
 	f.StringVar(&tracePath, "trace", "", "write an execution trace of the whole run to this file, for go tool trace")
-	f.BoolVar(&cfg.Baseline, "baseline", false, "first measure file write, read, group commit and loopback TCP, and give ratios to them")
-	f.DurationVar(&cfg.BaselineDuration, "baseline-duration", DefaultBaselineDuration, "duration of the loopback measurement (file passes are bounded by 5 times it)")
+	f.BoolVar(&cfg.Baseline, "baseline", false, "first measure file write, read, group commit, the latency of paced writes and loopback TCP, and give ratios to them")
+	f.DurationVar(&cfg.BaselineDuration, "baseline-duration", DefaultBaselineDuration, "duration of the paced write and of the loopback measurement (the other file passes are bounded by 5 times it)")
 	return cmd
 }
 

@@ -99,9 +99,13 @@ func TestBenchBaseline(t *testing.T) {
 		"--baseline-duration", "200ms", "--dir", t.TempDir(), "-o", "json")
 	require.NoError(t, err, stderr)
 	rows := jsonRows(t, stdout)
-	for _, name := range []string{RowFileWrite, RowFileWriteFsync, RowFileRead, RowGroupCommit, RowLoopback} {
+	for _, name := range []string{RowFileWrite, RowFileWriteFsync, RowFileRead, RowGroupCommit, RowPacedWrite, RowLoopback} {
 		require.Positive(t, rows[name]["mb_per_s"], name)
 		require.Positive(t, rows[name]["bytes"], name)
+	}
+	for _, field := range []string{"p50_ms", "p99_ms", "max_ms"} {
+		require.Positive(t, rows[RowPacedWrite][field], field)
+		require.NotContains(t, rows[RowFileWrite], field, "only the paced write times its writes")
 	}
 	require.NotContains(t, rows, RowEndToEnd)
 	for _, name := range []string{RowProduce, RowConsume} {

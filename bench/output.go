@@ -7,12 +7,16 @@ import (
 	"text/tabwriter"
 )
 
-// BaselineRow is one baseline measurement as a JSON object of -o json.
+// BaselineRow is one baseline measurement as a JSON object of -o json. The
+// paced write's row also gives the latency of its writes.
 type BaselineRow struct {
 	Workload string  `json:"workload"`
 	Bytes    int64   `json:"bytes"`
 	Seconds  float64 `json:"seconds"`
 	MBPerS   float64 `json:"mb_per_s"`
+	P50Ms    float64 `json:"p50_ms,omitempty"`
+	P99Ms    float64 `json:"p99_ms,omitempty"`
+	MaxMs    float64 `json:"max_ms,omitempty"`
 }
 
 // Baseline rows, by their workload field.
@@ -21,17 +25,22 @@ const (
 	RowFileWriteFsync = "baseline-file-write-fsync"
 	RowFileRead       = "baseline-file-read"
 	RowGroupCommit    = "baseline-file-group-commit"
+	RowPacedWrite     = "baseline-file-write-paced"
 	RowLoopback       = "baseline-loopback-tcp"
 )
 
 // Rows returns the baseline as rows.
 func (b *Baseline) Rows() []BaselineRow {
 	return []BaselineRow{
-		{RowFileWrite, b.FileBytes, b.FileWriteSeconds, b.FileWriteMBPerS},
-		{RowFileWriteFsync, b.FileBytes, b.FileFsyncSeconds, b.FileFsyncMBPerS},
-		{RowFileRead, b.FileBytes, b.FileReadSeconds, b.FileReadMBPerS},
-		{RowGroupCommit, b.GroupCommitBytes, b.GroupCommitSeconds, b.GroupCommitMBPerS},
-		{RowLoopback, b.LoopbackBytes, b.LoopbackSeconds, b.LoopbackMBPerS},
+		{Workload: RowFileWrite, Bytes: b.FileBytes, Seconds: b.FileWriteSeconds, MBPerS: b.FileWriteMBPerS},
+		{Workload: RowFileWriteFsync, Bytes: b.FileBytes, Seconds: b.FileFsyncSeconds, MBPerS: b.FileFsyncMBPerS},
+		{Workload: RowFileRead, Bytes: b.FileBytes, Seconds: b.FileReadSeconds, MBPerS: b.FileReadMBPerS},
+		{Workload: RowGroupCommit, Bytes: b.GroupCommitBytes, Seconds: b.GroupCommitSeconds, MBPerS: b.GroupCommitMBPerS},
+		{
+			Workload: RowPacedWrite, Bytes: b.PacedWriteBytes, Seconds: b.PacedWriteSeconds, MBPerS: b.PacedWriteMBPerS,
+			P50Ms: b.PacedWriteP50Ms, P99Ms: b.PacedWriteP99Ms, MaxMs: b.PacedWriteMaxMs,
+		},
+		{Workload: RowLoopback, Bytes: b.LoopbackBytes, Seconds: b.LoopbackSeconds, MBPerS: b.LoopbackMBPerS},
 	}
 }
 
@@ -83,9 +92,13 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	if b := rep.Baseline; b != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "baseline\tbytes\tseconds\tMB/s\t")
+		fmt.Fprintln(tw, "baseline\tbytes\tseconds\tMB/s\twrite p50 ms\tp99 ms\tmax ms\t")
 		for _, row := range b.Rows() {
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t\n", row.Workload, row.Bytes, row.Seconds, row.MBPerS)
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t", row.Workload, row.Bytes, row.Seconds, row.MBPerS)
+			if row.Workload == RowPacedWrite {
+				fmt.Fprintf(tw, "%.3f\t%.3f\t%.3f\t", row.P50Ms, row.P99Ms, row.MaxMs)
+			}
+			fmt.Fprintln(tw)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -179,6 +179,15 @@ func TestBaselineMeasures(t *testing.T) {
 	require.Positive(t, b.FileReadMBPerS)
 	require.Positive(t, b.LoopbackBytes)
 	require.Positive(t, b.LoopbackMBPerS)
+	// The paced write writes 128 KiB a millisecond for the 100 ms given,
+	// timing each write.
+	require.Zero(t, b.PacedWriteBytes%pacedBlock)
+	require.GreaterOrEqual(t, b.PacedWriteBytes, int64(10*pacedBlock))
+	require.LessOrEqual(t, b.PacedWriteBytes, int64(101*pacedBlock), "paced, not as fast as it can")
+	require.GreaterOrEqual(t, b.PacedWriteSeconds, 0.1)
+	require.Positive(t, b.PacedWriteP50Ms)
+	require.GreaterOrEqual(t, b.PacedWriteP99Ms, b.PacedWriteP50Ms)
+	require.GreaterOrEqual(t, b.PacedWriteMaxMs, b.PacedWriteP99Ms)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "the baseline file is removed")
