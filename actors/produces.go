@@ -25,9 +25,9 @@ const (
 
 // produceGathers is the partition manager's state for the ProduceRequests
 // it has handed to partitions and not yet answered. Each request goes to
-// its partition with a correlation id of the manager's, so that answers
-// from partitions find their gather whichever producer sent it; the
-// producer's id is put back in the answer. Not shared: the manager's
+// its partition as a copy with a correlation id of the manager's, so that
+// answers from partitions find their gather whichever producer sent it;
+// the producer's id is put back in the answer. Not shared: the manager's
 // mailbox is its only way in.
 type produceGathers struct {
 	nodeID int32
@@ -98,8 +98,14 @@ func (g *produceGathers) route(ctx actor.Context, req *messages.ProduceRequests,
 		pg.resps = append(pg.resps, nil)
 		pg.waiting++
 		timeout = max(timeout, time.Duration(r.TimeoutMs)*time.Millisecond)
-		r.CorrelationId = g.nextID
-		ctx.Request(pid, r)
+		// A copy under the manager's id: r may be the producer's own,
+		// sent from this actor system.
+		sub := &messages.ProduceRequest{
+			Topic: r.Topic, Partition: r.Partition, Acks: r.Acks, TimeoutMs: r.TimeoutMs,
+			Records: r.Records, CorrelationId: g.nextID,
+		}
+		receivedRecords.move(r, sub)
+		ctx.Request(pid, sub)
 	}
 	if pg == nil {
 		return

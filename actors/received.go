@@ -88,6 +88,17 @@ func (r *receivedHolds) own(data []byte, ms ...*messages.ProduceRequest) {
 	}
 }
 
+// move makes to the holder of what from holds, if anything: to carries
+// from's records on.
+func (r *receivedHolds) move(from, to *messages.ProduceRequest) {
+	r.mu.Lock()
+	if s, ok := r.owners[from]; ok {
+		delete(r.owners, from)
+		r.owners[to] = s
+	}
+	r.mu.Unlock()
+}
+
 // forget drops the expectations of s that were not met (envelopes
 // protoactor did not deserialize) and lets go of their holds.
 func (r *receivedHolds) forget(s *sharedRead) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -73,6 +74,52 @@ func TestBadProduceRequestsChangeNothing(t *testing.T) {
 	resp := request[*messages.FetchResponse](t, n, pid, &messages.FetchRequest{Topic: "events", Offset: 5})
 	require.Equal(t, messages.ErrorCode_OFFSET_OUT_OF_RANGE, resp.Error)
 	require.Equal(t, int64(1), resp.HighWatermark)
+}
+
+// Requests for several partitions in one ProduceRequests are each answered
+// as their partition would answer them alone, in one ProduceResponses in
+// their order; a bad one changes nothing and keeps none of the others from
+// landing, and a partition the node does not have is answered
+// NOT_LEADER_OR_FOLLOWER.
+func TestProduceRequestsAnsweredEachAsAlone(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "events", Partitions: 2})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	flipped := batchOf(t, "x")
+	flipped[len(flipped)-1] ^= 0x01
+	reqs := []*messages.ProduceRequest{
+		{Topic: "events", Partition: 0, Acks: 1, Records: batchOf(t, "a"), CorrelationId: 1},
+		{Topic: "events", Partition: 1, Acks: 1, Records: flipped, CorrelationId: 2},
+		{Topic: "nope", Partition: 0, Acks: 1, Records: batchOf(t, "b"), CorrelationId: 3},
+		{Topic: "events", Partition: -1, Acks: -1, Records: batchOf(t, "c"), CorrelationId: 4},
+		{Topic: "events", Partition: 1, Acks: 2, Records: batchOf(t, "d"), CorrelationId: 5},
+		{Topic: "events", Partition: 1, Acks: -1, Records: batchOf(t, "e"), CorrelationId: 6},
+		{Topic: "events", Partition: 0, Acks: 1, Records: batchOf(t, "f"), CorrelationId: 7},
+	}
+	manager := actor.NewPID(n.System().Address(), actors.PartitionManagerName)
+	resp := request[*messages.ProduceResponses](t, n, manager, &messages.ProduceRequests{Requests: reqs})
+	want := []struct {
+		code   messages.ErrorCode
+		offset int64
+	}{
+		{messages.ErrorCode_NONE, 0},
+		{messages.ErrorCode_CORRUPT_MESSAGE, -1},
+		{messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, -1},
+		{messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, -1},
+		{messages.ErrorCode_INVALID_REQUIRED_ACKS, -1},
+		{messages.ErrorCode_NONE, 0},
+		{messages.ErrorCode_NONE, 1},
+	}
+	require.Len(t, resp.Responses, len(want))
+	for i, r := range resp.Responses {
+		require.Equal(t, reqs[i].CorrelationId, r.CorrelationId, "answer %d", i)
+		require.Equal(t, reqs[i].Topic, r.Topic, "answer %d", i)
+		require.Equal(t, reqs[i].Partition, r.Partition, "answer %d", i)
+		require.Equal(t, want[i].code, r.Error, "answer %d: %s", i, r.ErrorMessage)
+		require.Equal(t, want[i].offset, r.BaseOffset, "answer %d", i)
+	}
+	require.Equal(t, []string{"0:a", "1:f"}, fetchValues(t, n, partitionPID(t, n, "events", 0), "events", 0))
+	require.Equal(t, []string{"0:e"}, fetchValues(t, n, partitionPID(t, n, "events", 1), "events", 0))
 }
 
 func TestUnknownTopicAndBadTopicRequests(t *testing.T) {
