@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sort"
 )
 
 // OffsetIndexEntrySize is the size of one .index entry. Never change it:
@@ -22,10 +21,11 @@ type OffsetEntry struct {
 }
 
 // OffsetIndex is a segment's sparse offset index (.index): entries of
-// relative offset and .log position, both strictly increasing. The entries
-// are kept in memory and each Append writes its entry to the end of the
-// file; Sync makes them durable. The index is derived data: a damaged file
-// is rebuilt from the .log, not trusted.
+// relative offset and .log position, both strictly increasing. Appended
+// entries are written to the end of the file in groups, and lookups read
+// the file through a sparse level kept in memory (see indexEntries); Sync
+// makes them durable. The index is derived data: a damaged file is rebuilt
+// from the .log, not trusted.
 //
 // Not safe for concurrent use: the owner of the segment serialises access.
 type OffsetIndex struct {
@@ -33,14 +33,23 @@ type OffsetIndex struct {
 	path       string
 	baseOffset int64
 	file       File
-	entries    []OffsetEntry
-	// pending tracks the entries appended but not yet written to the file.
-	pending pendingEntries
-	// sealed is set by Seal: the entries are then read from the file, not
-	// held in memory, and sealedCount says how many there are.
-	sealed      bool
-	sealedCount int
-	readBuf     [OffsetIndexEntrySize]byte
+	entries    indexEntries[OffsetEntry]
+}
+
+// newOffsetIndex is an index of the segment at baseOffset over f.
+func newOffsetIndex(fs FS, path string, baseOffset int64, f File) *OffsetIndex {
+	ix := &OffsetIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}
+	ix.entries = indexEntries[OffsetEntry]{
+		size: OffsetIndexEntrySize,
+		decode: func(b []byte) OffsetEntry {
+			return OffsetEntry{
+				Offset:   baseOffset + int64(binary.BigEndian.Uint32(b)),
+				Position: int64(binary.BigEndian.Uint32(b[4:])),
+			}
+		},
+		encode: func(dst []byte, e OffsetEntry) []byte { return AppendOffsetEntry(dst, e, baseOffset) },
+	}
+	return ix
 }
 
 // OpenOffsetIndex opens the index at path, creating an empty one if it is
@@ -57,7 +66,9 @@ func OpenOffsetIndex(fs FS, path string, baseOffset int64) (*OffsetIndex, error)
 		_ = f.Close()
 		return nil, withPath(err, path)
 	}
-	return &OffsetIndex{fs: fs, path: path, baseOffset: baseOffset, file: f, entries: entries, pending: pendingEntries{persisted: len(entries)}}, nil
+	ix := newOffsetIndex(fs, path, baseOffset, f)
+	ix.entries.load(entries)
+	return ix, nil
 }
 
 // CreateOffsetIndex creates a new, empty index at path, truncating any
@@ -67,7 +78,7 @@ func CreateOffsetIndex(fs FS, path string, baseOffset int64) (*OffsetIndex, erro
 	if err != nil {
 		return nil, fmt.Errorf("disk: create index: %w", err)
 	}
-	return &OffsetIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}, nil
+	return newOffsetIndex(fs, path, baseOffset, f), nil
 }
 
 // openIndexFile opens or creates path and reads all of it.
@@ -141,84 +152,38 @@ func (ix *OffsetIndex) BaseOffset() int64 { return ix.baseOffset }
 func (ix *OffsetIndex) Path() string { return ix.path }
 
 // Entries returns the number of entries.
-func (ix *OffsetIndex) Entries() int { return ix.count() }
+func (ix *OffsetIndex) Entries() int { return ix.entries.count() }
 
-// count is the number of entries, in memory or, sealed, in the file.
-func (ix *OffsetIndex) count() int {
-	if ix.sealed {
-		return ix.sealedCount
-	}
-	return len(ix.entries)
-}
-
-// at returns entry i. Sealed, it reads the file; an entry that cannot be
-// read compares above every other, so a search falls back to an earlier
-// entry, from which a reader scans forward: slower, never wrong.
-func (ix *OffsetIndex) at(i int) OffsetEntry {
-	if !ix.sealed {
-		return ix.entries[i]
-	}
-	if _, err := ix.file.ReadAt(ix.readBuf[:], int64(i)*OffsetIndexEntrySize); err != nil {
-		return unreadableOffsetEntry
-	}
-	return OffsetEntry{
-		Offset:   ix.baseOffset + int64(binary.BigEndian.Uint32(ix.readBuf[:])),
-		Position: int64(binary.BigEndian.Uint32(ix.readBuf[4:])),
-	}
-}
-
-// Seal drops the entries from memory once the segment is sealed (rolled or
-// recovered): lookups then search the file, so a log's memory does not
-// grow with the data it holds. An Append or TruncateTo loads them again.
+// Seal writes the entries still in memory to the file once the segment is
+// sealed (rolled or recovered), and lets go of their buffer.
 func (ix *OffsetIndex) Seal() error {
 	if ix.file == nil {
 		return ErrClosed
 	}
-	if ix.sealed {
-		return nil
-	}
 	if err := ix.flush(); err != nil {
 		return err
 	}
-	ix.sealedCount = len(ix.entries)
-	ix.entries = nil
-	ix.sealed = true
+	ix.entries.release()
 	return nil
 }
 
-// unseal loads the entries of a sealed index back into memory.
-func (ix *OffsetIndex) unseal() error {
-	if !ix.sealed {
-		return nil
-	}
-	b := make([]byte, ix.sealedCount*OffsetIndexEntrySize)
-	if n, err := ix.file.ReadAt(b, 0); n < len(b) {
-		return fmt.Errorf("disk: read index %s: %w", ix.path, err)
-	}
-	entries, err := DecodeOffsetIndex(b, ix.baseOffset)
+// Entry returns entry i, 0 <= i < Entries(); one that cannot be read
+// compares above every other.
+func (ix *OffsetIndex) Entry(i int) OffsetEntry {
+	e, err := ix.entries.at(ix.file, i)
 	if err != nil {
-		return withPath(err, ix.path)
+		return unreadableOffsetEntry
 	}
-	ix.entries, ix.sealed, ix.sealedCount = entries, false, 0
-	return nil
+	return e
 }
-
-// Entry returns entry i, 0 <= i < Entries().
-func (ix *OffsetIndex) Entry(i int) OffsetEntry { return ix.at(i) }
 
 // SizeBytes returns the size of the entries in bytes.
 func (ix *OffsetIndex) SizeBytes() int64 {
-	return int64(ix.count()) * OffsetIndexEntrySize
+	return int64(ix.entries.count()) * OffsetIndexEntrySize
 }
 
 // Last returns the last entry, and false when the index is empty.
-func (ix *OffsetIndex) Last() (OffsetEntry, bool) {
-	n := ix.count()
-	if n == 0 {
-		return OffsetEntry{}, false
-	}
-	return ix.at(n - 1), true
-}
+func (ix *OffsetIndex) Last() (OffsetEntry, bool) { return ix.entries.lastEntry() }
 
 // Append adds an entry. offset must be at least the base offset and less
 // than base offset + 2^32, position must be in [0, 2^32), and both must be
@@ -227,9 +192,6 @@ func (ix *OffsetIndex) Last() (OffsetEntry, bool) {
 func (ix *OffsetIndex) Append(offset, position int64) error {
 	if ix.file == nil {
 		return ErrClosed
-	}
-	if err := ix.unseal(); err != nil {
-		return err
 	}
 	if offset < ix.baseOffset || offset-ix.baseOffset > math.MaxUint32 {
 		return fmt.Errorf("%w: offset %d outside [%d, %d] of %s", ErrInvalidEntry, offset, ix.baseOffset, ix.baseOffset+math.MaxUint32, ix.path)
@@ -241,8 +203,7 @@ func (ix *OffsetIndex) Append(offset, position int64) error {
 		return fmt.Errorf("%w: (offset %d, position %d) does not follow (offset %d, position %d) in %s",
 			ErrInvalidEntry, offset, position, last.Offset, last.Position, ix.path)
 	}
-	ix.entries = append(ix.entries, OffsetEntry{Offset: offset, Position: position})
-	if len(ix.entries)-ix.pending.persisted >= indexFlushEntries {
+	if ix.entries.add(OffsetEntry{Offset: offset, Position: position}) {
 		return ix.flush()
 	}
 	return nil
@@ -250,10 +211,7 @@ func (ix *OffsetIndex) Append(offset, position int64) error {
 
 // flush writes the pending entries to the file.
 func (ix *OffsetIndex) flush() error {
-	err := ix.pending.flush(ix.file, OffsetIndexEntrySize, len(ix.entries), func(dst []byte, i int) []byte {
-		return AppendOffsetEntry(dst, ix.entries[i], ix.baseOffset)
-	})
-	if err != nil {
+	if err := ix.entries.flush(ix.file); err != nil {
 		return fmt.Errorf("disk: write index %s: %w", ix.path, err)
 	}
 	return nil
@@ -262,21 +220,23 @@ func (ix *OffsetIndex) flush() error {
 // Lookup returns the entry with the largest offset <= offset, or
 // {baseOffset, 0} when there is none: the position to scan the .log from.
 func (ix *OffsetIndex) Lookup(offset int64) OffsetEntry {
-	i := sort.Search(ix.count(), func(i int) bool { return ix.at(i).Offset > offset })
-	if i == 0 {
-		return OffsetEntry{Offset: ix.baseOffset, Position: 0}
-	}
-	return ix.at(i - 1)
+	return ix.lookup(func(e OffsetEntry) bool { return e.Offset > offset })
 }
 
 // LookupPosition returns the entry with the largest position <= position,
 // or {baseOffset, 0} when there is none.
 func (ix *OffsetIndex) LookupPosition(position int64) OffsetEntry {
-	i := sort.Search(ix.count(), func(i int) bool { return ix.at(i).Position > position })
+	return ix.lookup(func(e OffsetEntry) bool { return e.Position > position })
+}
+
+// lookup returns the last entry before the first for which after holds,
+// or {baseOffset, 0}. Entries it cannot read are after every other.
+func (ix *OffsetIndex) lookup(after func(OffsetEntry) bool) OffsetEntry {
+	i, prev, _ := ix.entries.search(ix.file, after)
 	if i == 0 {
 		return OffsetEntry{Offset: ix.baseOffset, Position: 0}
 	}
-	return ix.at(i - 1)
+	return prev
 }
 
 // TruncateTo drops the entries with Offset >= offset, from memory and file.
@@ -284,14 +244,13 @@ func (ix *OffsetIndex) TruncateTo(offset int64) error {
 	if ix.file == nil {
 		return ErrClosed
 	}
-	if err := ix.unseal(); err != nil {
-		return err
+	i, prev, err := ix.entries.search(ix.file, func(e OffsetEntry) bool { return e.Offset >= offset })
+	if err == nil {
+		err = ix.entries.truncate(ix.file, i, prev)
 	}
-	i := sort.Search(ix.count(), func(i int) bool { return ix.at(i).Offset >= offset })
-	if err := ix.pending.truncate(ix.file, OffsetIndexEntrySize, i); err != nil {
+	if err != nil {
 		return fmt.Errorf("disk: truncate index %s: %w", ix.path, err)
 	}
-	ix.entries = ix.entries[:i]
 	return nil
 }
 

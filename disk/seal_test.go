@@ -8,21 +8,23 @@ import (
 	"github.com/depot-dev/depot/wire"
 )
 
-// Only the active segment keeps index entries in memory: a log's memory
-// does not grow with the segments it holds, and every offset is still found
-// through the sealed indexes, before and after a reopen.
-func TestSealedSegmentsKeepNoIndexInMemory(t *testing.T) {
+// An index keeps in memory only the entries not yet in its file (none once
+// its segment is sealed) and one entry in sparseEvery: a log's memory does
+// not grow with the data it holds, in its active segment or the sealed
+// ones, and every offset is still found through the files, before and
+// after a reopen and a truncation.
+func TestIndexesKeepLittleInMemory(t *testing.T) {
 	for _, fsys := range []FS{NewMemFS(), OS} {
 		dir := "/p/t-0"
 		if fsys == OS {
 			dir = t.TempDir() + "/t-0"
 		}
 		cfg := DefaultConfig()
-		cfg.SegmentBytes = 16 << 10
-		cfg.IndexIntervalBytes = 512
+		cfg.SegmentBytes = 512 << 10
+		cfg.IndexIntervalBytes = 1 // an entry for every batch
 		l, err := Open(fsys, dir, Options{Config: cfg})
 		require.NoError(t, err)
-		const batches = 200
+		const batches = 4000
 		for i := 0; i < batches; i++ {
 			b := wire.NewBuilder(wire.NoProducer)
 			b.Append(int64(1000+i), nil, make([]byte, 300), nil)
@@ -32,13 +34,19 @@ func TestSealedSegmentsKeepNoIndexInMemory(t *testing.T) {
 			require.NoError(t, err)
 		}
 		check := func(l *Log) {
-			require.Greater(t, len(l.segments), 3)
-			for _, s := range l.segments[:len(l.segments)-1] {
-				require.True(t, s.index.sealed && s.timeIndex.sealed, "segment %d sealed", s.baseOffset)
-				require.Nil(t, s.index.entries)
-				require.Positive(t, s.index.Entries(), "its entries are in the file")
+			require.Greater(t, len(l.segments), 2)
+			for i, s := range l.segments {
+				n := s.index.Entries()
+				require.Greater(t, n, 2*indexFlushEntries, "segment %d has entries in its file", s.baseOffset)
+				require.LessOrEqual(t, len(s.index.entries.tail), indexFlushEntries)
+				require.Len(t, s.index.entries.sparse, (n+sparseEvery-1)/sparseEvery)
+				require.LessOrEqual(t, len(s.timeIndex.entries.tail), indexFlushEntries)
+				require.Len(t, s.timeIndex.entries.sparse, (s.timeIndex.Entries()+sparseEvery-1)/sparseEvery)
+				if i < len(l.segments)-1 {
+					require.Nil(t, s.index.entries.tail, "segment %d sealed", s.baseOffset)
+					require.Nil(t, s.timeIndex.entries.tail, "segment %d sealed", s.baseOffset)
+				}
 			}
-			require.False(t, l.active().index.sealed)
 			for offset := int64(0); offset < batches; offset++ {
 				data, err := l.Read(offset, 1, nil)
 				require.NoError(t, err)
@@ -56,11 +64,17 @@ func TestSealedSegmentsKeepNoIndexInMemory(t *testing.T) {
 		l, err = Open(fsys, dir, Options{Config: cfg, RecoveryPoint: batches})
 		require.NoError(t, err)
 		check(l)
-		// Truncating into a sealed segment makes it active again, with its
-		// entries back in memory.
-		require.NoError(t, l.TruncateTo(5))
-		require.Equal(t, int64(5), l.EndOffset())
-		require.False(t, l.active().index.sealed)
+		// Truncating into a sealed segment makes it active again, and
+		// what is left of it is found.
+		require.NoError(t, l.TruncateTo(1500))
+		require.Equal(t, int64(1500), l.EndOffset())
+		for offset := int64(0); offset < 1500; offset += 7 {
+			data, err := l.Read(offset, 1, nil)
+			require.NoError(t, err)
+			h, err := wire.ParseHeader(data)
+			require.NoError(t, err)
+			require.Equal(t, offset, h.BaseOffset)
+		}
 		require.NoError(t, l.Close())
 	}
 }

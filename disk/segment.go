@@ -207,8 +207,8 @@ func (s *segment) sealTimeIndex() error {
 	return s.timeIndex.Append(s.maxTimestamp, s.offsetOfMaxTimestamp)
 }
 
-// seal releases the memory of the indexes of a segment that takes no more
-// appends; their lookups then read the files.
+// seal writes out what the indexes of a segment that takes no more appends
+// still hold in memory, and lets go of their buffers.
 func (s *segment) seal() error {
 	if err := s.index.Seal(); err != nil {
 		return err

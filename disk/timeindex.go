@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sort"
 )
 
 // TimeIndexEntrySize is the size of one .timeindex entry. Never change it:
@@ -21,9 +20,9 @@ type TimeEntry struct {
 
 // TimeIndex is a segment's time index (.timeindex): entries of timestamp
 // and relative offset, timestamps strictly increasing and offsets never
-// decreasing. Entries are kept in memory and each Append writes its entry
-// to the end of the file; Sync makes them durable. Derived data like the
-// offset index: a damaged file is rebuilt, not trusted.
+// decreasing. Kept as the offset index is (see indexEntries); Sync makes
+// the entries durable. Derived data like the offset index: a damaged file
+// is rebuilt, not trusted.
 //
 // Not safe for concurrent use: the owner of the segment serialises access.
 type TimeIndex struct {
@@ -31,14 +30,23 @@ type TimeIndex struct {
 	path       string
 	baseOffset int64
 	file       File
-	entries    []TimeEntry
-	// pending tracks the entries appended but not yet written to the file.
-	pending pendingEntries
-	// sealed is set by Seal: the entries are then read from the file, not
-	// held in memory, and sealedCount says how many there are.
-	sealed      bool
-	sealedCount int
-	readBuf     [TimeIndexEntrySize]byte
+	entries    indexEntries[TimeEntry]
+}
+
+// newTimeIndex is a time index of the segment at baseOffset over f.
+func newTimeIndex(fs FS, path string, baseOffset int64, f File) *TimeIndex {
+	ti := &TimeIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}
+	ti.entries = indexEntries[TimeEntry]{
+		size: TimeIndexEntrySize,
+		decode: func(b []byte) TimeEntry {
+			return TimeEntry{
+				Timestamp: int64(binary.BigEndian.Uint64(b)),
+				Offset:    baseOffset + int64(binary.BigEndian.Uint32(b[8:])),
+			}
+		},
+		encode: func(dst []byte, e TimeEntry) []byte { return AppendTimeEntry(dst, e, baseOffset) },
+	}
+	return ti
 }
 
 // OpenTimeIndex opens the time index at path, creating an empty one if it
@@ -56,7 +64,9 @@ func OpenTimeIndex(fs FS, path string, baseOffset int64) (*TimeIndex, error) {
 		_ = f.Close()
 		return nil, withPath(err, path)
 	}
-	return &TimeIndex{fs: fs, path: path, baseOffset: baseOffset, file: f, entries: entries, pending: pendingEntries{persisted: len(entries)}}, nil
+	ti := newTimeIndex(fs, path, baseOffset, f)
+	ti.entries.load(entries)
+	return ti, nil
 }
 
 // CreateTimeIndex creates a new, empty time index at path, truncating any
@@ -66,7 +76,7 @@ func CreateTimeIndex(fs FS, path string, baseOffset int64) (*TimeIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk: create time index: %w", err)
 	}
-	return &TimeIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}, nil
+	return newTimeIndex(fs, path, baseOffset, f), nil
 }
 
 // DecodeTimeIndex decodes the bytes of a .timeindex file. A size that is
@@ -115,82 +125,36 @@ func (ti *TimeIndex) BaseOffset() int64 { return ti.baseOffset }
 func (ti *TimeIndex) Path() string { return ti.path }
 
 // Entries returns the number of entries.
-func (ti *TimeIndex) Entries() int { return ti.count() }
+func (ti *TimeIndex) Entries() int { return ti.entries.count() }
 
-// count is the number of entries, in memory or, sealed, in the file.
-func (ti *TimeIndex) count() int {
-	if ti.sealed {
-		return ti.sealedCount
-	}
-	return len(ti.entries)
-}
-
-// at returns entry i. Sealed, it reads the file; an entry that cannot be
-// read compares above every other, so a search falls back to an earlier
-// entry, from which a reader scans forward: slower, never wrong.
-func (ti *TimeIndex) at(i int) TimeEntry {
-	if !ti.sealed {
-		return ti.entries[i]
-	}
-	if _, err := ti.file.ReadAt(ti.readBuf[:], int64(i)*TimeIndexEntrySize); err != nil {
-		return unreadableTimeEntry
-	}
-	return TimeEntry{
-		Timestamp: int64(binary.BigEndian.Uint64(ti.readBuf[:])),
-		Offset:    ti.baseOffset + int64(binary.BigEndian.Uint32(ti.readBuf[8:])),
-	}
-}
-
-// Seal drops the entries from memory once the segment is sealed (rolled or
-// recovered): lookups then search the file, so a log's memory does not
-// grow with the data it holds. An Append or TruncateTo loads them again.
+// Seal writes the entries still in memory to the file once the segment is
+// sealed (rolled or recovered), and lets go of their buffer.
 func (ti *TimeIndex) Seal() error {
 	if ti.file == nil {
 		return ErrClosed
 	}
-	if ti.sealed {
-		return nil
-	}
 	if err := ti.flush(); err != nil {
 		return err
 	}
-	ti.sealedCount = len(ti.entries)
-	ti.entries = nil
-	ti.sealed = true
+	ti.entries.release()
 	return nil
 }
 
-// unseal loads the entries of a sealed index back into memory.
-func (ti *TimeIndex) unseal() error {
-	if !ti.sealed {
-		return nil
-	}
-	b := make([]byte, ti.sealedCount*TimeIndexEntrySize)
-	if n, err := ti.file.ReadAt(b, 0); n < len(b) {
-		return fmt.Errorf("disk: read index %s: %w", ti.path, err)
-	}
-	entries, err := DecodeTimeIndex(b, ti.baseOffset)
+// Entry returns entry i, 0 <= i < Entries(); one that cannot be read
+// compares above every other.
+func (ti *TimeIndex) Entry(i int) TimeEntry {
+	e, err := ti.entries.at(ti.file, i)
 	if err != nil {
-		return withPath(err, ti.path)
+		return unreadableTimeEntry
 	}
-	ti.entries, ti.sealed, ti.sealedCount = entries, false, 0
-	return nil
+	return e
 }
-
-// Entry returns entry i, 0 <= i < Entries().
-func (ti *TimeIndex) Entry(i int) TimeEntry { return ti.at(i) }
 
 // SizeBytes returns the size of the entries in bytes.
-func (ti *TimeIndex) SizeBytes() int64 { return int64(ti.count()) * TimeIndexEntrySize }
+func (ti *TimeIndex) SizeBytes() int64 { return int64(ti.entries.count()) * TimeIndexEntrySize }
 
 // Last returns the last entry, and false when the index is empty.
-func (ti *TimeIndex) Last() (TimeEntry, bool) {
-	n := ti.count()
-	if n == 0 {
-		return TimeEntry{}, false
-	}
-	return ti.at(n - 1), true
-}
+func (ti *TimeIndex) Last() (TimeEntry, bool) { return ti.entries.lastEntry() }
 
 // Append adds an entry. A timestamp that is negative (no timestamp) or not
 // greater than the last entry's is ignored and Append returns nil. offset
@@ -200,9 +164,6 @@ func (ti *TimeIndex) Last() (TimeEntry, bool) {
 func (ti *TimeIndex) Append(timestamp, offset int64) error {
 	if ti.file == nil {
 		return ErrClosed
-	}
-	if err := ti.unseal(); err != nil {
-		return err
 	}
 	last, ok := ti.Last()
 	if timestamp < 0 || (ok && timestamp <= last.Timestamp) {
@@ -214,29 +175,26 @@ func (ti *TimeIndex) Append(timestamp, offset int64) error {
 	if ok && offset < last.Offset {
 		return fmt.Errorf("%w: offset %d is before the last entry's %d in %s", ErrInvalidEntry, offset, last.Offset, ti.path)
 	}
-	ti.entries = append(ti.entries, TimeEntry{Timestamp: timestamp, Offset: offset})
-	if len(ti.entries)-ti.pending.persisted >= indexFlushEntries {
+	if ti.entries.add(TimeEntry{Timestamp: timestamp, Offset: offset}) {
 		return ti.flush()
 	}
 	return nil
 }
 
 // Lookup returns the entry with the largest timestamp <= timestamp, or
-// {-1, baseOffset} when there is none.
+// {-1, baseOffset} when there is none. Entries it cannot read are after
+// every other.
 func (ti *TimeIndex) Lookup(timestamp int64) TimeEntry {
-	i := sort.Search(ti.count(), func(i int) bool { return ti.at(i).Timestamp > timestamp })
+	i, prev, _ := ti.entries.search(ti.file, func(e TimeEntry) bool { return e.Timestamp > timestamp })
 	if i == 0 {
 		return TimeEntry{Timestamp: -1, Offset: ti.baseOffset}
 	}
-	return ti.at(i - 1)
+	return prev
 }
 
 // flush writes the pending entries to the file.
 func (ti *TimeIndex) flush() error {
-	err := ti.pending.flush(ti.file, TimeIndexEntrySize, len(ti.entries), func(dst []byte, i int) []byte {
-		return AppendTimeEntry(dst, ti.entries[i], ti.baseOffset)
-	})
-	if err != nil {
+	if err := ti.entries.flush(ti.file); err != nil {
 		return fmt.Errorf("disk: write time index %s: %w", ti.path, err)
 	}
 	return nil
@@ -247,14 +205,13 @@ func (ti *TimeIndex) TruncateTo(offset int64) error {
 	if ti.file == nil {
 		return ErrClosed
 	}
-	if err := ti.unseal(); err != nil {
-		return err
+	i, prev, err := ti.entries.search(ti.file, func(e TimeEntry) bool { return e.Offset >= offset })
+	if err == nil {
+		err = ti.entries.truncate(ti.file, i, prev)
 	}
-	i := sort.Search(ti.count(), func(i int) bool { return ti.at(i).Offset >= offset })
-	if err := ti.pending.truncate(ti.file, TimeIndexEntrySize, i); err != nil {
+	if err != nil {
 		return fmt.Errorf("disk: truncate time index %s: %w", ti.path, err)
 	}
-	ti.entries = ti.entries[:i]
 	return nil
 }
 
