@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -432,7 +433,8 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 	pb.pending = append(pb.pending, pending{record: r, promise: promise})
 	pb.bytes += size
 	p.buffered.Add(size)
-	if int64(pb.builder.Size()) >= pb.limit(p.cfg.batchBytes) || pb.outstanding.Load() == 0 {
+	sealed := int64(pb.builder.Size()) >= pb.limit(p.cfg.batchBytes) || pb.outstanding.Load() == 0
+	if sealed {
 		p.seal(tb, pb)
 	} else if pb.builder.Len() == 1 {
 		pb.lingerAt = time.Now().Add(p.cfg.linger)
@@ -443,6 +445,14 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 		}
 	}
 	p.mu.Unlock()
+	if sealed {
+		// Produce runs on the caller's goroutine, and a caller producing
+		// in a loop keeps its P for up to the scheduler's time slice
+		// (10 ms) while the goroutines that carry its batch on (the
+		// sender, the remote stream, an embedded node's actors) wait
+		// behind it. Having handed the sender a batch, it lets them run.
+		runtime.Gosched()
+	}
 }
 
 // newTopicBuffer makes the open batches of a topic with n partitions.
