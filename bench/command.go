@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"strings"
@@ -159,12 +160,15 @@ latency, then a catch-up read). MB is 10^6 bytes of record values.`,
 }
 
 // writeAllocs writes the allocation profile (every allocation since the
-// process started, sampled) to path.
+// process started, sampled) to path. The profile stops at the last
+// completed garbage collection, so one runs first: without it, what was
+// allocated since (seconds of a run) would be missing.
 func writeAllocs(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("%w: --memprofile: %w", ErrConfig, err)
 	}
+	runtime.GC()
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		f.Close()
 		return fmt.Errorf("--memprofile: %w", err)
