@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"hash/crc32"
+)
 
 // Record is one decoded record. Key and Value are nil for null and non-nil
 // (possibly empty) otherwise. On decode they and the header values alias the
@@ -49,7 +52,12 @@ type Builder struct {
 	count         int32
 	baseTimestamp int64
 	maxTimestamp  int64
-	scratch       []byte // compression output
+	// recordsCRC is the CRC-32C of buf[HeaderSize:crcTo], the records
+	// appended up to crcTo: taken a block at a time as they are appended,
+	// while they are in the cache (see crcCombine).
+	recordsCRC uint32
+	crcTo      int
+	scratch    []byte // compression output
 }
 
 // NewBuilder returns a builder for a batch with the given options.
@@ -66,6 +74,19 @@ func (b *Builder) Reset(opts BatchOptions) {
 	b.count = 0
 	b.baseTimestamp = 0
 	b.maxTimestamp = 0
+	b.recordsCRC = 0
+	b.crcTo = HeaderSize
+}
+
+// crcBlock is how many bytes of records Append lets accumulate before it
+// takes their CRC: small enough to be still in the CPU's cache, large
+// enough for the CRC instructions to run at full speed.
+const crcBlock = 32 << 10
+
+// takeCRC brings recordsCRC up to the end of the records.
+func (b *Builder) takeCRC() {
+	b.recordsCRC = crc32.Update(b.recordsCRC, castagnoli, b.buf[b.crcTo:])
+	b.crcTo = len(b.buf)
 }
 
 // Len is the number of records appended.
@@ -149,6 +170,9 @@ func (b *Builder) Append(timestamp int64, key, value []byte, headers []RecordHea
 	}
 	b.buf = dst
 	b.count++
+	if len(dst)-b.crcTo >= crcBlock {
+		b.takeCRC()
+	}
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -165,7 +189,8 @@ func appendBytes(dst, b []byte) []byte {
 // with no records gives a batch of zero records, which Validate refuses.
 func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	records := b.buf[HeaderSize:]
-	if b.opts.Compression != CompressionNone {
+	compressed := b.opts.Compression != CompressionNone
+	if compressed {
 		var err error
 		b.scratch, err = compress(b.opts.Compression, b.scratch[:0], records)
 		if err != nil {
@@ -177,7 +202,7 @@ func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
 	var h [HeaderSize]byte
 	dst = append(dst, h[:]...)
 	dst = append(dst, records...)
-	b.writeHeader(dst[start:])
+	b.writeHeader(dst[start:], !compressed)
 	return dst, nil
 }
 
@@ -193,14 +218,16 @@ func (b *Builder) Take(spare []byte) ([]byte, error) {
 		return batch, err
 	}
 	batch := b.buf
-	b.writeHeader(batch)
+	b.writeHeader(batch, true)
 	b.buf = spare
 	b.Reset(b.opts)
 	return batch, nil
 }
 
-// writeHeader fills in the header of the finished batch.
-func (b *Builder) writeHeader(batch []byte) {
+// writeHeader fills in the header of the finished batch. When its records
+// are the builder's own (plain), their CRC is already known: the batch's
+// is combined with it from that of the header alone.
+func (b *Builder) writeHeader(batch []byte, plain bool) {
 	attributes := uint16(b.opts.Compression) & compressionMask
 	if b.opts.LogAppendTime {
 		attributes |= timestampTypeBit
@@ -222,7 +249,14 @@ func (b *Builder) writeHeader(batch []byte) {
 	be.PutUint16(batch[producerEpochPos:], uint16(b.opts.ProducerEpoch))
 	be.PutUint32(batch[baseSequencePos:], uint32(b.opts.BaseSequence))
 	be.PutUint32(batch[recordCountPos:], uint32(b.count))
-	be.PutUint32(batch[crcPos:], checksum(batch))
+	var crc uint32
+	if plain {
+		b.takeCRC()
+		crc = crcCombine(crc32.Checksum(batch[attributesPos:HeaderSize], castagnoli), b.recordsCRC, len(batch)-HeaderSize)
+	} else {
+		crc = checksum(batch)
+	}
+	be.PutUint32(batch[crcPos:], crc)
 }
 
 func varintSize(v int64) int {
