@@ -57,6 +57,10 @@
 // Both fields strictly increase from entry to entry. A file whose size is
 // not a multiple of 8 or whose entries do not increase is corrupt.
 //
+// The file is the index: memory holds only the entries not yet written, the
+// last one and every 128th, through which a lookup finds the one block of
+// 128 entries to read (the time index likewise).
+//
 // # Time index (.timeindex)
 //
 // A sparse map from timestamp to offset, a sequence of 12-byte entries:
