@@ -197,31 +197,20 @@ func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
 func unmarshalProduceRequests(b []byte) (*messages.ProduceRequests, error) {
 	m := &messages.ProduceRequests{}
 	var reqs []*messages.ProduceRequest
-	var rest []byte
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return nil, protowire.ParseError(n)
+	err := unmarshalTaking(b, m, func(num protowire.Number, v []byte) error {
+		if num != 1 {
+			return errNotTaken
 		}
-		size := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if size < 0 {
-			return nil, protowire.ParseError(size)
+		r := &messages.ProduceRequest{}
+		records, err := unmarshalAliasing(v, produceRecordsField, r)
+		if err != nil {
+			return err
 		}
-		if num == 1 && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b[n : n+size])
-			r := &messages.ProduceRequest{}
-			records, err := unmarshalAliasing(v, produceRecordsField, r)
-			if err != nil {
-				return nil, err
-			}
-			r.Records = records
-			reqs = append(reqs, r)
-		} else {
-			rest = append(rest, b[:n+size]...)
-		}
-		b = b[n+size:]
-	}
-	if err := proto.Unmarshal(rest, m); err != nil {
+		r.Records = records
+		reqs = append(reqs, r)
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	m.Requests = reqs
@@ -231,31 +220,54 @@ func unmarshalProduceRequests(b []byte) (*messages.ProduceRequests, error) {
 // unmarshalAliasing decodes b into m but for the bytes field records, whose
 // value is returned as a sub-slice of b (nil if absent). As in proto, the
 // last occurrence of the field wins; an occurrence with another wire type
-// is an unknown field, kept in m's unknown fields like any other. The other
-// fields' bytes, in their order, are gathered into a small buffer that
-// proto decodes. Malformed bytes are an error, as they are to proto.
+// is an unknown field, kept in m's unknown fields like any other.
+// Malformed bytes are an error, as they are to proto.
 func unmarshalAliasing(b []byte, records protowire.Number, m proto.Message) ([]byte, error) {
 	var alias []byte
+	err := unmarshalTaking(b, m, func(num protowire.Number, v []byte) error {
+		if num != records {
+			return errNotTaken
+		}
+		alias = v[:len(v):len(v)]
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return alias, nil
+}
+
+// errNotTaken is what a take func of unmarshalTaking returns for a field
+// it leaves to proto.
+var errNotTaken = errors.New("field not taken")
+
+// unmarshalTaking decodes b into m, handing each field of wire type bytes
+// to take with its value (a sub-slice of b) first: the fields take leaves
+// (returning errNotTaken) are gathered, in their order, into a small buffer
+// that proto decodes into m. Another error of take is returned as it is.
+func unmarshalTaking(b []byte, m proto.Message, take func(num protowire.Number, v []byte) error) error {
 	var rest []byte
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, protowire.ParseError(n)
+			return protowire.ParseError(n)
 		}
 		size := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if size < 0 {
-			return nil, protowire.ParseError(size)
+			return protowire.ParseError(size)
 		}
-		if num == records && typ == protowire.BytesType {
+		err := errNotTaken
+		if typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(b[n : n+size])
-			alias = v[:len(v):len(v)]
-		} else {
+			err = take(num, v)
+		}
+		switch {
+		case errors.Is(err, errNotTaken):
 			rest = append(rest, b[:n+size]...)
+		case err != nil:
+			return err
 		}
 		b = b[n+size:]
 	}
-	if err := proto.Unmarshal(rest, m); err != nil {
-		return nil, err
-	}
-	return alias, nil
+	return proto.Unmarshal(rest, m)
 }

@@ -40,13 +40,8 @@ type OffsetIndex struct {
 func newOffsetIndex(fs FS, path string, baseOffset int64, f File) *OffsetIndex {
 	ix := &OffsetIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}
 	ix.entries = indexEntries[OffsetEntry]{
-		size: OffsetIndexEntrySize,
-		decode: func(b []byte) OffsetEntry {
-			return OffsetEntry{
-				Offset:   baseOffset + int64(binary.BigEndian.Uint32(b)),
-				Position: int64(binary.BigEndian.Uint32(b[4:])),
-			}
-		},
+		size:   OffsetIndexEntrySize,
+		decode: func(b []byte) OffsetEntry { return decodeOffsetEntry(b, baseOffset) },
 		encode: func(dst []byte, e OffsetEntry) []byte { return AppendOffsetEntry(dst, e, baseOffset) },
 	}
 	return ix
@@ -120,11 +115,7 @@ func DecodeOffsetIndex(b []byte, baseOffset int64) ([]OffsetEntry, error) {
 	}
 	entries := make([]OffsetEntry, n)
 	for i := range entries {
-		p := b[i*OffsetIndexEntrySize:]
-		e := OffsetEntry{
-			Offset:   baseOffset + int64(binary.BigEndian.Uint32(p)),
-			Position: int64(binary.BigEndian.Uint32(p[4:])),
-		}
+		e := decodeOffsetEntry(b[i*OffsetIndexEntrySize:], baseOffset)
 		if i > 0 {
 			prev := entries[i-1]
 			if e.Offset <= prev.Offset || e.Position <= prev.Position {
@@ -136,6 +127,14 @@ func DecodeOffsetIndex(b []byte, baseOffset int64) ([]OffsetEntry, error) {
 		entries[i] = e
 	}
 	return entries, nil
+}
+
+// decodeOffsetEntry decodes the entry at the start of b.
+func decodeOffsetEntry(b []byte, baseOffset int64) OffsetEntry {
+	return OffsetEntry{
+		Offset:   baseOffset + int64(binary.BigEndian.Uint32(b)),
+		Position: int64(binary.BigEndian.Uint32(b[4:])),
+	}
 }
 
 // AppendOffsetEntry appends the 8 bytes of e, relative to baseOffset, to

@@ -37,13 +37,8 @@ type TimeIndex struct {
 func newTimeIndex(fs FS, path string, baseOffset int64, f File) *TimeIndex {
 	ti := &TimeIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}
 	ti.entries = indexEntries[TimeEntry]{
-		size: TimeIndexEntrySize,
-		decode: func(b []byte) TimeEntry {
-			return TimeEntry{
-				Timestamp: int64(binary.BigEndian.Uint64(b)),
-				Offset:    baseOffset + int64(binary.BigEndian.Uint32(b[8:])),
-			}
-		},
+		size:   TimeIndexEntrySize,
+		decode: func(b []byte) TimeEntry { return decodeTimeEntry(b, baseOffset) },
 		encode: func(dst []byte, e TimeEntry) []byte { return AppendTimeEntry(dst, e, baseOffset) },
 	}
 	return ti
@@ -90,11 +85,7 @@ func DecodeTimeIndex(b []byte, baseOffset int64) ([]TimeEntry, error) {
 	}
 	entries := make([]TimeEntry, n)
 	for i := range entries {
-		p := b[i*TimeIndexEntrySize:]
-		e := TimeEntry{
-			Timestamp: int64(binary.BigEndian.Uint64(p)),
-			Offset:    baseOffset + int64(binary.BigEndian.Uint32(p[8:])),
-		}
+		e := decodeTimeEntry(b[i*TimeIndexEntrySize:], baseOffset)
 		at := int64(i * TimeIndexEntrySize)
 		if e.Timestamp < 0 {
 			return nil, corruptf(at, "time index entry %d has negative timestamp %d", i, e.Timestamp)
@@ -109,6 +100,14 @@ func DecodeTimeIndex(b []byte, baseOffset int64) ([]TimeEntry, error) {
 		entries[i] = e
 	}
 	return entries, nil
+}
+
+// decodeTimeEntry decodes the entry at the start of b.
+func decodeTimeEntry(b []byte, baseOffset int64) TimeEntry {
+	return TimeEntry{
+		Timestamp: int64(binary.BigEndian.Uint64(b)),
+		Offset:    baseOffset + int64(binary.BigEndian.Uint32(b[8:])),
+	}
 }
 
 // AppendTimeEntry appends the 12 bytes of e, relative to baseOffset, to
