@@ -138,8 +138,6 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 	return protowire.AppendVarint(b, v)
 }
 
-var produceRequestDescriptor = (&messages.ProduceRequest{}).ProtoReflect().Descriptor()
-
 // produceHeadRoom is room enough for a ProduceRequest's fields but its
 // records: a topic name is at most MaxTopicNameLength bytes, and the
 // numbers and the records' tag and length take at most 64.

@@ -83,13 +83,21 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
 	case *actor.Stopping:
 		m.stopping = true
-		if m.stopTick != nil {
-			m.stopTick()
-		}
-	case *actor.Stopped, *actor.Restarting:
+		m.stopGatherTick()
+	case *actor.Restarting:
+		m.stopGatherTick() // the new incarnation starts its own
+	case *actor.Stopped:
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
 		m.logger.WithField("type", fmt.Sprintf("%T", msg)).Warn("unhandled message")
+	}
+}
+
+// stopGatherTick stops the ticks that expire produce gathers.
+func (m *partitionManager) stopGatherTick() {
+	if m.stopTick != nil {
+		m.stopTick()
+		m.stopTick = nil
 	}
 }
 
