@@ -33,10 +33,13 @@ type partKey struct {
 // same bytes and sequences, after RetryBackoff. Not shared: all access is
 // through its mailbox.
 type sender struct {
-	p          *Producer
-	parts      map[partKey]*partSender
-	nodes      map[string]*nodeSender // by leader address
-	ready      []*nodeSender          // the nodes with requests in their outbox
+	p     *Producer
+	parts map[partKey]*partSender
+	nodes map[string]*nodeSender // by leader address
+	ready []*nodeSender          // the nodes with requests in their outbox
+	// unanswered are the batches in the outboxes that no answer will
+	// complete (acks=0): flush completes them once it has sent them.
+	unanswered []*batch
 	refreshing map[string]bool
 	corrID     int64
 	stopTick   scheduler.CancelFunc
@@ -212,6 +215,11 @@ func (s *sender) flush(ctx actor.Context) {
 	}
 	clear(s.ready)
 	s.ready = s.ready[:0]
+	for _, b := range s.unanswered {
+		s.complete(b, -1, nil)
+	}
+	clear(s.unanswered)
+	s.unanswered = s.unanswered[:0]
 }
 
 func (s *sender) part(topic string, partition int32) *partSender {
@@ -298,8 +306,9 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			CorrelationId: b.corrID,
 		})
 		if cfg.acks == 0 {
+			// Done once handed to the stream, which flush does.
 			ps.queue = ps.queue[1:]
-			s.complete(b, -1, nil)
+			s.unanswered = append(s.unanswered, b)
 			continue
 		}
 		s.setInFlight(ps, ps.inflight+1)
