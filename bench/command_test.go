@@ -259,3 +259,15 @@ func TestBenchWarmupLeavesRecordsOut(t *testing.T) {
 	_, _, err = runCommand(t, "--warmup", "-1s")
 	require.ErrorIs(t, err, ErrConfig)
 }
+
+// With acks=0 a record is done when handed to the stream, before it reaches
+// its partition; the reads still find every record produced, rather than
+// stop at the end offsets of the moment production ended.
+func TestBenchAcksZeroReadsEverything(t *testing.T) {
+	stdout, stderr, err := runCommand(t, "--records", "300000", "--acks", "0", "--partitions", "2", "-o", "json")
+	require.NoError(t, err, stderr)
+	rows := jsonRows(t, stdout)
+	require.Equal(t, float64(300000), rows[RowProduce]["records"])
+	require.Equal(t, float64(300000), rows[RowEndToEnd]["records"], "tailing consumers")
+	require.Equal(t, float64(300000), rows[RowConsume]["records"], "the read from the start")
+}

@@ -305,6 +305,9 @@ func (r *run) execute(ctx context.Context) error {
 	r.produceEnd = time.Now()
 
 	ends, err := r.listEnds(context.WithoutCancel(ctx))
+	if err == nil && cfg.Acks == 0 {
+		ends, err = r.awaitEnds(context.WithoutCancel(ctx), ends)
+	}
 	if err != nil {
 		return err
 	}
@@ -377,6 +380,44 @@ func (r *run) listEnds(ctx context.Context) ([]int64, error) {
 	}
 	return ends, nil
 }
+
+// awaitEnds waits, with acks=0, for the records produced to reach the
+// partitions before the reads take their end offsets as targets: a
+// producer that waits for no answer is done with a record once it has
+// handed it to the stream, and megabytes may still be on their way. It
+// polls the end offsets until they account for every record produced, or
+// stop growing for endsSettle (records a producer without answers may
+// lose), or DrainTimeout passes.
+func (r *run) awaitEnds(ctx context.Context, ends []int64) ([]int64, error) {
+	total := func(ends []int64) int64 {
+		n := int64(0)
+		for p := range ends {
+			n += ends[p] - r.startOffsets[p]
+		}
+		return n
+	}
+	want := r.produced.Load() + r.warmedUp.Load()
+	deadline := time.Now().Add(r.cfg.DrainTimeout)
+	settled := time.Now()
+	for total(ends) < want && time.Now().Before(deadline) && time.Since(settled) < endsSettle {
+		time.Sleep(endsPoll)
+		next, err := r.listEnds(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if total(next) > total(ends) {
+			settled = time.Now()
+		}
+		ends = next
+	}
+	return ends, nil
+}
+
+// endsPoll and endsSettle pace awaitEnds.
+const (
+	endsPoll   = 20 * time.Millisecond
+	endsSettle = 500 * time.Millisecond
+)
 
 // tailTarget is the tailing consumers' target: nil until production is
 // over, then each partition's end offset.
