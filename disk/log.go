@@ -272,6 +272,16 @@ func (l *Log) roll() error {
 	if err := old.seal(); err != nil {
 		return l.fail(err)
 	}
+	if l.recoveryPoint >= old.nextOffset {
+		// Its batches were made durable while it was active, with its
+		// index entries written but not synced; flushes start at the
+		// recovery point's segment and will not come back to it, and a
+		// clean open trusts the indexes of the segments below the
+		// recovery point but the last. A crash could leave them torn.
+		if err := old.syncIndexes(); err != nil {
+			return l.fail(err)
+		}
+	}
 	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
 	if err != nil {
 		return l.fail(err)

@@ -375,6 +375,11 @@ func (s *segment) sync() error {
 	if err := s.syncData(); err != nil {
 		return err
 	}
+	return s.syncIndexes()
+}
+
+// syncIndexes makes both indexes durable.
+func (s *segment) syncIndexes() error {
 	if err := s.index.Sync(); err != nil {
 		return err
 	}
