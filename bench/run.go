@@ -312,10 +312,7 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	r.endOffsets.Store(&ends)
-	total := int64(0)
-	for p := range ends {
-		total += ends[p] - r.startOffsets[p]
-	}
+	total := r.recordsUpTo(ends)
 	if cfg.Workload == WorkloadBoth {
 		r.progress.phase("tail", total, &r.tail.records)
 		drain := time.AfterFunc(cfg.DrainTimeout, tailCancel)
@@ -389,28 +386,31 @@ func (r *run) listEnds(ctx context.Context) ([]int64, error) {
 // stop growing for endsSettle (records a producer without answers may
 // lose), or DrainTimeout passes.
 func (r *run) awaitEnds(ctx context.Context, ends []int64) ([]int64, error) {
-	total := func(ends []int64) int64 {
-		n := int64(0)
-		for p := range ends {
-			n += ends[p] - r.startOffsets[p]
-		}
-		return n
-	}
 	want := r.produced.Load() + r.warmedUp.Load()
 	deadline := time.Now().Add(r.cfg.DrainTimeout)
 	settled := time.Now()
-	for total(ends) < want && time.Now().Before(deadline) && time.Since(settled) < endsSettle {
+	for r.recordsUpTo(ends) < want && time.Now().Before(deadline) && time.Since(settled) < endsSettle {
 		time.Sleep(endsPoll)
 		next, err := r.listEnds(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if total(next) > total(ends) {
+		if r.recordsUpTo(next) > r.recordsUpTo(ends) {
 			settled = time.Now()
 		}
 		ends = next
 	}
 	return ends, nil
+}
+
+// recordsUpTo is how many records the topic holds from the run's start
+// offsets to ends.
+func (r *run) recordsUpTo(ends []int64) int64 {
+	n := int64(0)
+	for p := range ends {
+		n += ends[p] - r.startOffsets[p]
+	}
+	return n
 }
 
 // endsPoll and endsSettle pace awaitEnds.

@@ -29,22 +29,21 @@ type OffsetEntry struct {
 //
 // Not safe for concurrent use: the owner of the segment serialises access.
 type OffsetIndex struct {
-	fs         FS
-	path       string
-	baseOffset int64
-	file       File
-	entries    indexEntries[OffsetEntry]
+	indexFile[OffsetEntry]
 }
 
 // newOffsetIndex is an index of the segment at baseOffset over f.
 func newOffsetIndex(fs FS, path string, baseOffset int64, f File) *OffsetIndex {
-	ix := &OffsetIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}
-	ix.entries = indexEntries[OffsetEntry]{
-		size:   OffsetIndexEntrySize,
-		decode: func(b []byte) OffsetEntry { return decodeOffsetEntry(b, baseOffset) },
-		encode: func(dst []byte, e OffsetEntry) []byte { return AppendOffsetEntry(dst, e, baseOffset) },
-	}
-	return ix
+	return &OffsetIndex{indexFile[OffsetEntry]{
+		fs: fs, path: path, baseOffset: baseOffset, file: f, kind: "index",
+		entries: indexEntries[OffsetEntry]{
+			size:   OffsetIndexEntrySize,
+			decode: func(b []byte) OffsetEntry { return decodeOffsetEntry(b, baseOffset) },
+			encode: func(dst []byte, e OffsetEntry) []byte { return AppendOffsetEntry(dst, e, baseOffset) },
+		},
+		offsetOf:   func(e OffsetEntry) int64 { return e.Offset },
+		unreadable: OffsetEntry{Offset: math.MaxInt64, Position: math.MaxInt64},
+	}}
 }
 
 // OpenOffsetIndex opens the index at path, creating an empty one if it is
@@ -144,46 +143,6 @@ func AppendOffsetEntry(dst []byte, e OffsetEntry, baseOffset int64) []byte {
 	return binary.BigEndian.AppendUint32(dst, uint32(e.Position))
 }
 
-// BaseOffset returns the base offset of the segment the index belongs to.
-func (ix *OffsetIndex) BaseOffset() int64 { return ix.baseOffset }
-
-// Path returns the file's path.
-func (ix *OffsetIndex) Path() string { return ix.path }
-
-// Entries returns the number of entries.
-func (ix *OffsetIndex) Entries() int { return ix.entries.count() }
-
-// Seal writes the entries still in memory to the file once the segment is
-// sealed (rolled or recovered), and lets go of their buffer.
-func (ix *OffsetIndex) Seal() error {
-	if ix.file == nil {
-		return ErrClosed
-	}
-	if err := ix.flush(); err != nil {
-		return err
-	}
-	ix.entries.release()
-	return nil
-}
-
-// Entry returns entry i, 0 <= i < Entries(); one that cannot be read
-// compares above every other.
-func (ix *OffsetIndex) Entry(i int) OffsetEntry {
-	e, err := ix.entries.at(ix.file, i)
-	if err != nil {
-		return unreadableOffsetEntry
-	}
-	return e
-}
-
-// SizeBytes returns the size of the entries in bytes.
-func (ix *OffsetIndex) SizeBytes() int64 {
-	return int64(ix.entries.count()) * OffsetIndexEntrySize
-}
-
-// Last returns the last entry, and false when the index is empty.
-func (ix *OffsetIndex) Last() (OffsetEntry, bool) { return ix.entries.lastEntry() }
-
 // Append adds an entry. offset must be at least the base offset and less
 // than base offset + 2^32, position must be in [0, 2^32), and both must be
 // greater than the last entry's; otherwise it returns an error wrapping
@@ -202,18 +161,7 @@ func (ix *OffsetIndex) Append(offset, position int64) error {
 		return fmt.Errorf("%w: (offset %d, position %d) does not follow (offset %d, position %d) in %s",
 			ErrInvalidEntry, offset, position, last.Offset, last.Position, ix.path)
 	}
-	if ix.entries.add(OffsetEntry{Offset: offset, Position: position}) {
-		return ix.flush()
-	}
-	return nil
-}
-
-// flush writes the pending entries to the file.
-func (ix *OffsetIndex) flush() error {
-	if err := ix.entries.flush(ix.file); err != nil {
-		return fmt.Errorf("disk: write index %s: %w", ix.path, err)
-	}
-	return nil
+	return ix.add(OffsetEntry{Offset: offset, Position: position})
 }
 
 // Lookup returns the entry with the largest offset <= offset, or
@@ -237,64 +185,3 @@ func (ix *OffsetIndex) lookup(after func(OffsetEntry) bool) OffsetEntry {
 	}
 	return prev
 }
-
-// TruncateTo drops the entries with Offset >= offset, from memory and file.
-func (ix *OffsetIndex) TruncateTo(offset int64) error {
-	if ix.file == nil {
-		return ErrClosed
-	}
-	i, prev, err := ix.entries.search(ix.file, func(e OffsetEntry) bool { return e.Offset >= offset })
-	if err == nil {
-		err = ix.entries.truncate(ix.file, i, prev)
-	}
-	if err != nil {
-		return fmt.Errorf("disk: truncate index %s: %w", ix.path, err)
-	}
-	return nil
-}
-
-// Reset drops every entry: TruncateTo(baseOffset).
-func (ix *OffsetIndex) Reset() error { return ix.TruncateTo(ix.baseOffset) }
-
-// Sync makes every appended entry durable.
-func (ix *OffsetIndex) Sync() error {
-	if ix.file == nil {
-		return ErrClosed
-	}
-	if err := ix.flush(); err != nil {
-		return err
-	}
-	if err := ix.file.Sync(); err != nil {
-		return fmt.Errorf("disk: sync index %s: %w", ix.path, err)
-	}
-	return nil
-}
-
-// Close closes the file; later calls return ErrClosed. It does not sync.
-func (ix *OffsetIndex) Close() error {
-	if ix.file == nil {
-		return ErrClosed
-	}
-	err := ix.flush()
-	if cerr := ix.file.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("disk: close index %s: %w", ix.path, cerr)
-	}
-	ix.file = nil
-	return err
-}
-
-// Rename moves the file to newPath; the index stays open. The caller syncs
-// the directories.
-func (ix *OffsetIndex) Rename(newPath string) error {
-	if ix.file == nil {
-		return ErrClosed
-	}
-	if err := ix.fs.Rename(ix.path, newPath); err != nil {
-		return fmt.Errorf("disk: rename index: %w", err)
-	}
-	ix.path = newPath
-	return nil
-}
-
-// unreadableOffsetEntry stands for an index entry that could not be read.
-var unreadableOffsetEntry = OffsetEntry{Offset: math.MaxInt64, Position: math.MaxInt64}

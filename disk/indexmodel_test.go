@@ -25,22 +25,8 @@ func TestIndexesMatchModel(t *testing.T) {
 
 	check := func() {
 		t.Helper()
-		require.Equal(t, len(offsets), ix.Entries())
-		require.Equal(t, len(times), ti.Entries())
-		if n := len(offsets); n > 0 {
-			last, ok := ix.Last()
-			require.True(t, ok)
-			require.Equal(t, offsets[n-1], last)
-			i := rng.IntN(n)
-			require.Equal(t, offsets[i], ix.Entry(i), "entry %d", i)
-		}
-		if n := len(times); n > 0 {
-			last, ok := ti.Last()
-			require.True(t, ok)
-			require.Equal(t, times[n-1], last)
-			i := rng.IntN(n)
-			require.Equal(t, times[i], ti.Entry(i), "time entry %d", i)
-		}
+		checkEntries(t, rng, ix, offsets)
+		checkEntries(t, rng, ti, times)
 		for range 50 {
 			q := testBase - 5 + rng.Int64N(off-testBase+10)
 			want := disk.OffsetEntry{Offset: testBase}
@@ -124,6 +110,26 @@ func TestIndexesMatchModel(t *testing.T) {
 			check()
 		}
 	}
+}
+
+// checkEntries checks that index holds entries: their count, the last,
+// and one at random.
+func checkEntries[E any](t *testing.T, rng *rand.Rand, index interface {
+	Entries() int
+	Last() (E, bool)
+	Entry(int) E
+}, entries []E) {
+	t.Helper()
+	require.Equal(t, len(entries), index.Entries())
+	n := len(entries)
+	if n == 0 {
+		return
+	}
+	last, ok := index.Last()
+	require.True(t, ok)
+	require.Equal(t, entries[n-1], last)
+	i := rng.IntN(n)
+	require.Equal(t, entries[i], index.Entry(i), "entry %d", i)
 }
 
 // A lookup whose read of the file fails answers an earlier entry, from

@@ -26,22 +26,21 @@ type TimeEntry struct {
 //
 // Not safe for concurrent use: the owner of the segment serialises access.
 type TimeIndex struct {
-	fs         FS
-	path       string
-	baseOffset int64
-	file       File
-	entries    indexEntries[TimeEntry]
+	indexFile[TimeEntry]
 }
 
 // newTimeIndex is a time index of the segment at baseOffset over f.
 func newTimeIndex(fs FS, path string, baseOffset int64, f File) *TimeIndex {
-	ti := &TimeIndex{fs: fs, path: path, baseOffset: baseOffset, file: f}
-	ti.entries = indexEntries[TimeEntry]{
-		size:   TimeIndexEntrySize,
-		decode: func(b []byte) TimeEntry { return decodeTimeEntry(b, baseOffset) },
-		encode: func(dst []byte, e TimeEntry) []byte { return AppendTimeEntry(dst, e, baseOffset) },
-	}
-	return ti
+	return &TimeIndex{indexFile[TimeEntry]{
+		fs: fs, path: path, baseOffset: baseOffset, file: f, kind: "time index",
+		entries: indexEntries[TimeEntry]{
+			size:   TimeIndexEntrySize,
+			decode: func(b []byte) TimeEntry { return decodeTimeEntry(b, baseOffset) },
+			encode: func(dst []byte, e TimeEntry) []byte { return AppendTimeEntry(dst, e, baseOffset) },
+		},
+		offsetOf:   func(e TimeEntry) int64 { return e.Offset },
+		unreadable: TimeEntry{Timestamp: math.MaxInt64, Offset: math.MaxInt64},
+	}}
 }
 
 // OpenTimeIndex opens the time index at path, creating an empty one if it
@@ -117,44 +116,6 @@ func AppendTimeEntry(dst []byte, e TimeEntry, baseOffset int64) []byte {
 	return binary.BigEndian.AppendUint32(dst, uint32(e.Offset-baseOffset))
 }
 
-// BaseOffset returns the base offset of the segment the index belongs to.
-func (ti *TimeIndex) BaseOffset() int64 { return ti.baseOffset }
-
-// Path returns the file's path.
-func (ti *TimeIndex) Path() string { return ti.path }
-
-// Entries returns the number of entries.
-func (ti *TimeIndex) Entries() int { return ti.entries.count() }
-
-// Seal writes the entries still in memory to the file once the segment is
-// sealed (rolled or recovered), and lets go of their buffer.
-func (ti *TimeIndex) Seal() error {
-	if ti.file == nil {
-		return ErrClosed
-	}
-	if err := ti.flush(); err != nil {
-		return err
-	}
-	ti.entries.release()
-	return nil
-}
-
-// Entry returns entry i, 0 <= i < Entries(); one that cannot be read
-// compares above every other.
-func (ti *TimeIndex) Entry(i int) TimeEntry {
-	e, err := ti.entries.at(ti.file, i)
-	if err != nil {
-		return unreadableTimeEntry
-	}
-	return e
-}
-
-// SizeBytes returns the size of the entries in bytes.
-func (ti *TimeIndex) SizeBytes() int64 { return int64(ti.entries.count()) * TimeIndexEntrySize }
-
-// Last returns the last entry, and false when the index is empty.
-func (ti *TimeIndex) Last() (TimeEntry, bool) { return ti.entries.lastEntry() }
-
 // Append adds an entry. A timestamp that is negative (no timestamp) or not
 // greater than the last entry's is ignored and Append returns nil. offset
 // must be in [base offset, base offset + 2^32) and not less than the last
@@ -174,10 +135,7 @@ func (ti *TimeIndex) Append(timestamp, offset int64) error {
 	if ok && offset < last.Offset {
 		return fmt.Errorf("%w: offset %d is before the last entry's %d in %s", ErrInvalidEntry, offset, last.Offset, ti.path)
 	}
-	if ti.entries.add(TimeEntry{Timestamp: timestamp, Offset: offset}) {
-		return ti.flush()
-	}
-	return nil
+	return ti.add(TimeEntry{Timestamp: timestamp, Offset: offset})
 }
 
 // Lookup returns the entry with the largest timestamp <= timestamp, or
@@ -190,72 +148,3 @@ func (ti *TimeIndex) Lookup(timestamp int64) TimeEntry {
 	}
 	return prev
 }
-
-// flush writes the pending entries to the file.
-func (ti *TimeIndex) flush() error {
-	if err := ti.entries.flush(ti.file); err != nil {
-		return fmt.Errorf("disk: write time index %s: %w", ti.path, err)
-	}
-	return nil
-}
-
-// TruncateTo drops the entries with Offset >= offset, from memory and file.
-func (ti *TimeIndex) TruncateTo(offset int64) error {
-	if ti.file == nil {
-		return ErrClosed
-	}
-	i, prev, err := ti.entries.search(ti.file, func(e TimeEntry) bool { return e.Offset >= offset })
-	if err == nil {
-		err = ti.entries.truncate(ti.file, i, prev)
-	}
-	if err != nil {
-		return fmt.Errorf("disk: truncate time index %s: %w", ti.path, err)
-	}
-	return nil
-}
-
-// Reset drops every entry.
-func (ti *TimeIndex) Reset() error { return ti.TruncateTo(math.MinInt64) }
-
-// Sync makes every appended entry durable.
-func (ti *TimeIndex) Sync() error {
-	if ti.file == nil {
-		return ErrClosed
-	}
-	if err := ti.flush(); err != nil {
-		return err
-	}
-	if err := ti.file.Sync(); err != nil {
-		return fmt.Errorf("disk: sync time index %s: %w", ti.path, err)
-	}
-	return nil
-}
-
-// Close closes the file; later calls return ErrClosed. It does not sync.
-func (ti *TimeIndex) Close() error {
-	if ti.file == nil {
-		return ErrClosed
-	}
-	err := ti.flush()
-	if cerr := ti.file.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("disk: close time index %s: %w", ti.path, cerr)
-	}
-	ti.file = nil
-	return err
-}
-
-// Rename moves the file to newPath; the index stays open. The caller syncs
-// the directories.
-func (ti *TimeIndex) Rename(newPath string) error {
-	if ti.file == nil {
-		return ErrClosed
-	}
-	if err := ti.fs.Rename(ti.path, newPath); err != nil {
-		return fmt.Errorf("disk: rename time index: %w", err)
-	}
-	ti.path = newPath
-	return nil
-}
-
-// unreadableTimeEntry stands for a time index entry that could not be read.
-var unreadableTimeEntry = TimeEntry{Timestamp: math.MaxInt64, Offset: math.MaxInt64}
