@@ -630,7 +630,7 @@ func (l *Log) checkBatch(seg *segment, b []byte, at, want int64) (wire.Header, e
 	if h.BaseOffset != want {
 		return h, seg.corrupt(at, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want))
 	}
-	if err := checkStructure(&h); err != nil {
+	if err := wire.CheckStructure(&h); err != nil {
 		return h, seg.corrupt(at, err)
 	}
 	var reason error

@@ -559,6 +559,14 @@ func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 		require.Equal(t, int64(14), l.EndOffset(), "cut at the second batch of the tail")
 		requireReadable(t, l)
 	})
+	t.Run("tail segment cut at a leader epoch below -1", func(t *testing.T) {
+		fs, opts := build(t)
+		require.NoError(t, fs.Corrupt("/p/"+SegmentFileName(12, ".log"), size+13))
+		opts.RecoveryPoint = 13
+		l := openLog(t, fs, "/p", opts)
+		require.Equal(t, int64(14), l.EndOffset(), "the CRC does not cover the epoch; its range does")
+		requireReadable(t, l)
+	})
 	t.Run("clean tail trusted", func(t *testing.T) {
 		fs, opts := build(t)
 		require.NoError(t, fs.Corrupt("/p/"+SegmentFileName(12, ".log"), size+70))
@@ -588,6 +596,7 @@ func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 	}{
 		{"base offset", 7},
 		{"length", 11},
+		{"leader epoch", 13},
 		{"magic", 16},
 		{"record count", 60},
 	} {

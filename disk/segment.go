@@ -242,24 +242,10 @@ func (s *segment) readHeader(buf []byte, position, want int64) (wire.Header, err
 	if want >= 0 && h.BaseOffset != want {
 		return h, s.corrupt(position, fmt.Errorf("disk: batch base offset %d, want %d", h.BaseOffset, want))
 	}
-	if err := checkStructure(&h); err != nil {
+	if err := wire.CheckStructure(&h); err != nil {
 		return h, s.corrupt(position, err)
 	}
 	return h, nil
-}
-
-// checkStructure reports what a parsed header alone shows to be damaged
-// (the checks of wire.Validate that need no CRC): a record count that
-// disagrees with lastOffsetDelta, or an unknown codec. wire.ParseHeader has
-// already checked the magic and that the length holds a header.
-func checkStructure(h *wire.Header) error {
-	if h.RecordCount < 1 || int64(h.LastOffsetDelta) != int64(h.RecordCount)-1 {
-		return fmt.Errorf("%w: count %d, last offset delta %d", wire.ErrRecordCount, h.RecordCount, h.LastOffsetDelta)
-	}
-	if c := h.Compression(); c > wire.CompressionZstd {
-		return fmt.Errorf("%w: unknown codec %d", wire.ErrCompression, int8(c))
-	}
-	return nil
 }
 
 // tail is what scanTail learns from the headers at the end of a segment.

@@ -59,6 +59,10 @@ var (
 	ErrCompression = errors.New("wire: bad compression")
 	// ErrCorruptRecord means a record that does not decode.
 	ErrCorruptRecord = errors.New("wire: corrupt record")
+	// ErrLeaderEpoch means a partition leader epoch below -1, which no
+	// leader writes: the CRC does not cover the field, so only its range
+	// tells damage there.
+	ErrLeaderEpoch = errors.New("wire: bad partition leader epoch")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -193,11 +197,12 @@ func ParseHeader(b []byte) (Header, error) {
 
 // Validate checks the batch at the start of b as a broker must before it
 // appends: a whole header, magic 2, a length within b, a matching CRC, a
-// known codec, and a record count of at least one that agrees with
-// lastOffsetDelta (a producer's batch numbers its records densely from 0). It
-// does not decompress or decode records. Bytes past the batch's length are
-// ignored. Errors wrap ErrShort, ErrBadMagic, ErrBadLength, ErrCompression,
-// ErrBadCRC or ErrRecordCount.
+// known codec, a record count of at least one that agrees with
+// lastOffsetDelta (a producer's batch numbers its records densely from 0),
+// and a partition leader epoch of -1 or more. It does not decompress or
+// decode records. Bytes past the batch's length are ignored. Errors wrap
+// ErrShort, ErrBadMagic, ErrBadLength, ErrCompression, ErrBadCRC,
+// ErrRecordCount or ErrLeaderEpoch.
 func Validate(b []byte) (Header, error) {
 	return validate(b, true)
 }
@@ -216,13 +221,25 @@ func validate(b []byte, checkCRC bool) (Header, error) {
 			return h, fmt.Errorf("%w: stored %08x, computed %08x", ErrBadCRC, h.CRC, got)
 		}
 	}
-	if c := h.Compression(); c > CompressionZstd {
-		return h, fmt.Errorf("%w: unknown codec %d", ErrCompression, int8(c))
-	}
+	return h, CheckStructure(&h)
+}
+
+// CheckStructure reports what a parsed header alone shows to be damaged,
+// the checks of Validate that need neither the CRC nor the records: a
+// record count that disagrees with lastOffsetDelta, an unknown codec, or a
+// partition leader epoch below -1. ParseHeader has already checked the
+// magic and that the length holds a header.
+func CheckStructure(h *Header) error {
 	if h.RecordCount < 1 || int64(h.LastOffsetDelta) != int64(h.RecordCount)-1 {
-		return h, fmt.Errorf("%w: count %d, last offset delta %d", ErrRecordCount, h.RecordCount, h.LastOffsetDelta)
+		return fmt.Errorf("%w: count %d, last offset delta %d", ErrRecordCount, h.RecordCount, h.LastOffsetDelta)
 	}
-	return h, nil
+	if c := h.Compression(); c > CompressionZstd {
+		return fmt.Errorf("%w: unknown codec %d", ErrCompression, int8(c))
+	}
+	if h.LeaderEpoch < -1 {
+		return fmt.Errorf("%w: %d", ErrLeaderEpoch, h.LeaderEpoch)
+	}
+	return nil
 }
 
 // SetBaseOffset rewrites the base offset of the batch at the start of b. The

@@ -91,7 +91,8 @@ func TestValidate(t *testing.T) {
 }
 
 // TestValidateEveryBitFlip flips each bit the CRC covers, and each bit it
-// does not (base offset, leader epoch), one at a time.
+// does not (base offset, leader epoch), one at a time. A flipped leader
+// epoch is caught only when it falls below -1.
 func TestValidateEveryBitFlip(t *testing.T) {
 	valid := build(t, BatchOptions{Compression: CompressionNone, ProducerID: 1, ProducerEpoch: 2, BaseSequence: 3}, sampleRecords()[:3])
 	b := append([]byte{}, valid...)
@@ -103,8 +104,14 @@ func TestValidateEveryBitFlip(t *testing.T) {
 			b[i] ^= 1 << bit
 			_, err := Validate(b)
 			switch {
-			case i < batchLengthPos || (i >= leaderEpochPos && i < magicPos):
+			case i < batchLengthPos:
 				require.NoError(t, err, "byte %d bit %d not covered by the CRC", i, bit)
+			case i < magicPos:
+				if epoch := int32(binary.BigEndian.Uint32(b[leaderEpochPos:])); epoch >= -1 {
+					require.NoError(t, err, "byte %d bit %d: leader epoch %d", i, bit, epoch)
+				} else {
+					require.ErrorIs(t, err, ErrLeaderEpoch, "byte %d bit %d: leader epoch %d", i, bit, epoch)
+				}
 			default:
 				require.ErrorIs(t, err, ErrBadCRC, "byte %d bit %d", i, bit)
 			}
