@@ -292,6 +292,11 @@ type Result struct {
 	Errors      int64   `json:"errors"`
 	// PeakRSSBytes is the process's peak resident set (VmHWM) at the end.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// CPUCores is the CPU time, user and system, the process used while
+	// the row was measured over the wall time: how many cores the client
+	// kept busy, with the embedded node's included when there is one.
+	// Produce and consume rows only; left out where it cannot be read.
+	CPUCores float64 `json:"cpu_cores,omitempty"`
 	// PeakBufferedBytes is the largest BufferedBytes() seen of any one
 	// producer (sampled every 10 ms), against BufferBoundBytes; produce
 	// row only.

@@ -44,7 +44,9 @@ at the end unless --keep).
 
 Workloads: produce; consume (produce, then re-read everything from the start);
 both (the default: consumers tail the topic while producing, giving end-to-end
-latency, then a catch-up read). MB is 10^6 bytes of record values.`,
+latency, then a catch-up read). MB is 10^6 bytes of record values. Cores is
+the CPU time this process used while a row was measured over its wall time:
+the client's, and the embedded node's when there is one.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

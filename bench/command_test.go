@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,13 @@ func TestBenchBothJSON(t *testing.T) {
 			require.NotContains(t, row, "ratio_to_baseline")
 		})
 	}
+	for _, name := range []string{RowProduce, RowConsume} {
+		cores, ok := rows[name]["cpu_cores"].(float64)
+		require.True(t, ok, "%s: cpu_cores missing", name)
+		require.Positive(t, cores, name)
+		require.LessOrEqual(t, cores, float64(runtime.NumCPU())*1.1, "%s: at most every core, give or take the clocks' grain", name)
+	}
+	require.NotContains(t, rows[RowEndToEnd], "cpu_cores", "the end-to-end row overlaps the produce row")
 	require.Positive(t, rows[RowProduce]["peak_buffered_bytes"])
 	require.Equal(t, float64(DefaultMaxBufferedBytes), rows[RowProduce]["buffer_bound_bytes"])
 	require.Equal(t, "end-to-end", rows[RowEndToEnd]["latency"])

@@ -106,14 +106,18 @@ func (rep *Report) WriteText(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "workload\trecords\tseconds\trecords/s\tMB/s\tlatency\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\t"
+	head := "workload\trecords\tseconds\trecords/s\tMB/s\tlatency\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tcores\t"
 	if rep.Baseline != nil {
 		head += "x disk\tx loopback\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, r := range rep.Results {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t",
-			r.Workload, r.Records, r.Seconds, r.RecordsPerS, r.MBPerS, r.Latency, r.P50Ms, r.P99Ms, r.P999Ms, r.MaxMs, r.Errors)
+		cores := "-"
+		if r.CPUCores > 0 {
+			cores = fmt.Sprintf("%.2f", r.CPUCores)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.1f\t%s\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t",
+			r.Workload, r.Records, r.Seconds, r.RecordsPerS, r.MBPerS, r.Latency, r.P50Ms, r.P99Ms, r.P999Ms, r.MaxMs, r.Errors, cores)
 		if r.RatioToBaseline != nil && r.RatioToLoopback != nil {
 			fmt.Fprintf(tw, "%.3f\t%.3f\t", *r.RatioToBaseline, *r.RatioToLoopback)
 		}

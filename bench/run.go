@@ -183,6 +183,11 @@ type run struct {
 	endOffsets   atomic.Pointer[[]int64] // set once production is over
 	consumeStart time.Time
 
+	// The process's CPU time at the edges of what the rows measure.
+	cpuProduceStart, cpuWarmEnd, cpuProduceEnd cpuMark
+	cpuConsumeStart, cpuConsumeEnd             cpuMark
+	warmEndOnce                                sync.Once
+
 	produced      atomic.Int64
 	warmedUp      atomic.Int64 // acknowledged records sent during the warm-up
 	produceErrors atomic.Int64
@@ -299,10 +304,12 @@ func (r *run) execute(ctx context.Context) error {
 	}
 
 	r.progress.phase("produce", cfg.Records, &r.produced)
-	r.produceStart = time.Now()
+	r.cpuProduceStart = markCPU()
+	r.produceStart = r.cpuProduceStart.at
 	r.warmEnd = r.produceStart.Add(cfg.Warmup)
 	r.produceAll(ctx)
-	r.produceEnd = time.Now()
+	r.cpuProduceEnd = markCPU()
+	r.produceEnd = r.cpuProduceEnd.at
 
 	ends, err := r.listEnds(context.WithoutCancel(ctx))
 	if err == nil && cfg.Acks == 0 {
@@ -325,12 +332,14 @@ func (r *run) execute(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 		var wg sync.WaitGroup
-		r.consumeStart = time.Now()
+		r.cpuConsumeStart = markCPU()
+		r.consumeStart = r.cpuConsumeStart.at
 		target := func() []int64 { return ends }
 		if err := r.startConsumers(cctx, &wg, target, r.pollObserver(), &r.catchUp); err != nil {
 			return err
 		}
 		wg.Wait()
+		r.cpuConsumeEnd = markCPU()
 		r.checkRead(ctx, &r.catchUp, total, fmt.Sprintf("the catch-up read stopped at --duration (%s)", cfg.Duration))
 	}
 	r.progress.finish()
@@ -492,6 +501,9 @@ func (r *run) produce(ctx context.Context, p *client.Producer, index int, quota 
 		now := time.Now()
 		it.sent, it.rec.Timestamp = now, now
 		it.warm = now.Before(r.warmEnd)
+		if !it.warm {
+			r.warmEndOnce.Do(func() { r.cpuWarmEnd = markCPU() })
+		}
 		binary.LittleEndian.PutUint64(it.rec.Value[valueTimePos:], uint64(now.UnixNano()))
 		p.Produce(ctx, &it.rec, it.promise)
 		if i%peakEvery == 0 || i == quota-1 {
@@ -702,11 +714,15 @@ func (r *run) report(rep *Report) {
 	}
 	// Throughput counts from the end of the warm-up (or from the start,
 	// when production ended before it).
-	measuredFrom := r.produceStart
+	measuredFrom, cpuFrom := r.produceStart, r.cpuProduceStart
 	if r.warmEnd.Before(r.produceEnd) {
 		measuredFrom = r.warmEnd
+		if r.cpuWarmEnd.ok {
+			cpuFrom = r.cpuWarmEnd
+		}
 	}
 	produce := row(RowProduce, latencyAck, r.produced.Load(), r.produceEnd.Sub(measuredFrom).Seconds(), r.ack, r.produceErrors.Load())
+	produce.CPUCores = coresBetween(cpuFrom, r.cpuProduceEnd)
 	produce.WarmupRecords = r.warmedUp.Load()
 	produce.PeakBufferedBytes = rep.PeakBufferedBytes
 	produce.BufferBoundBytes = cfg.MaxBufferedBytes
@@ -715,7 +731,9 @@ func (r *run) report(rep *Report) {
 		rep.Results = append(rep.Results, row(RowEndToEnd, latencyE2E, r.tail.records.Load(), since(r.produceStart, r.tail.last.Load()), r.e2e, r.tail.errors.Load()))
 	}
 	if cfg.Workload != WorkloadProduce && !r.consumeStart.IsZero() {
-		rep.Results = append(rep.Results, row(RowConsume, latencyPoll, r.catchUp.records.Load(), since(r.consumeStart, r.catchUp.last.Load()), r.poll, r.catchUp.errors.Load()))
+		consume := row(RowConsume, latencyPoll, r.catchUp.records.Load(), since(r.consumeStart, r.catchUp.last.Load()), r.poll, r.catchUp.errors.Load())
+		consume.CPUCores = coresBetween(r.cpuConsumeStart, r.cpuConsumeEnd)
+		rep.Results = append(rep.Results, consume)
 	}
 	if rep.Baseline != nil {
 		for i := range rep.Results {

@@ -83,6 +83,25 @@ func TestLatencies(t *testing.T) {
 	require.Nil(t, NewLatencies().Percentiles())
 }
 
+func TestCoresBetween(t *testing.T) {
+	at := time.Unix(1000, 0)
+	from := cpuMark{at: at, cpu: 2 * time.Second, ok: true}
+	to := cpuMark{at: at.Add(2 * time.Second), cpu: 5 * time.Second, ok: true}
+	require.InDelta(t, 1.5, coresBetween(from, to), 1e-9)
+	require.Zero(t, coresBetween(from, from), "an empty span")
+	require.Zero(t, coresBetween(to, from), "a span backwards")
+	require.Zero(t, coresBetween(cpuMark{at: at}, to), "no reading at the start")
+	require.Zero(t, coresBetween(from, cpuMark{at: to.at, cpu: to.cpu}), "no reading at the end")
+
+	// The marks see the CPU a busy loop uses.
+	a := markCPU()
+	require.True(t, a.ok)
+	for time.Since(a.at) < 50*time.Millisecond {
+	}
+	b := markCPU()
+	require.Greater(t, b.cpu, a.cpu, "the loop used CPU")
+}
+
 func TestParseVmHWM(t *testing.T) {
 	tests := []struct {
 		name    string
