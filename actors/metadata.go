@@ -175,7 +175,7 @@ func (a *metadataActor) onStarted() {
 	logCfg.SegmentBytes = metadataSegmentBytes
 	logCfg.RetentionMs = -1
 	logCfg.RetentionBytes = -1
-	log, err := disk.Open(a.cfg.FS, a.cfg.Dir, disk.Options{Config: logCfg, Logger: a.logger.WithField("dir", a.cfg.Dir)})
+	log, err := disk.Open(a.cfg.FS, a.cfg.Dir, disk.Options{Config: logCfg, LeaderEpoch: disk.NoLeaderEpoch, Logger: a.logger.WithField("dir", a.cfg.Dir)})
 	if err != nil {
 		a.failed = fmt.Errorf("actors: open metadata log %s: %w", a.cfg.Dir, err)
 		a.logger.WithError(err).Error("metadata log did not open; refusing changes")

@@ -175,7 +175,7 @@ func (a *partitionActor) openFuture(dir string) (*disk.Log, error) {
 		}
 		start = h.BaseOffset
 	}
-	return disk.Open(a.cfg.FS, dir, disk.Options{Config: a.cfg.Config.Log, LogStartOffset: start, Logger: a.logger})
+	return disk.Open(a.cfg.FS, dir, disk.Options{Config: a.cfg.Config.Log, LogStartOffset: start, LeaderEpoch: leaderEpoch, Logger: a.logger})
 }
 
 func (a *partitionActor) onCopyStep(ctx actor.Context, m *copyStep) {
@@ -324,7 +324,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 			}
 		}
 		if a.logErr == nil {
-			a.log, a.logErr = disk.Open(fs, source, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: recoveryPoint, LogStartOffset: startOffset, Logger: a.logger})
+			a.log, a.logErr = disk.Open(fs, source, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: recoveryPoint, LogStartOffset: startOffset, LeaderEpoch: leaderEpoch, Logger: a.logger})
 		}
 		if a.logErr != nil {
 			a.log = nil
@@ -378,7 +378,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	if oldActor != nil {
 		ctx.Send(oldActor, &partitionReport{tp: a.tp, deleted: true})
 	}
-	a.log, a.logErr = disk.Open(fs, target, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: endOffset, LogStartOffset: startOffset, Logger: a.logger})
+	a.log, a.logErr = disk.Open(fs, target, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: endOffset, LogStartOffset: startOffset, LeaderEpoch: leaderEpoch, Logger: a.logger})
 	if a.logErr != nil {
 		a.log = nil
 		a.logger.WithError(a.logErr).Error("cannot open the moved partition log; partition offline")

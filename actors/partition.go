@@ -156,6 +156,12 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
 }
 
+// leaderEpoch is a partition's leader epoch. The metadata assigns none, so
+// it is disk.NoLeaderEpoch. As Kafka's leader does, a partition stamps it
+// on every batch it appends, whatever the producer sent, and its log takes
+// a batch with a higher one for damage.
+const leaderEpoch = disk.NoLeaderEpoch
+
 // PartitionDir is the directory of a partition's log in a log directory.
 func PartitionDir(logDir, topic string, partition int32) string {
 	return filepath.Join(logDir, disk.PartitionDirName(disk.TopicPartition{Topic: topic, Partition: partition}))
@@ -225,6 +231,7 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 		Config:         a.cfg.Config.Log,
 		RecoveryPoint:  a.cfg.RecoveryPoint,
 		LogStartOffset: a.cfg.LogStartOffset,
+		LeaderEpoch:    leaderEpoch,
 		Logger:         a.logger,
 	})
 	if err != nil {
@@ -307,6 +314,8 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 			}
 			continue
 		}
+		wire.SetLeaderEpoch(batch, leaderEpoch)
+		h.LeaderEpoch = leaderEpoch
 		res, err := a.log.AppendValidated(batch, h)
 		if err != nil {
 			resp.Error, resp.ErrorMessage = a.appendError(ctx, err)
@@ -372,7 +381,8 @@ func (a *partitionActor) appendError(ctx actor.Context, err error) (messages.Err
 	var corrupt *disk.CorruptionError
 	switch {
 	case errors.Is(err, wire.ErrBadCRC), errors.Is(err, wire.ErrShort), errors.Is(err, wire.ErrBadLength),
-		errors.Is(err, wire.ErrBadMagic), errors.Is(err, wire.ErrRecordCount):
+		errors.Is(err, wire.ErrBadMagic), errors.Is(err, wire.ErrRecordCount), errors.Is(err, wire.ErrCompression),
+		errors.Is(err, wire.ErrLeaderEpoch):
 		return messages.ErrorCode_CORRUPT_MESSAGE, err.Error()
 	case errors.As(err, &corrupt):
 		a.logger.WithError(err).Error("log corrupt")

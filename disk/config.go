@@ -81,6 +81,11 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// NoLeaderEpoch is the partition leader epoch of a batch written before
+// its partition had a leader epoch, and the Options.LeaderEpoch of such a
+// partition.
+const NoLeaderEpoch int32 = -1
+
 // Options are what Open needs besides the directory.
 type Options struct {
 	Config
@@ -94,6 +99,12 @@ type Options struct {
 	// LogStartOffset is the log start offset from the log-start checkpoint;
 	// 0 if unknown. Segments entirely below it are deleted on Open.
 	LogStartOffset int64
+	// LeaderEpoch is the partition's leader epoch: the highest partition
+	// leader epoch a batch of the log may carry. Append refuses a batch
+	// above it, and recovery takes one above it for damage, since the CRC
+	// does not cover the field. NoLeaderEpoch until the partition has one;
+	// the zero value allows epoch 0.
+	LeaderEpoch int32
 	// Now is the clock for segment.ms, retention.ms and flush.ms. Default time.Now.
 	Now func() time.Time
 	// Logger receives recovery warnings and roll notices. Default: discards.

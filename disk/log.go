@@ -35,6 +35,7 @@ type Log struct {
 	segments      []*segment // by base offset; never empty while open
 	startOffset   int64
 	recoveryPoint int64
+	leaderEpoch   int32 // see Options.LeaderEpoch
 	// dirDirty is set when segment files were created since the directory
 	// was last synced.
 	dirDirty      bool
@@ -148,7 +149,8 @@ func segmentFor(segments []*segment, offset int64) int {
 }
 
 // Append appends exactly one record batch. It validates the batch
-// (wire.Validate: header, length, CRC, record count), rewrites its base
+// (wire.Validate: header, length, CRC, record count) and refuses one whose
+// partition leader epoch is past the partition's, rewrites its base
 // offset in place to EndOffset (the caller's slice is modified), rolls first
 // if the batch would take the active segment past segment.bytes or the
 // segment is older than segment.ms, writes it with one Write call, adds
@@ -179,6 +181,9 @@ func (l *Log) AppendValidated(batch []byte, h wire.Header) (AppendResult, error)
 func (l *Log) append(batch []byte, h wire.Header) (AppendResult, error) {
 	if h.Size() != len(batch) {
 		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes followed by %d more", ErrNotOneBatch, h.Size(), len(batch)-h.Size())
+	}
+	if err := l.checkLeaderEpoch(&h); err != nil {
+		return AppendResult{}, fmt.Errorf("disk: append: %w", err)
 	}
 	seg := l.active()
 	base := seg.nextOffset
@@ -605,6 +610,15 @@ func (l *Log) readBatches(seg *segment, position, n, want int64, dst []byte) ([]
 		used += int64(h.Size())
 	}
 	return dst[:start+int(used)], want, position+used == seg.size, nil
+}
+
+// checkLeaderEpoch refuses a batch whose partition leader epoch is past
+// the partition's (see Options.LeaderEpoch).
+func (l *Log) checkLeaderEpoch(h *wire.Header) error {
+	if h.LeaderEpoch > l.leaderEpoch {
+		return fmt.Errorf("%w: %d, past the partition's %d", wire.ErrLeaderEpoch, h.LeaderEpoch, l.leaderEpoch)
+	}
+	return nil
 }
 
 // magicPos is the position of the magic byte in a batch header, after the

@@ -3,6 +3,7 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func testOptions(clock *testClock, mutate func(*Config)) Options {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	return Options{Config: cfg, Now: clock.Now}
+	return Options{Config: cfg, LeaderEpoch: NoLeaderEpoch, Now: clock.Now}
 }
 
 func openLog(t testing.TB, fs FS, dir string, opts Options) *Log {
@@ -536,6 +537,44 @@ func TestStrayFiles(t *testing.T) {
 	requireReadable(t, l)
 }
 
+// A batch whose partition leader epoch is past the partition's is refused
+// and changes nothing; one at it or below is appended as it is.
+func TestAppendRefusesLeaderEpochPastThePartitions(t *testing.T) {
+	for _, tt := range []struct {
+		partition, batch int32
+		ok               bool
+	}{
+		{NoLeaderEpoch, NoLeaderEpoch, true},
+		{NoLeaderEpoch, 0, false},
+		{3, 2, true},
+		{3, 3, true},
+		{3, 4, false},
+	} {
+		t.Run(fmt.Sprintf("partition %d batch %d", tt.partition, tt.batch), func(t *testing.T) {
+			opts := testOptions(newClock(), nil)
+			opts.LeaderEpoch = tt.partition
+			l := openLog(t, NewMemFS(), "/p", opts)
+			appendBatch(t, l, makeBatch(t, 1, 10, 1))
+			b := makeBatch(t, 2, 10, 2)
+			wire.SetLeaderEpoch(b, tt.batch)
+			_, err := l.Append(b)
+			if !tt.ok {
+				require.ErrorIs(t, err, wire.ErrLeaderEpoch)
+				require.Equal(t, int64(1), l.EndOffset(), "nothing appended")
+				appendBatch(t, l, makeBatch(t, 1, 10, 3))
+				require.Equal(t, int64(2), l.EndOffset(), "the log goes on")
+				return
+			}
+			require.NoError(t, err)
+			got, err := l.Read(1, 1, nil)
+			require.NoError(t, err)
+			h, err := wire.ParseHeader(got)
+			require.NoError(t, err)
+			require.Equal(t, tt.batch, h.LeaderEpoch)
+		})
+	}
+}
+
 func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 	b := makeBatch(t, 2, 100, 0)
 	size := int64(len(b))
@@ -565,6 +604,18 @@ func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 		opts.RecoveryPoint = 13
 		l := openLog(t, fs, "/p", opts)
 		require.Equal(t, int64(14), l.EndOffset(), "the CRC does not cover the epoch; its range does")
+		requireReadable(t, l)
+	})
+	t.Run("tail segment cut at a leader epoch past the partition's", func(t *testing.T) {
+		fs, opts := build(t)
+		f, err := fs.OpenFile("/p/"+SegmentFileName(12, ".log"), os.O_RDWR, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte{0x7f}, size+12) // epoch 0x7fffffff, where the partition has none
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		opts.RecoveryPoint = 13
+		l := openLog(t, fs, "/p", opts)
+		require.Equal(t, int64(14), l.EndOffset())
 		requireReadable(t, l)
 	})
 	t.Run("clean tail trusted", func(t *testing.T) {

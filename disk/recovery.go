@@ -58,11 +58,12 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{
-		fs:     fs,
-		dir:    dir,
-		config: opts.Config,
-		now:    opts.Now,
-		logger: opts.Logger.WithField("dir", dir),
+		fs:          fs,
+		dir:         dir,
+		config:      opts.Config,
+		leaderEpoch: opts.LeaderEpoch,
+		now:         opts.Now,
+		logger:      opts.Logger.WithField("dir", dir),
 	}
 	l.lastFlushTime = l.now().UnixMilli()
 	err := l.load(opts)
@@ -340,6 +341,9 @@ func (l *Log) validate(seg *segment, fileSize int64, trusted bool, floor int64) 
 		h, derr, err := sc.batch(position, seg.nextOffset)
 		if err != nil {
 			return false, false, err
+		}
+		if derr == nil {
+			derr = l.checkLeaderEpoch(&h)
 		}
 		if derr != nil {
 			fields := logrus.Fields{"segment": seg.path, "position": position, "error": derr.Error()}

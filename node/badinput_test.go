@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/wire"
 )
 
 // endOffset asks a partition for its log end offset.
@@ -120,6 +123,31 @@ func TestProduceRequestsAnsweredEachAsAlone(t *testing.T) {
 	}
 	require.Equal(t, []string{"0:a", "1:f"}, fetchValues(t, n, partitionPID(t, n, "events", 0), "events", 0))
 	require.Equal(t, []string{"0:e"}, fetchValues(t, n, partitionPID(t, n, "events", 1), "events", 0))
+}
+
+// A producer's partition leader epoch is not kept: the leader stamps its
+// own on each batch it appends, as Kafka's does.
+func TestLeaderStampsItsEpoch(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "events", Partitions: 1})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	pid := partitionPID(t, n, "events", 0)
+	for i, epoch := range []int32{7, -1, 1 << 30} {
+		b := batchOf(t, fmt.Sprint(i))
+		wire.SetLeaderEpoch(b, epoch)
+		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: 1, Records: b})
+		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	}
+	fetched := request[*messages.FetchResponse](t, n, pid, &messages.FetchRequest{Topic: "events", MaxBytes: 1 << 20})
+	require.Equal(t, messages.ErrorCode_NONE, fetched.Error, fetched.ErrorMessage)
+	var epochs []int32
+	_, err := wire.Batches(fetched.Records, func(_ []byte, h wire.Header) error {
+		epochs = append(epochs, h.LeaderEpoch)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int32{disk.NoLeaderEpoch, disk.NoLeaderEpoch, disk.NoLeaderEpoch}, epochs)
+	require.Equal(t, []string{"0:0", "1:1", "2:2"}, fetchValues(t, n, pid, "events", 0))
 }
 
 func TestUnknownTopicAndBadTopicRequests(t *testing.T) {
