@@ -193,6 +193,18 @@ func (l *Log) load(opts Options) error {
 		if _, err := s.log.Seek(s.size, io.SeekStart); err != nil {
 			return fmt.Errorf("disk: seek %s: %w", s.path, err)
 		}
+		// What recovery cut from an index or rebuilt in it must be so on
+		// disk before the log takes appends: after the next crash, a log
+		// found durable to its end has its indexes trusted as they are
+		// there, and a cut entry coming back would contradict the batches.
+		if s.indexesDirty {
+			if err := s.flushIndexes(); err != nil {
+				return err
+			}
+			if err := s.syncIndexes(); err != nil {
+				return err
+			}
+		}
 	}
 	if err := l.Sync(); err != nil {
 		return err
@@ -317,6 +329,7 @@ func (l *Log) recoverSegment(seg *segment, trusted bool) (intact bool, err error
 	if err := seg.createIndexes(); err != nil {
 		return false, err
 	}
+	seg.indexesDirty = true
 	fileSize := seg.size
 	seg.reset()
 	seg.size = 0
@@ -450,6 +463,14 @@ func (l *Log) openLast(seg *segment, recoveryPoint int64) (intact bool, err erro
 	if tail.maxTimestamp > seg.maxTimestamp {
 		seg.maxTimestamp, seg.offsetOfMaxTimestamp = tail.maxTimestamp, tail.offsetOfMaxTimestamp
 	}
+	if hasTime && seg.offsetOfMaxTimestamp < te.Offset {
+		// The batches after the entry hold a larger timestamp at a lower
+		// offset: the entry is not theirs, and the next one would go
+		// before it.
+		l.logger.WithFields(fields).WithField("reason", fmt.Sprintf("time index entry (%d, %d) is past the largest timestamp (%d at %d)", te.Timestamp, te.Offset, seg.maxTimestamp, seg.offsetOfMaxTimestamp)).
+			Warn("recovery: rebuilding indexes of the last segment")
+		return l.recoverSegment(seg, false)
+	}
 	seg.bytesSinceIndex = seg.size - from.Position
 	return true, nil
 }
@@ -483,6 +504,7 @@ func (l *Log) recoverAbove(seg *segment, recoveryPoint int64) (intact bool, err 
 	if err := seg.timeIndex.TruncateTo(e.Offset + 1); err != nil {
 		return false, err
 	}
+	seg.indexesDirty = true
 	fileSize := seg.size
 	seg.reset()
 	seg.size = e.Position

@@ -318,3 +318,91 @@ func TestCleanOpenKeepsState(t *testing.T) {
 		})
 	}
 }
+
+// staleTimeIndexLog returns a log in a MemFS, indexing every batch, whose
+// first batch (offsets 0 and 1) is at ts, and the path of its time index.
+func staleTimeIndexLog(t *testing.T) (mem *MemFS, l *Log, opts Options, ts int64, path string) {
+	t.Helper()
+	mem = NewMemFS()
+	clock := newClock()
+	opts = testOptions(clock, func(c *Config) { c.IndexIntervalBytes = 0 })
+	l = openLog(t, mem, "/p", opts)
+	ts = clock.now.UnixMilli()
+	appendBatch(t, l, makeBatch(t, 2, 10, ts))
+	return mem, l, opts, ts, "/p/" + SegmentFileName(0, ".timeindex")
+}
+
+// writeStaleTimeIndex replaces the time index at path with an entry for
+// the first batch and one at ts+1000 for offset 3, synced.
+func writeStaleTimeIndex(t *testing.T, mem *MemFS, path string, ts int64) {
+	t.Helper()
+	f, err := mem.OpenFile(path, os.O_RDWR|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	_, err = f.Write(AppendTimeEntry(AppendTimeEntry(nil, TimeEntry{Timestamp: ts, Offset: 0}, 0), TimeEntry{Timestamp: ts + 1000, Offset: 3}, 0))
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+}
+
+// requireTimesAfterStale checks a log that holds offsets 0 to 6 (2 to 6 at
+// ts+2000) after a stale time index: it takes appends, reads, and finds
+// offsets by time from its batches.
+func requireTimesAfterStale(t *testing.T, l *Log, ts int64) {
+	t.Helper()
+	require.Equal(t, int64(7), l.EndOffset())
+	appendBatch(t, l, makeBatch(t, 1, 10, ts+1500))
+	appendBatch(t, l, makeBatch(t, 1, 10, ts+3000))
+	requireReadable(t, l)
+	off, got, err := l.OffsetForTimestamp(ts + 1001)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), off, "the first record at or after the time")
+	require.Equal(t, ts+2000, got)
+	require.NoError(t, l.Close())
+}
+
+// An index that recovery rebuilt must stay rebuilt: a later crash that
+// finds the log durable (the recovery point at its end) trusts the indexes
+// as they are on disk, so what recovery cut from them must be cut there
+// too, not only in the page cache. Here a crash left the time index an
+// entry for a batch that did not survive; recovery dropped it, the log
+// grew and was flushed, and a second crash brought the entry back: its
+// offset was past the segment's largest timestamp, and every later append
+// was refused.
+func TestRecoveryCutsIndexesDurably(t *testing.T) {
+	mem, l, opts, ts, path := staleTimeIndexLog(t)
+	require.NoError(t, l.Flush(l.EndOffset()))
+	// What a torn crash can leave: a synced time index entry for offset 3,
+	// a batch that never reached the .log.
+	writeStaleTimeIndex(t, mem, path, ts)
+	mem.Crash()
+
+	opts.RecoveryPoint = l.RecoveryPoint()
+	l = openLog(t, mem, "/p", opts)
+	require.Equal(t, int64(2), l.EndOffset())
+	// The cut is on disk once Open returns: a crash now keeps it.
+	mem.Crash()
+	b, err := mem.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, AppendTimeEntry(nil, TimeEntry{Timestamp: ts + 1, Offset: 0}, 0), b, "the first batch's largest timestamp, rebuilt")
+	l = openLog(t, mem, "/p", opts)
+	appendBatch(t, l, makeBatch(t, 5, 10, ts+2000)) // offsets 2 to 6
+	require.NoError(t, l.Flush(l.EndOffset()))
+	mem.Crash()
+
+	opts.RecoveryPoint = l.RecoveryPoint()
+	requireTimesAfterStale(t, openLog(t, mem, "/p", opts), ts)
+}
+
+// A clean open takes the last segment's state from its indexes and the
+// headers after the last offset index entry. A time index entry that the
+// batches contradict (a larger timestamp after it at a lower offset) makes
+// it rebuild the indexes rather than refuse every later append.
+func TestCleanOpenRebuildsAContradictedTimeIndex(t *testing.T) {
+	mem, l, opts, ts, path := staleTimeIndexLog(t)
+	appendBatch(t, l, makeBatch(t, 5, 10, ts+2000)) // offsets 2 to 6
+	require.NoError(t, l.Close())
+	writeStaleTimeIndex(t, mem, path, ts)
+
+	opts.RecoveryPoint = 7
+	requireTimesAfterStale(t, openLog(t, mem, "/p", opts), ts)
+}

@@ -44,8 +44,9 @@ type segment struct {
 	rollTimestamp int64
 	// bytesSinceIndex counts batch bytes appended since the last index entry.
 	bytesSinceIndex int64
-	// indexesDirty is set by an append and cleared when the indexes are
-	// synced (sync, not syncData).
+	// indexesDirty is set by an append and by recovery's changes to the
+	// indexes, and cleared when the indexes are synced (sync, not
+	// syncData).
 	indexesDirty bool
 	// writtenBack is the position up to which the .log's writeback has
 	// been started (see writebackBytes).
