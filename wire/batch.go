@@ -59,9 +59,10 @@ var (
 	ErrCompression = errors.New("wire: bad compression")
 	// ErrCorruptRecord means a record that does not decode.
 	ErrCorruptRecord = errors.New("wire: corrupt record")
-	// ErrLeaderEpoch means a partition leader epoch below -1, which no
-	// leader writes: the CRC does not cover the field, so only its range
-	// tells damage there.
+	// ErrLeaderEpoch means a partition leader epoch that cannot be: below
+	// -1, which no leader writes, or (from a log) past its partition's.
+	// The CRC does not cover the field, so only its range tells damage
+	// there.
 	ErrLeaderEpoch = errors.New("wire: bad partition leader epoch")
 )
 
