@@ -495,7 +495,11 @@ func (f *memFile) checkWrite(op string) error {
 func (f *memFile) writeAt(p []byte, off int64) {
 	n := f.node
 	if end := off + int64(len(p)); end > int64(len(n.data)) {
-		n.data = append(n.data, make([]byte, end-int64(len(n.data)))...)
+		old := int64(len(n.data))
+		n.data = slices.Grow(n.data, int(end-old))[:end]
+		if off > old {
+			clear(n.data[old:off]) // a write past the end leaves a hole of zeros
+		}
 	}
 	copy(n.data[off:], p)
 	n.modTime = time.Now()

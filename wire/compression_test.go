@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/stretchr/testify/require"
@@ -261,6 +262,9 @@ func TestDecodeAllocations(t *testing.T) {
 // of their own, allocated once at its exact size: the output is not grown
 // into it from a few KiB.
 func TestRecordsAllocateTheirBufferOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector empties the pools whose reuse this counts")
+	}
 	r := rand.New(rand.NewPCG(13, 14))
 	recs := make([]rec, 256)
 	for i := range recs {
@@ -291,5 +295,9 @@ func TestCodecsStartNoGoroutines(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, text, back)
 	}
-	require.Equal(t, before, runtime.NumGoroutine())
+	// Goroutines of earlier tests may still be ending.
+	for deadline := time.Now().Add(time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before)
 }
