@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -26,6 +27,8 @@ import (
 // Its bytes are handed to the sender's stream, and remoteCodec puts them
 // back into remoteBuffers once gRPC has written them (when they are at
 // least inlineData): an encodedMessage is sent once and not touched after.
+// Those of a ProduceRequests are a token for its pieces (see
+// OutgoingProduces), which remoteCodec writes in their place.
 type encodedMessage struct {
 	protoreflect.Message
 	desc protoreflect.MessageDescriptor
@@ -160,15 +163,15 @@ func produceRequestHead(h []byte, r *messages.ProduceRequest) []byte {
 var produceRequestsDescriptor = (&messages.ProduceRequests{}).ProtoReflect().Descriptor()
 
 // OutgoingProduces returns the ProduceRequests a producer sends to the
-// partition manager to, for the partitions of rs that its node leads:
-// when to is in another actor system and the requests carry at least a
-// few KiB of records, in its wire form, written once into a buffer of the
-// remote streams' pool that the stream takes back when it has written it.
-// The records are copied once, as protoactor's serializer would copy them
-// later, but into a buffer that is neither allocated nor cleared, and at
-// once: the caller may change them as soon as it returns. Otherwise it is
-// a message holding the requests themselves (not rs, which the caller may
-// reuse).
+// partition manager to, for the partitions of rs that its node leads.
+// When to is in another actor system and the requests carry at least a
+// few KiB of records, their records are not copied: the message is a
+// token for them in producesToSend, and remoteCodec writes the requests'
+// fields and the records themselves, where they are, when the stream
+// sends it. The caller must then leave the records unchanged until their
+// requests are answered, and for good when they never are: a stream may
+// still be about to write them. Otherwise it is a message holding the
+// requests themselves (not rs, which the caller may reuse).
 func OutgoingProduces(system *actor.ActorSystem, to *actor.PID, rs []*messages.ProduceRequest) proto.Message {
 	records := 0
 	for _, r := range rs {
@@ -177,31 +180,95 @@ func OutgoingProduces(system *actor.ActorSystem, to *actor.PID, rs []*messages.P
 	if records < inlineData || !isRemote(system, to) {
 		return &messages.ProduceRequests{Requests: slices.Clone(rs)}
 	}
-	return &encodedMessage{desc: produceRequestsDescriptor, b: encodeProduceRequests(rs, records)}
+	return &encodedMessage{desc: produceRequestsDescriptor, b: producesToSend.put(gatherProduceRequests(rs))}
 }
 
-// encodeProduceRequests returns the wire form of ProduceRequests{rs} in a
-// buffer of remoteBuffers; records is the size of their records together.
-func encodeProduceRequests(rs []*messages.ProduceRequest, records int) []byte {
+// gatheredProduces is the wire form of a ProduceRequests as pieces: each
+// request's fields, then its records.
+type gatheredProduces struct {
+	pieces [][]byte
+	size   int // of the pieces together
+}
+
+// gatherProduceRequests returns ProduceRequests{rs} as pieces, the records
+// not copied.
+func gatherProduceRequests(rs []*messages.ProduceRequest) gatheredProduces {
 	heads := make([]byte, 0, 96*len(rs))
-	ends := make([]int, len(rs))
-	size := records
-	for i, r := range rs {
+	g := gatheredProduces{pieces: make([][]byte, 0, 2*len(rs))}
+	for _, r := range rs {
 		start := len(heads)
 		var head [produceHeadRoom]byte
 		h := produceRequestHead(head[:0], r)
 		heads = appendBytesHead(heads, 1, len(h)+len(r.Records))
 		heads = append(heads, h...)
-		ends[i] = len(heads)
-		size += len(heads) - start
+		g.pieces = append(g.pieces, heads[start:len(heads):len(heads)], r.Records)
+		g.size += len(heads) - start + len(r.Records)
 	}
-	buf := remoteBuffers.Get(size)
-	b := (*buf)[:0]
-	start := 0
-	for i, r := range rs {
-		b = append(b, heads[start:ends[i]]...)
-		b = append(b, r.Records...)
-		start = ends[i]
+	return g
+}
+
+// gatherTokenField is the field of a ProduceRequests that carries a token
+// of producesToSend. No ProduceRequests has it: a token sent as it is (its
+// pieces dropped, see maxPendingGathers) decodes to no requests, and the
+// producer, unanswered, sends them again.
+const gatherTokenField protowire.Number = 15
+
+// gatherTokens holds the pieces of ProduceRequests on their way to a
+// remote stream, by the token their message carries.
+type gatherTokens struct {
+	mu    sync.Mutex
+	next  uint64
+	m     map[uint64]gatheredProduces
+	order []uint64 // tokens by age, some already taken
+}
+
+// maxPendingGathers bounds gatherTokens. A message protoactor drops before
+// its stream writes it (an endpoint that fails) leaves its token here; the
+// oldest go when the bound is reached, and so do their records, which the
+// producer does not reuse unanswered.
+const maxPendingGathers = 1024
+
+var producesToSend = &gatherTokens{m: map[uint64]gatheredProduces{}}
+
+// put keeps g and returns the token of a message that stands for it.
+func (t *gatherTokens) put(g gatheredProduces) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for len(t.order) > 0 {
+		if _, ok := t.m[t.order[0]]; ok && len(t.m) < maxPendingGathers {
+			break
+		}
+		delete(t.m, t.order[0])
+		t.order = t.order[1:]
 	}
-	return b
+	t.next++
+	t.m[t.next] = g
+	t.order = append(t.order, t.next)
+	b := protowire.AppendTag(make([]byte, 0, 11), gatherTokenField, protowire.VarintType)
+	return protowire.AppendVarint(b, t.next)
+}
+
+// take returns and forgets the pieces b stands for, if b is a token that
+// still has them.
+func (t *gatherTokens) take(b []byte) (gatheredProduces, bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != gatherTokenField || typ != protowire.VarintType {
+		return gatheredProduces{}, false
+	}
+	id, m := protowire.ConsumeVarint(b[n:])
+	if m < 0 || n+m != len(b) {
+		return gatheredProduces{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g, ok := t.m[id]
+	delete(t.m, id)
+	return g, ok
+}
+
+// pending is how many tokens still have their pieces.
+func (t *gatherTokens) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
 }

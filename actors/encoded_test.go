@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/disk"
@@ -102,9 +103,32 @@ func TestIsRemote(t *testing.T) {
 	require.False(t, isRemote(system, nil))
 }
 
-// Produce requests to another system go in their wire form, which decodes
-// to the same requests and owns its bytes; a few small ones, or any to a
-// local actor, go as they are.
+// sendThroughCodec marshals msg as the one envelope of a message batch,
+// as an endpoint writer sends it through remoteCodec, and returns what the
+// stream writes and the message the other end decodes from it.
+func sendThroughCodec(t *testing.T, msg proto.Message) (mem.BufferSlice, proto.Message) {
+	t.Helper()
+	data, typeName, err := remote.Serialize(msg, 0)
+	require.NoError(t, err)
+	out, err := remoteCodec{}.Marshal(batchMessage(&remote.MessageBatch{
+		TypeNames: []string{typeName},
+		Targets:   []*actor.PID{actor.NewPID("127.0.0.1:9092", "p")},
+		Envelopes: []*remote.MessageEnvelope{{MessageData: data}},
+	}))
+	require.NoError(t, err)
+	rm := &remote.RemoteMessage{}
+	require.NoError(t, proto.Unmarshal(out.Materialize(), rm))
+	envelopes := rm.GetMessageBatch().GetEnvelopes()
+	require.Len(t, envelopes, 1)
+	got, err := remote.Deserialize(envelopes[0].MessageData, typeName, 0)
+	require.NoError(t, err)
+	return out, got.(proto.Message)
+}
+
+// Produce requests to another system go as a token, and the stream writes
+// their fields and their records where they are: the records are not
+// copied, and the message decodes to the same requests. A few small ones,
+// or any to a local actor, go as they are.
 func TestOutgoingProduces(t *testing.T) {
 	system := actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
@@ -124,19 +148,18 @@ func TestOutgoingProduces(t *testing.T) {
 			rs[i] = proto.Clone(w).(*messages.ProduceRequest)
 		}
 		msg := OutgoingProduces(system, far, rs)
-		enc, ok := msg.(*encodedMessage)
+		_, ok := msg.(*encodedMessage)
 		require.True(t, ok, "%T", msg)
-		for _, r := range rs {
-			if len(r.Records) > 0 {
-				r.Records[0]++ // the caller's records are its own again
+		out, got := sendThroughCodec(t, msg)
+		require.True(t, proto.Equal(&messages.ProduceRequests{Requests: want}, got), "got %v", got)
+		for i, r := range rs {
+			handedOver := false
+			for _, buf := range out {
+				handedOver = handedOver || sameSlice(buf.ReadOnlyData(), r.Records)
 			}
+			require.Equal(t, len(r.Records) >= inlineData, handedOver, "request %d of %d bytes", i, len(r.Records))
 		}
-		data, typeName, err := remote.Serialize(enc, 0)
-		require.NoError(t, err)
-		require.Equal(t, "depot.ProduceRequests", typeName)
-		got, err := remote.Deserialize(data, typeName, 0)
-		require.NoError(t, err)
-		require.True(t, proto.Equal(&messages.ProduceRequests{Requests: want}, got.(proto.Message)), "got %v", got)
+		require.Zero(t, producesToSend.pending(), "the stream took the records")
 	}
 	small := []*messages.ProduceRequest{{Topic: "t", Records: patterned(inlineData/2, 4)}, {Topic: "t", Partition: 1, Records: patterned(inlineData/2-1, 5)}}
 	msg := OutgoingProduces(system, far, small)
@@ -146,6 +169,37 @@ func TestOutgoingProduces(t *testing.T) {
 	require.Same(t, large[0], msg.(*messages.ProduceRequests).Requests[0])
 	large[0] = nil
 	require.NotNil(t, msg.(*messages.ProduceRequests).Requests[0], "the message keeps its own slice")
+}
+
+// A token whose records are gone (dropped past maxPendingGathers, or sent
+// twice) goes as it is and decodes to no requests: the producer, never
+// answered, sends them again. The oldest tokens go first.
+func TestOutgoingProducesTokensAreBounded(t *testing.T) {
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	t.Cleanup(func() {
+		producesToSend.mu.Lock()
+		clear(producesToSend.m)
+		producesToSend.order = nil
+		producesToSend.mu.Unlock()
+	})
+	far := actor.NewPID("127.0.0.1:9092", "p")
+	rs := []*messages.ProduceRequest{{Topic: "t", Acks: 1, Records: patterned(inlineData, 6)}}
+	first := OutgoingProduces(system, far, rs)
+	for range maxPendingGathers - 1 {
+		OutgoingProduces(system, far, rs)
+	}
+	require.Equal(t, maxPendingGathers, producesToSend.pending())
+	last := OutgoingProduces(system, far, rs)
+	require.Equal(t, maxPendingGathers, producesToSend.pending(), "the oldest went")
+
+	_, got := sendThroughCodec(t, first)
+	require.Empty(t, got.(*messages.ProduceRequests).Requests, "its records are gone")
+	_, got = sendThroughCodec(t, last)
+	require.True(t, proto.Equal(&messages.ProduceRequests{Requests: rs}, got))
+	_, got = sendThroughCodec(t, last)
+	require.Empty(t, got.(*messages.ProduceRequests).Requests, "a token is taken once")
+
 }
 
 // A fetch keeps its records in a pooled frame only when they are large

@@ -22,7 +22,8 @@ import (
 //
 //   - Marshal hands a large envelope's message_data to gRPC as its own
 //     buffer, where the proto codec would first copy it into one contiguous
-//     message;
+//     message, and writes a producer's ProduceRequests from its batches
+//     where they are (see OutgoingProduces);
 //   - Unmarshal leaves message_data aliasing the received bytes, where the
 //     proto codec copies every bytes field out of them; and for a large
 //     ProduceRequest it goes one further, handing the
@@ -59,21 +60,28 @@ func (remoteCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 // marshalBatch encodes RemoteMessage{message_batch: b}. Framing and small
 // envelopes go into one buffer; the data of a large envelope follows as a
-// buffer of its own, not copied.
+// buffer of its own, not copied, and so do the records of a ProduceRequests
+// whose message is a token of producesToSend (see OutgoingProduces).
 func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	head := &remote.MessageBatch{TypeNames: b.TypeNames, Targets: b.Targets, Senders: b.Senders}
 	headSize := proto.Size(head)
 	// Each envelope is sized and written without its data, which is
 	// appended as field 2 after it: field order is free in protobuf.
 	bare := make([]int, len(b.Envelopes))
+	gathered := make([]*gatheredProduces, len(b.Envelopes))
 	batchSize := headSize
 	for i, e := range b.Envelopes {
 		data := e.MessageData
+		n := len(data)
+		if int(e.TypeId) < len(b.TypeNames) && b.TypeNames[e.TypeId] == produceRequestsName {
+			if g, ok := producesToSend.take(data); ok {
+				gathered[i], n = &g, g.size
+			}
+		}
 		e.MessageData = nil
 		bare[i] = proto.Size(e)
 		e.MessageData = data
-		n := envelopeSize(bare[i], len(data))
-		batchSize += protowire.SizeTag(3) + protowire.SizeBytes(n)
+		batchSize += protowire.SizeTag(3) + protowire.SizeBytes(envelopeSize(bare[i], n))
 	}
 
 	meta := make([]byte, 0, 16+headSize+len(b.Envelopes)*32)
@@ -86,28 +94,38 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	type cut struct {
 		end  int // meta[previous end:end] precedes data
 		data []byte
+		pool mem.BufferPool // takes data back once written; nil: none does
 	}
 	var cuts []cut
 	for i, e := range b.Envelopes {
 		data := e.MessageData
+		one := [1][]byte{data}
+		pieces, pool := one[:], mem.BufferPool(remoteBuffers)
+		n := len(data)
+		if g := gathered[i]; g != nil {
+			// The records are the producer's until it has an answer.
+			pieces, pool, n = g.pieces, nil, g.size
+		}
 		meta = protowire.AppendTag(meta, 3, protowire.BytesType)
-		meta = protowire.AppendVarint(meta, uint64(envelopeSize(bare[i], len(data))))
+		meta = protowire.AppendVarint(meta, uint64(envelopeSize(bare[i], n)))
 		e.MessageData = nil
 		meta, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(meta, e)
 		e.MessageData = data
 		if err != nil {
 			return nil, err
 		}
-		if len(data) == 0 {
+		if n == 0 {
 			continue
 		}
 		meta = protowire.AppendTag(meta, 2, protowire.BytesType)
-		meta = protowire.AppendVarint(meta, uint64(len(data)))
-		if len(data) < inlineData {
-			meta = append(meta, data...)
-			continue
+		meta = protowire.AppendVarint(meta, uint64(n))
+		for _, p := range pieces {
+			if len(p) < inlineData {
+				meta = append(meta, p...)
+				continue
+			}
+			cuts = append(cuts, cut{end: len(meta), data: p, pool: pool})
 		}
-		cuts = append(cuts, cut{end: len(meta), data: data})
 	}
 	out := make(mem.BufferSlice, 0, 2*len(cuts)+1)
 	start := 0
@@ -115,11 +133,15 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 		if c.end > start {
 			out = append(out, mem.SliceBuffer(meta[start:c.end]))
 		}
-		// The envelope's data was marshaled for this send alone and
-		// nothing reads it after gRPC has written it, so gRPC hands it to
-		// the pool then, for the next message read.
 		data := c.data
-		out = append(out, mem.NewBuffer(&data, remoteBuffers))
+		if c.pool != nil {
+			// The envelope's data was marshaled for this send alone and
+			// nothing reads it after gRPC has written it, so gRPC hands
+			// it to the pool then, for the next message read.
+			out = append(out, mem.NewBuffer(&data, c.pool))
+		} else {
+			out = append(out, mem.SliceBuffer(data))
+		}
 		start = c.end
 	}
 	if start < len(meta) {

@@ -283,6 +283,11 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		}
 		b := ps.queue[ps.inflight]
 		if cfg.idempotent && b.stamped != ps.seqShift {
+			if b.attempts > 0 {
+				// A stream may still be about to write the bytes sent
+				// before (see actors.OutgoingProduces).
+				b.buf = slices.Clone(b.buf)
+			}
 			stampSequence(b.buf, subSeq(b.baseSeq, ps.seqShift))
 			b.stamped = ps.seqShift
 		}
@@ -290,10 +295,11 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		b.corrID = s.corrID
 		b.sentAt = now
 		b.attempts++
-		// Sent by flush, at the end of this turn, in its wire form: the
-		// records are copied then, so a later resend may stamp new
-		// sequence numbers into b.buf. A batch is sent at most once in
-		// a turn: one sent in it cannot time out in it.
+		// Sent by flush, at the end of this turn. The stream writes
+		// b.buf where it is, so a resend stamps new sequence numbers
+		// into a copy, and only a batch answered on its first send goes
+		// back to the pool (see complete). A batch is sent at most once
+		// in a turn: one sent in it cannot time out in it.
 		if len(node.outbox) == 0 {
 			s.ready = append(s.ready, node)
 		}
