@@ -73,7 +73,7 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	for i, e := range b.Envelopes {
 		data := e.MessageData
 		n := len(data)
-		if int(e.TypeId) < len(b.TypeNames) && b.TypeNames[e.TypeId] == produceRequestsName {
+		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && b.TypeNames[e.TypeId] == produceRequestsName {
 			if g, ok := producesToSend.take(data); ok {
 				gathered[i], n = &g, g.size
 			}
