@@ -265,10 +265,3 @@ func (t *gatherTokens) take(b []byte) (gatheredProduces, bool) {
 	delete(t.m, id)
 	return g, ok
 }
-
-// pending is how many tokens still have their pieces.
-func (t *gatherTokens) pending() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.m)
-}

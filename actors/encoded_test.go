@@ -125,6 +125,13 @@ func sendThroughCodec(t *testing.T, msg proto.Message) (mem.BufferSlice, proto.M
 	return out, got.(proto.Message)
 }
 
+// pending is how many tokens still have their pieces.
+func (t *gatherTokens) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
 // Produce requests to another system go as a token, and the stream writes
 // their fields and their records where they are: the records are not
 // copied, and the message decodes to the same requests. A few small ones,

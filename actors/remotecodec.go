@@ -68,13 +68,16 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	// Each envelope is sized and written without its data, which is
 	// appended as field 2 after it: field order is free in protobuf.
 	bare := make([]int, len(b.Envelopes))
-	gathered := make([]*gatheredProduces, len(b.Envelopes))
+	var gathered []*gatheredProduces // by envelope, when any is a token
 	batchSize := headSize
 	for i, e := range b.Envelopes {
 		data := e.MessageData
 		n := len(data)
 		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && b.TypeNames[e.TypeId] == produceRequestsName {
 			if g, ok := producesToSend.take(data); ok {
+				if gathered == nil {
+					gathered = make([]*gatheredProduces, len(b.Envelopes))
+				}
 				gathered[i], n = &g, g.size
 			}
 		}
@@ -102,7 +105,8 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 		one := [1][]byte{data}
 		pieces, pool := one[:], mem.BufferPool(remoteBuffers)
 		n := len(data)
-		if g := gathered[i]; g != nil {
+		if gathered != nil && gathered[i] != nil {
+			g := gathered[i]
 			// The records are the producer's until it has an answer.
 			pieces, pool, n = g.pieces, nil, g.size
 		}

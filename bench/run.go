@@ -176,17 +176,16 @@ type run struct {
 	producers []*client.Producer
 
 	start        time.Time
-	produceStart time.Time
 	warmEnd      time.Time // records sent before it are not counted
-	produceEnd   time.Time
 	startOffsets []int64
 	endOffsets   atomic.Pointer[[]int64] // set once production is over
-	consumeStart time.Time
 
-	// The process's CPU time at the edges of what the rows measure.
-	cpuProduceStart, cpuWarmEnd, cpuProduceEnd cpuMark
-	cpuConsumeStart, cpuConsumeEnd             cpuMark
-	warmEndOnce                                sync.Once
+	// The edges of what the rows measure, each with the process's CPU
+	// time then; warmEndCPU is taken at the first record sent after
+	// warmEnd.
+	produceStart, warmEndCPU, produceEnd cpuMark
+	consumeStart, consumeEnd             cpuMark
+	warmEndOnce                          sync.Once
 
 	produced      atomic.Int64
 	warmedUp      atomic.Int64 // acknowledged records sent during the warm-up
@@ -304,12 +303,10 @@ func (r *run) execute(ctx context.Context) error {
 	}
 
 	r.progress.phase("produce", cfg.Records, &r.produced)
-	r.cpuProduceStart = markCPU()
-	r.produceStart = r.cpuProduceStart.at
-	r.warmEnd = r.produceStart.Add(cfg.Warmup)
+	r.produceStart = markCPU()
+	r.warmEnd = r.produceStart.at.Add(cfg.Warmup)
 	r.produceAll(ctx)
-	r.cpuProduceEnd = markCPU()
-	r.produceEnd = r.cpuProduceEnd.at
+	r.produceEnd = markCPU()
 
 	ends, err := r.listEnds(context.WithoutCancel(ctx))
 	if err == nil && cfg.Acks == 0 {
@@ -332,14 +329,13 @@ func (r *run) execute(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 		var wg sync.WaitGroup
-		r.cpuConsumeStart = markCPU()
-		r.consumeStart = r.cpuConsumeStart.at
+		r.consumeStart = markCPU()
 		target := func() []int64 { return ends }
 		if err := r.startConsumers(cctx, &wg, target, r.pollObserver(), &r.catchUp); err != nil {
 			return err
 		}
 		wg.Wait()
-		r.cpuConsumeEnd = markCPU()
+		r.consumeEnd = markCPU()
 		r.checkRead(ctx, &r.catchUp, total, fmt.Sprintf("the catch-up read stopped at --duration (%s)", cfg.Duration))
 	}
 	r.progress.finish()
@@ -502,7 +498,7 @@ func (r *run) produce(ctx context.Context, p *client.Producer, index int, quota 
 		it.sent, it.rec.Timestamp = now, now
 		it.warm = now.Before(r.warmEnd)
 		if !it.warm {
-			r.warmEndOnce.Do(func() { r.cpuWarmEnd = markCPU() })
+			r.warmEndOnce.Do(func() { r.warmEndCPU = markCPU() })
 		}
 		binary.LittleEndian.PutUint64(it.rec.Value[valueTimePos:], uint64(now.UnixNano()))
 		p.Produce(ctx, &it.rec, it.promise)
@@ -714,25 +710,25 @@ func (r *run) report(rep *Report) {
 	}
 	// Throughput counts from the end of the warm-up (or from the start,
 	// when production ended before it).
-	measuredFrom, cpuFrom := r.produceStart, r.cpuProduceStart
-	if r.warmEnd.Before(r.produceEnd) {
+	measuredFrom, cpuFrom := r.produceStart.at, r.produceStart
+	if r.warmEnd.Before(r.produceEnd.at) {
 		measuredFrom = r.warmEnd
-		if r.cpuWarmEnd.ok {
-			cpuFrom = r.cpuWarmEnd
+		if r.warmEndCPU.ok {
+			cpuFrom = r.warmEndCPU
 		}
 	}
-	produce := row(RowProduce, latencyAck, r.produced.Load(), r.produceEnd.Sub(measuredFrom).Seconds(), r.ack, r.produceErrors.Load())
-	produce.CPUCores = coresBetween(cpuFrom, r.cpuProduceEnd)
+	produce := row(RowProduce, latencyAck, r.produced.Load(), r.produceEnd.at.Sub(measuredFrom).Seconds(), r.ack, r.produceErrors.Load())
+	produce.CPUCores = coresBetween(cpuFrom, r.produceEnd)
 	produce.WarmupRecords = r.warmedUp.Load()
 	produce.PeakBufferedBytes = rep.PeakBufferedBytes
 	produce.BufferBoundBytes = cfg.MaxBufferedBytes
 	rep.Results = append(rep.Results, produce)
 	if cfg.Workload == WorkloadBoth {
-		rep.Results = append(rep.Results, row(RowEndToEnd, latencyE2E, r.tail.records.Load(), since(r.produceStart, r.tail.last.Load()), r.e2e, r.tail.errors.Load()))
+		rep.Results = append(rep.Results, row(RowEndToEnd, latencyE2E, r.tail.records.Load(), since(r.produceStart.at, r.tail.last.Load()), r.e2e, r.tail.errors.Load()))
 	}
-	if cfg.Workload != WorkloadProduce && !r.consumeStart.IsZero() {
-		consume := row(RowConsume, latencyPoll, r.catchUp.records.Load(), since(r.consumeStart, r.catchUp.last.Load()), r.poll, r.catchUp.errors.Load())
-		consume.CPUCores = coresBetween(r.cpuConsumeStart, r.cpuConsumeEnd)
+	if cfg.Workload != WorkloadProduce && !r.consumeStart.at.IsZero() {
+		consume := row(RowConsume, latencyPoll, r.catchUp.records.Load(), since(r.consumeStart.at, r.catchUp.last.Load()), r.poll, r.catchUp.errors.Load())
+		consume.CPUCores = coresBetween(r.consumeStart, r.consumeEnd)
 		rep.Results = append(rep.Results, consume)
 	}
 	if rep.Baseline != nil {
