@@ -124,7 +124,8 @@ func TestConsumerReadsChunks(t *testing.T) {
 		fc, c := setup(t)
 		ctx := testContext(t, 30*time.Second)
 		require.NoError(t, fc.createTopic("later", 1))
-		cons, err := c.NewConsumer(PartitionMaxBytes(2<<10), FetchMaxWait(5*time.Second))
+		// min_bytes of two chunks: woken, the fetch is answered in chunks.
+		cons, err := c.NewConsumer(PartitionMaxBytes(2<<10), FetchMinBytes(4<<10), FetchMaxWait(2*time.Second))
 		require.NoError(t, err)
 		defer cons.Close()
 		cons.AssignTopic("later", AtStart())

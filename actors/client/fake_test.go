@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -561,8 +562,9 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 		return
 	}
 	available := p.next - m.GetOffset()
+	enough := available > 0 && p.bytesFrom(m.GetOffset()) >= max(m.GetMinBytes(), 1)
 	p.mu.Unlock()
-	if available > 0 || m.GetMaxWaitMs() <= 0 || m.GetOffset() < 0 || available < 0 {
+	if enough || m.GetMaxWaitMs() <= 0 || m.GetOffset() < 0 || available < 0 {
 		p.answerFetch(ctx, ctx.Sender(), m)
 		return
 	}
@@ -573,16 +575,41 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 	scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(time.Duration(m.GetMaxWaitMs())*time.Millisecond, ctx.Self(), &fetchExpired{pf})
 }
 
+// wakeParked answers the parked fetches that have their min_bytes now, as a
+// node does.
 func (p *fakePartition) wakeParked(ctx actor.Context) {
 	p.mu.Lock()
-	parked := p.parked
-	p.parked = nil
+	var woken []*parkedFetch
+	waiting := p.parked[:0]
+	for _, pf := range p.parked {
+		if pf.done.Load() {
+			continue // expired
+		}
+		if p.bytesFrom(pf.req.GetOffset()) >= max(pf.req.GetMinBytes(), 1) {
+			woken = append(woken, pf)
+		} else {
+			waiting = append(waiting, pf)
+		}
+	}
+	p.parked = waiting
 	p.mu.Unlock()
-	for _, pf := range parked {
+	for _, pf := range woken {
 		if pf.done.CompareAndSwap(false, true) {
 			p.answerFetch(ctx, pf.sender, pf.req)
 		}
 	}
+}
+
+// bytesFrom is the size of the batches that hold offset and what follows
+// it. p.mu is held.
+func (p *fakePartition) bytesFrom(offset int64) int32 {
+	var n int
+	for _, b := range p.batches {
+		if h, _ := wire.ParseHeader(b); h.NextOffset() > offset {
+			n += len(b)
+		}
+	}
+	return int32(min(n, math.MaxInt32))
 }
 
 // fetchResponse reads whole batches from the request's offset, at least one,
