@@ -562,7 +562,7 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 		return
 	}
 	available := p.next - m.GetOffset()
-	enough := available > 0 && p.bytesFrom(m.GetOffset()) >= max(m.GetMinBytes(), 1)
+	enough := p.bytesFrom(m.GetOffset()) >= max(m.GetMinBytes(), 1)
 	p.mu.Unlock()
 	if enough || m.GetMaxWaitMs() <= 0 || m.GetOffset() < 0 || available < 0 {
 		p.answerFetch(ctx, ctx.Sender(), m)
