@@ -31,8 +31,8 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
-	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/bench"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/node"
@@ -154,7 +154,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 		httpAddr   string
 		logLevel   string
 		policy     string
-		balance    actors.BalanceSettings
+		balance    disks.BalanceSettings
 		throttle   string
 	)
 	cmd := &cobra.Command{
@@ -210,7 +210,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 	f.StringVar(&listen, "listen", node.DefaultListen, "actor address clients and nodes connect to")
 	f.StringVar(&httpAddr, "http", node.DefaultHTTP, "address of /healthz, /metrics and /debug/pprof/ (empty disables)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: error, warn, info, debug")
-	f.StringVar(&policy, "placement-policy", actors.PolicyLoad, "where new partitions go: load (projected bytes against capacity, spread per topic) or count (Kafka's rule)")
+	f.StringVar(&policy, "placement-policy", disks.PolicyLoad, "where new partitions go: load (projected bytes against capacity, spread per topic) or count (Kafka's rule)")
 	f.DurationVar(&balance.Interval, "balance-interval", 30*time.Second, "how often the balancer plans moves between log dirs (negative: only on request)")
 	f.Float64Var(&balance.MaxDeviation, "balance-max-deviation", 0.10, "keep every log dir's used fraction within this fraction of the node's mean")
 	f.Float64Var(&balance.HighWater, "balance-high-water", 0.80, "keep every log dir below this fraction of its capacity")

@@ -3,45 +3,15 @@ package actors
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
 	logrusslog "github.com/sirupsen/logrus/hooks/slog"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/status"
-)
-
-const (
-	// MaxRemoteMessageBytes is the largest gRPC message a node or client
-	// accepts from a peer. A message carries one envelope (see
-	// RemoteWriterBatchSize), but a produce request may carry up to its
-	// topic's max.message.bytes, and gRPC's default limit (4 MiB) would drop
-	// the whole stream, and every message queued on it, for one larger
-	// request.
-	MaxRemoteMessageBytes = 256 << 20
-	// RemoteWriterBatchSize is how many envelopes protoactor packs into one
-	// gRPC message (its default is 1000): one. gRPC delivers a message only
-	// once it has all of it, and the codec copies it into one buffer, so
-	// envelopes packed together wait for the last of them: requests of
-	// 1 MiB travelled ten at a time. Small messages lose nothing, since
-	// gRPC's writer gathers their frames into one write anyway. Against 64,
-	// in interleaved pairs: produce 862k-975k records/s of 1 KiB against
-	// 685k-870k, acks=all 593k-696k against 394k-615k, eight partitions
-	// with four producers 708k-734k against 637k-644k, 4 KiB batches of
-	// 100 B records 443k-465k against 394k-420k; consume unchanged.
-	RemoteWriterBatchSize = 1
-	// RemoteWriterQueueSize is the first size of the queue of messages
-	// waiting for a peer's endpoint writer, which doubles when full.
-	// protoactor starts it at a million slots: 16 MiB per peer, every
-	// pointer of which the garbage collector scans in every cycle.
-	RemoteWriterQueueSize = 1024
 )
 
 // NewActorSystem returns an actor system whose own logs (slog) go to logger.
@@ -90,49 +60,6 @@ func quietLevels(l slog.Level) logrus.Level {
 		return logrus.WarnLevel
 	default:
 		return logrus.DebugLevel
-	}
-}
-
-// RemoteConfig returns protoactor remote settings for host:port with the
-// remedies for its known hazards: a peer that sends a message type this
-// binary does not know makes the deserializer panic on the gRPC stream's
-// goroutine, which would kill the process, so a stream interceptor recovers
-// and drops that stream instead; and gRPC's message size limit is raised
-// while the writer batch is lowered, so a burst of large messages is not
-// silently dropped. Streams use remoteCodec and a buffer pool that does not
-// clear, which take copies off the path of record bytes.
-func RemoteConfig(host string, port int, logger *logrus.Entry) *remote.Config {
-	return remote.Configure(host, port,
-		remote.WithEndpointWriterBatchSize(RemoteWriterBatchSize),
-		remote.WithEndpointWriterQueueSize(RemoteWriterQueueSize),
-		remote.WithServerOptions(
-			grpc.MaxRecvMsgSize(MaxRemoteMessageBytes),
-			grpc.ChainStreamInterceptor(recoverStream(logger)),
-			grpc.ForceServerCodecV2(remoteCodec{}),
-			experimental.BufferPool(remoteBuffers),
-		),
-		remote.WithDialOptions(
-			grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default; peers are on a trusted network
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(MaxRemoteMessageBytes), grpc.ForceCodecV2(remoteCodec{})),
-			experimental.WithBufferPool(remoteBuffers),
-		),
-	)
-}
-
-// recoverStream is the server streams' interceptor: it recovers a panic of
-// the deserializer, and hands the handler a heldStream, which lets go of
-// each decoded message's buffer on the next read.
-func recoverStream(logger *logrus.Entry) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				logger.WithField("panic", fmt.Sprint(r)).Warn("dropped a remote stream carrying a message this node cannot decode")
-				err = status.Errorf(codes.InvalidArgument, "depot: undecodable message: %v", r)
-			}
-		}()
-		hs := &heldStream{ServerStream: ss}
-		defer hs.releaseLast()
-		return handler(srv, hs)
 	}
 }
 
@@ -185,4 +112,12 @@ func Request[T any](ctx context.Context, root *actor.RootContext, pid *actor.PID
 		return zero, fmt.Errorf("actors: %s answered %T, want %T", pid.Id, res, zero)
 	}
 	return v, nil
+}
+
+// DiscardLogger returns a logger that writes nothing, the default of actors
+// given none.
+func DiscardLogger() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
 }

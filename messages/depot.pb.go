@@ -1399,7 +1399,10 @@ type PartitionMetadata struct {
 	// actor.NewPID(leader_address, actor_name).
 	LeaderAddress string `protobuf:"bytes,4,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
 	ActorName     string `protobuf:"bytes,5,opt,name=actor_name,json=actorName,proto3" json:"actor_name,omitempty"`
+	// log_dir is the path of the leader's log directory that holds the
+	// partition, when the answering node knows it; dir_id is its id.
 	LogDir        string `protobuf:"bytes,6,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	DirId         string `protobuf:"bytes,7,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1472,6 +1475,13 @@ func (x *PartitionMetadata) GetActorName() string {
 func (x *PartitionMetadata) GetLogDir() string {
 	if x != nil {
 		return x.LogDir
+	}
+	return ""
+}
+
+func (x *PartitionMetadata) GetDirId() string {
+	if x != nil {
+		return x.DirId
 	}
 	return ""
 }
@@ -1828,7 +1838,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\";\n" +
 	"\x06Broker\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xd0\x01\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xe7\x01\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12&\n" +
 	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12\x16\n" +
@@ -1836,7 +1846,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x0eleader_address\x18\x04 \x01(\tR\rleaderAddress\x12\x1d\n" +
 	"\n" +
 	"actor_name\x18\x05 \x01(\tR\tactorName\x12\x17\n" +
-	"\alog_dir\x18\x06 \x01(\tR\x06logDir\"\xbf\x02\n" +
+	"\alog_dir\x18\x06 \x01(\tR\x06logDir\x12\x15\n" +
+	"\x06dir_id\x18\a \x01(\tR\x05dirId\"\xbf\x02\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +

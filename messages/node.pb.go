@@ -25,11 +25,17 @@ const (
 
 // PartitionAssignment places one partition replica on a node and log dir.
 type PartitionAssignment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	NodeId        int32                  `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	LogDir        string                 `protobuf:"bytes,4,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	NodeId    int32                  `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// log_dir is the path of the log directory on its node. Metadata records
+	// keep dir_id instead; records written before dir_id existed hold the
+	// path here, which replay turns into the directory's id.
+	LogDir string `protobuf:"bytes,4,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	// dir_id is the log directory's id (directory.id in its meta.properties,
+	// as Kafka's KIP-858), empty while no directory is chosen.
+	DirId         string `protobuf:"bytes,5,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -92,6 +98,13 @@ func (x *PartitionAssignment) GetLogDir() string {
 	return ""
 }
 
+func (x *PartitionAssignment) GetDirId() string {
+	if x != nil {
+		return x.DirId
+	}
+	return ""
+}
+
 // StartPartitionsRequest asks a node's partition manager to start partition
 // actors (opening or creating their logs) with the topic's configs.
 type StartPartitionsRequest struct {
@@ -147,9 +160,12 @@ func (x *StartPartitionsRequest) GetConfigs() map[string]string {
 }
 
 type StartPartitionsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// assigned are the partitions started in a directory the request did not
+	// name, with the directory the node chose (its path and id).
+	Assigned      []*PartitionAssignment `protobuf:"bytes,3,rep,name=assigned,proto3" json:"assigned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +214,113 @@ func (x *StartPartitionsResponse) GetErrorMessage() string {
 	return ""
 }
 
+func (x *StartPartitionsResponse) GetAssigned() []*PartitionAssignment {
+	if x != nil {
+		return x.Assigned
+	}
+	return nil
+}
+
+// AssignReplicaDirsRequest tells the controller which log directory of
+// their node holds replicas, as Kafka's AssignReplicasToDirs (KIP-858): a
+// node chooses the directory of each new replica and reports it, and a
+// move between directories is reported the same way.
+type AssignReplicaDirsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Assignments   []*PartitionAssignment `protobuf:"bytes,1,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignReplicaDirsRequest) Reset() {
+	*x = AssignReplicaDirsRequest{}
+	mi := &file_node_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignReplicaDirsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignReplicaDirsRequest) ProtoMessage() {}
+
+func (x *AssignReplicaDirsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignReplicaDirsRequest.ProtoReflect.Descriptor instead.
+func (*AssignReplicaDirsRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AssignReplicaDirsRequest) GetAssignments() []*PartitionAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+type AssignReplicaDirsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AssignReplicaDirsResponse) Reset() {
+	*x = AssignReplicaDirsResponse{}
+	mi := &file_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AssignReplicaDirsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AssignReplicaDirsResponse) ProtoMessage() {}
+
+func (x *AssignReplicaDirsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AssignReplicaDirsResponse.ProtoReflect.Descriptor instead.
+func (*AssignReplicaDirsResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AssignReplicaDirsResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *AssignReplicaDirsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 // StopPartitionsRequest stops partition actors; with delete, their logs are
 // removed from disk.
 type StopPartitionsRequest struct {
@@ -210,7 +333,7 @@ type StopPartitionsRequest struct {
 
 func (x *StopPartitionsRequest) Reset() {
 	*x = StopPartitionsRequest{}
-	mi := &file_node_proto_msgTypes[3]
+	mi := &file_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -222,7 +345,7 @@ func (x *StopPartitionsRequest) String() string {
 func (*StopPartitionsRequest) ProtoMessage() {}
 
 func (x *StopPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[3]
+	mi := &file_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -235,7 +358,7 @@ func (x *StopPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*StopPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{3}
+	return file_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StopPartitionsRequest) GetPartitions() []*TopicPartition {
@@ -262,7 +385,7 @@ type StopPartitionsResponse struct {
 
 func (x *StopPartitionsResponse) Reset() {
 	*x = StopPartitionsResponse{}
-	mi := &file_node_proto_msgTypes[4]
+	mi := &file_node_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +397,7 @@ func (x *StopPartitionsResponse) String() string {
 func (*StopPartitionsResponse) ProtoMessage() {}
 
 func (x *StopPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[4]
+	mi := &file_node_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +410,7 @@ func (x *StopPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*StopPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{4}
+	return file_node_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StopPartitionsResponse) GetError() ErrorCode {
@@ -322,7 +445,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_node_proto_msgTypes[5]
+	mi := &file_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +457,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[5]
+	mi := &file_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +470,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{5}
+	return file_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MetadataRecord) GetRecord() isMetadataRecord_Record {
@@ -421,21 +544,23 @@ func (*MetadataRecord_ProducerIds) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_PartitionDir) isMetadataRecord_Record() {}
 
-// PartitionDirRecord records that a partition moved to another log
-// directory of its node.
+// PartitionDirRecord records the log directory of a node that holds a
+// partition: the one chosen when it was created, or the one it moved to.
 type PartitionDirRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	NodeId        int32                  `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	LogDir        string                 `protobuf:"bytes,4,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Topic     string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	NodeId    int32                  `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// log_dir is the directory's path, in records written before dir_id.
+	LogDir        string `protobuf:"bytes,4,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	DirId         string `protobuf:"bytes,5,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionDirRecord) Reset() {
 	*x = PartitionDirRecord{}
-	mi := &file_node_proto_msgTypes[6]
+	mi := &file_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +572,7 @@ func (x *PartitionDirRecord) String() string {
 func (*PartitionDirRecord) ProtoMessage() {}
 
 func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[6]
+	mi := &file_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +585,7 @@ func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDirRecord.ProtoReflect.Descriptor instead.
 func (*PartitionDirRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{6}
+	return file_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionDirRecord) GetTopic() string {
@@ -491,6 +616,13 @@ func (x *PartitionDirRecord) GetLogDir() string {
 	return ""
 }
 
+func (x *PartitionDirRecord) GetDirId() string {
+	if x != nil {
+		return x.DirId
+	}
+	return ""
+}
+
 type TopicRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -503,7 +635,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_node_proto_msgTypes[7]
+	mi := &file_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +647,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[7]
+	mi := &file_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +660,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{7}
+	return file_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -568,7 +700,7 @@ type TopicDeletedRecord struct {
 
 func (x *TopicDeletedRecord) Reset() {
 	*x = TopicDeletedRecord{}
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +712,7 @@ func (x *TopicDeletedRecord) String() string {
 func (*TopicDeletedRecord) ProtoMessage() {}
 
 func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +725,7 @@ func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDeletedRecord.ProtoReflect.Descriptor instead.
 func (*TopicDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{8}
+	return file_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TopicDeletedRecord) GetName() string {
@@ -613,7 +745,7 @@ type ProducerIdBlockRecord struct {
 
 func (x *ProducerIdBlockRecord) Reset() {
 	*x = ProducerIdBlockRecord{}
-	mi := &file_node_proto_msgTypes[9]
+	mi := &file_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +757,7 @@ func (x *ProducerIdBlockRecord) String() string {
 func (*ProducerIdBlockRecord) ProtoMessage() {}
 
 func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[9]
+	mi := &file_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +770,7 @@ func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdBlockRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdBlockRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{9}
+	return file_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProducerIdBlockRecord) GetNextProducerId() int64 {
@@ -653,12 +785,13 @@ var File_node_proto protoreflect.FileDescriptor
 const file_node_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"node.proto\x12\x05depot\x1a\vdepot.proto\"{\n" +
+	"node.proto\x12\x05depot\x1a\vdepot.proto\"\x92\x01\n" +
 	"\x13PartitionAssignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x05R\x06nodeId\x12\x17\n" +
-	"\alog_dir\x18\x04 \x01(\tR\x06logDir\"\xd6\x01\n" +
+	"\alog_dir\x18\x04 \x01(\tR\x06logDir\x12\x15\n" +
+	"\x06dir_id\x18\x05 \x01(\tR\x05dirId\"\xd6\x01\n" +
 	"\x16StartPartitionsRequest\x12:\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\n" +
@@ -666,8 +799,14 @@ const file_node_proto_rawDesc = "" +
 	"\aconfigs\x18\x02 \x03(\v2*.depot.StartPartitionsRequest.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"f\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
 	"\x17StartPartitionsResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x126\n" +
+	"\bassigned\x18\x03 \x03(\v2\x1a.depot.PartitionAssignmentR\bassigned\"X\n" +
+	"\x18AssignReplicaDirsRequest\x12<\n" +
+	"\vassignments\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\vassignments\"h\n" +
+	"\x19AssignReplicaDirsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"f\n" +
 	"\x15StopPartitionsRequest\x125\n" +
@@ -683,12 +822,13 @@ const file_node_proto_rawDesc = "" +
 	"\rtopic_deleted\x18\x02 \x01(\v2\x19.depot.TopicDeletedRecordH\x00R\ftopicDeleted\x12A\n" +
 	"\fproducer_ids\x18\x03 \x01(\v2\x1c.depot.ProducerIdBlockRecordH\x00R\vproducerIds\x12@\n" +
 	"\rpartition_dir\x18\x04 \x01(\v2\x19.depot.PartitionDirRecordH\x00R\fpartitionDirB\b\n" +
-	"\x06record\"z\n" +
+	"\x06record\"\x91\x01\n" +
 	"\x12PartitionDirRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x05R\x06nodeId\x12\x17\n" +
-	"\alog_dir\x18\x04 \x01(\tR\x06logDir\"\xf0\x01\n" +
+	"\alog_dir\x18\x04 \x01(\tR\x06logDir\x12\x15\n" +
+	"\x06dir_id\x18\x05 \x01(\tR\x05dirId\"\xf0\x01\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\n" +
@@ -716,40 +856,45 @@ func file_node_proto_rawDescGZIP() []byte {
 	return file_node_proto_rawDescData
 }
 
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_node_proto_goTypes = []any{
-	(*PartitionAssignment)(nil),     // 0: depot.PartitionAssignment
-	(*StartPartitionsRequest)(nil),  // 1: depot.StartPartitionsRequest
-	(*StartPartitionsResponse)(nil), // 2: depot.StartPartitionsResponse
-	(*StopPartitionsRequest)(nil),   // 3: depot.StopPartitionsRequest
-	(*StopPartitionsResponse)(nil),  // 4: depot.StopPartitionsResponse
-	(*MetadataRecord)(nil),          // 5: depot.MetadataRecord
-	(*PartitionDirRecord)(nil),      // 6: depot.PartitionDirRecord
-	(*TopicRecord)(nil),             // 7: depot.TopicRecord
-	(*TopicDeletedRecord)(nil),      // 8: depot.TopicDeletedRecord
-	(*ProducerIdBlockRecord)(nil),   // 9: depot.ProducerIdBlockRecord
-	nil,                             // 10: depot.StartPartitionsRequest.ConfigsEntry
-	nil,                             // 11: depot.TopicRecord.ConfigsEntry
-	(ErrorCode)(0),                  // 12: depot.ErrorCode
-	(*TopicPartition)(nil),          // 13: depot.TopicPartition
+	(*PartitionAssignment)(nil),       // 0: depot.PartitionAssignment
+	(*StartPartitionsRequest)(nil),    // 1: depot.StartPartitionsRequest
+	(*StartPartitionsResponse)(nil),   // 2: depot.StartPartitionsResponse
+	(*AssignReplicaDirsRequest)(nil),  // 3: depot.AssignReplicaDirsRequest
+	(*AssignReplicaDirsResponse)(nil), // 4: depot.AssignReplicaDirsResponse
+	(*StopPartitionsRequest)(nil),     // 5: depot.StopPartitionsRequest
+	(*StopPartitionsResponse)(nil),    // 6: depot.StopPartitionsResponse
+	(*MetadataRecord)(nil),            // 7: depot.MetadataRecord
+	(*PartitionDirRecord)(nil),        // 8: depot.PartitionDirRecord
+	(*TopicRecord)(nil),               // 9: depot.TopicRecord
+	(*TopicDeletedRecord)(nil),        // 10: depot.TopicDeletedRecord
+	(*ProducerIdBlockRecord)(nil),     // 11: depot.ProducerIdBlockRecord
+	nil,                               // 12: depot.StartPartitionsRequest.ConfigsEntry
+	nil,                               // 13: depot.TopicRecord.ConfigsEntry
+	(ErrorCode)(0),                    // 14: depot.ErrorCode
+	(*TopicPartition)(nil),            // 15: depot.TopicPartition
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: depot.StartPartitionsRequest.partitions:type_name -> depot.PartitionAssignment
-	10, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
-	12, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
-	13, // 3: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
-	12, // 4: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
-	7,  // 5: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
-	8,  // 6: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
-	9,  // 7: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
-	6,  // 8: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
-	0,  // 9: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
-	11, // 10: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
+	14, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
+	0,  // 3: depot.StartPartitionsResponse.assigned:type_name -> depot.PartitionAssignment
+	0,  // 4: depot.AssignReplicaDirsRequest.assignments:type_name -> depot.PartitionAssignment
+	14, // 5: depot.AssignReplicaDirsResponse.error:type_name -> depot.ErrorCode
+	15, // 6: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
+	14, // 7: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
+	9,  // 8: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
+	10, // 9: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
+	11, // 10: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
+	8,  // 11: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
+	0,  // 12: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
+	13, // 13: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -758,7 +903,7 @@ func file_node_proto_init() {
 		return
 	}
 	file_depot_proto_init()
-	file_node_proto_msgTypes[5].OneofWrappers = []any{
+	file_node_proto_msgTypes[7].OneofWrappers = []any{
 		(*MetadataRecord_Topic)(nil),
 		(*MetadataRecord_TopicDeleted)(nil),
 		(*MetadataRecord_ProducerIds)(nil),
@@ -770,7 +915,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -11,7 +11,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/controller"
+	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/actors/group"
 	"github.com/depot-dev/depot/disk"
 )
 
@@ -60,7 +62,7 @@ type Config struct {
 	Policy string
 	// Balance tunes the balancer that moves partitions between log
 	// directories.
-	Balance actors.BalanceSettings
+	Balance disks.BalanceSettings
 	// OffsetsTopicPartitions is the partition count __consumer_offsets is
 	// created with (Kafka's offsets.topic.num.partitions). Default 50.
 	OffsetsTopicPartitions int32
@@ -105,22 +107,22 @@ func (c Config) withDefaults() Config {
 		c.TickInterval = 10 * time.Second
 	}
 	if c.Policy == "" {
-		c.Policy = actors.PolicyLoad
+		c.Policy = disks.PolicyLoad
 	}
 	if c.FS == nil {
 		c.FS = disk.OS
 	}
 	if c.OffsetsTopicPartitions == 0 {
-		c.OffsetsTopicPartitions = actors.DefaultOffsetsTopicPartitions
+		c.OffsetsTopicPartitions = group.DefaultOffsetsTopicPartitions
 	}
 	if c.OffsetsTopicSegmentBytes == 0 {
-		c.OffsetsTopicSegmentBytes = actors.DefaultOffsetsSegmentBytes
+		c.OffsetsTopicSegmentBytes = group.DefaultOffsetsSegmentBytes
 	}
 	if c.OffsetsCleanBytes == 0 {
-		c.OffsetsCleanBytes = actors.DefaultOffsetsCleanBytes
+		c.OffsetsCleanBytes = group.DefaultOffsetsCleanBytes
 	}
 	if c.GroupMetadataInterval == 0 {
-		c.GroupMetadataInterval = actors.DefaultGroupMetadataInterval
+		c.GroupMetadataInterval = group.DefaultGroupMetadataInterval
 	}
 	return c
 }
@@ -157,14 +159,14 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("log dir %q: negative capacity", d.Path))
 		}
 	}
-	if c.Policy != actors.PolicyLoad && c.Policy != actors.PolicyCount {
+	if c.Policy != disks.PolicyLoad && c.Policy != disks.PolicyCount {
 		errs = append(errs, fmt.Errorf("placement policy %q: want load or count", c.Policy))
 	}
 	if b := c.Balance; b.MaxDeviation < 0 || b.HighWater < 0 || b.HighWater > 1 {
 		errs = append(errs, fmt.Errorf("balance settings out of range: max deviation %v, high water %v", b.MaxDeviation, b.HighWater))
 	}
-	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > actors.MaxPartitionsPerTopic {
-		errs = append(errs, fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicPartitions, actors.MaxPartitionsPerTopic))
+	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > controller.MaxPartitionsPerTopic {
+		errs = append(errs, fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicPartitions, controller.MaxPartitionsPerTopic))
 	}
 	if c.OffsetsTopicSegmentBytes < 0 || c.OffsetsCleanBytes < 0 || c.GroupMetadataInterval < 0 {
 		errs = append(errs, fmt.Errorf("offsets segment bytes %d, clean bytes %d and group metadata interval %v must not be negative",

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -28,7 +28,7 @@ func diskTestConfig(t *testing.T, policy string, dirs ...LogDir) Config {
 	cfg.LogDirs = dirs
 	cfg.Policy = policy
 	cfg.TickInterval = 50 * time.Millisecond
-	cfg.Balance = actors.BalanceSettings{Interval: -1, MaxDeviation: 0.10, HighWater: 0.80, ThrottleBytesPerS: -1, MinMoveBytes: mib}
+	cfg.Balance = disks.BalanceSettings{Interval: -1, MaxDeviation: 0.10, HighWater: 0.80, ThrottleBytesPerS: -1, MinMoveBytes: mib}
 	return cfg
 }
 
@@ -144,7 +144,7 @@ func runScenario(t *testing.T, policy string, balance bool) (written, balanced [
 }
 
 func TestScenarioCountPolicySkews(t *testing.T) {
-	written, _, _, _ := runScenario(t, actors.PolicyCount, false)
+	written, _, _, _ := runScenario(t, disks.PolicyCount, false)
 	t.Logf("count policy after writes:\n%s", table(written))
 	// Kafka's rule put every partition of the new topic on the new disks:
 	// the old disk still holds twice the bytes of each new one.
@@ -153,7 +153,7 @@ func TestScenarioCountPolicySkews(t *testing.T) {
 }
 
 func TestScenarioLoadPolicyBalances(t *testing.T) {
-	written, balanced, moved, took := runScenario(t, actors.PolicyLoad, true)
+	written, balanced, moved, took := runScenario(t, disks.PolicyLoad, true)
 	t.Logf("load policy after writes:\n%s", table(written))
 	t.Logf("after balancing (%v, %.1f MiB moved):\n%s", took.Round(time.Millisecond), float64(moved)/mib, table(balanced))
 	require.LessOrEqual(t, maxDeviation(balanced), 0.10)
@@ -161,7 +161,7 @@ func TestScenarioLoadPolicyBalances(t *testing.T) {
 
 func TestUnequalCapacitiesFillToEqualFractions(t *testing.T) {
 	root := t.TempDir()
-	cfg := diskTestConfig(t, actors.PolicyLoad,
+	cfg := diskTestConfig(t, disks.PolicyLoad,
 		LogDir{Path: filepath.Join(root, "small"), Capacity: 100 * mib},
 		LogDir{Path: filepath.Join(root, "medium"), Capacity: 200 * mib},
 		LogDir{Path: filepath.Join(root, "large"), Capacity: 400 * mib})
@@ -231,7 +231,7 @@ func TestFailedLogDirGoesOfflineAndNodeKeepsServing(t *testing.T) {
 	root := t.TempDir()
 	bad, good := filepath.Join(root, "bad"), filepath.Join(root, "good")
 	fsys := &failingFS{FS: disk.OS, prefix: bad}
-	cfg := diskTestConfig(t, actors.PolicyCount, LogDir{Path: bad, Capacity: 1 << 30}, LogDir{Path: good, Capacity: 1 << 30})
+	cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: bad, Capacity: 1 << 30}, LogDir{Path: good, Capacity: 1 << 30})
 	cfg.FS = fsys
 	n := startNode(t, cfg)
 	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "t", Partitions: 2})
@@ -253,7 +253,7 @@ func TestFailedLogDirGoesOfflineAndNodeKeepsServing(t *testing.T) {
 	// The directory is offline with its reason; the other keeps serving.
 	require.Eventually(t, func() bool {
 		dirs := describeDirs(t, n)
-		return dirs[0].State == actors.LogDirOffline && strings.Contains(dirs[0].Error, "injected")
+		return dirs[0].State == disks.LogDirOffline && strings.Contains(dirs[0].Error, "injected")
 	}, 10*time.Second, 20*time.Millisecond)
 	resp = request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", inGood), &messages.ProduceRequest{Topic: "t", Partition: inGood, Acks: -1, Records: batchOf(t, "y")})
 	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
@@ -271,7 +271,7 @@ func TestFailedLogDirGoesOfflineAndNodeKeepsServing(t *testing.T) {
 func TestHotAddDrainAndRestart(t *testing.T) {
 	root := t.TempDir()
 	first, second := filepath.Join(root, "first"), filepath.Join(root, "second")
-	cfg := diskTestConfig(t, actors.PolicyLoad, LogDir{Path: first, Capacity: 1 << 30})
+	cfg := diskTestConfig(t, disks.PolicyLoad, LogDir{Path: first, Capacity: 1 << 30})
 	n := startNode(t, cfg)
 	c := newClient(t, n.Address())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -289,7 +289,7 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 	require.Len(t, moves, 4)
 	require.Eventually(t, func() bool {
 		dirs := describeDirs(t, n)
-		return dirs[0].Partitions == 0 && dirs[0].State == actors.LogDirDraining && dirs[1].Partitions == 4
+		return dirs[0].Partitions == 0 && dirs[0].State == disks.LogDirDraining && dirs[1].Partitions == 4
 	}, 30*time.Second, 20*time.Millisecond)
 	// The metadata follows the moves.
 	require.Eventually(t, func() bool {
@@ -316,7 +316,7 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 	c = newClient(t, n.Address())
 	dirs := describeDirs(t, n)
 	require.Len(t, dirs, 2)
-	require.Equal(t, actors.LogDirDraining, dirs[0].State)
+	require.Equal(t, disks.LogDirDraining, dirs[0].State)
 	require.Equal(t, second, dirs[1].Path)
 	got := consumeAll(t, c, "logs", 4)
 	total := 0

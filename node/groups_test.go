@@ -14,6 +14,7 @@ import (
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/assign"
+	"github.com/depot-dev/depot/actors/group"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -598,7 +599,7 @@ func TestOffsetsCleaning(t *testing.T) {
 			written += 2
 		}
 	}
-	pid := partitionPID(t, n, actors.OffsetsTopic, 0)
+	pid := partitionPID(t, n, group.OffsetsTopic, 0)
 	st := request[*messages.PartitionStatusResponse](t, n, pid, &messages.PartitionStatusRequest{})
 	require.Equal(t, messages.ErrorCode_NONE, st.Error, st.ErrorMessage)
 	t.Logf("after %d records: log start %d, end %d, %d bytes in %d segments", written, st.LogStartOffset, st.LogEndOffset, st.SizeBytes, st.Segments)

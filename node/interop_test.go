@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/depot-dev/depot/actors"
+	depotremote "github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -27,9 +28,9 @@ func TestStockRemotePeerProducesAndFetches(t *testing.T) {
 
 	peer := actor.NewActorSystem()
 	r := remote.NewRemote(peer, remote.Configure("127.0.0.1", 0,
-		remote.WithServerOptions(grpc.MaxRecvMsgSize(actors.MaxRemoteMessageBytes)),
+		remote.WithServerOptions(grpc.MaxRecvMsgSize(depotremote.MaxRemoteMessageBytes)),
 		remote.WithDialOptions(grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(actors.MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(actors.MaxRemoteMessageBytes)))))
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(depotremote.MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(depotremote.MaxRemoteMessageBytes)))))
 	r.Start()
 	t.Cleanup(func() {
 		r.Shutdown(false)

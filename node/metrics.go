@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -53,7 +54,7 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, d := range resp.Dirs {
 		online := 1.0
-		if d.State == actors.LogDirOffline {
+		if d.State == disks.LogDirOffline {
 			online = 0
 		}
 		for desc, v := range map[*prometheus.Desc]float64{

@@ -25,6 +25,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/controller"
+	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/actors/group"
+	"github.com/depot-dev/depot/actors/partition"
+	depotremote "github.com/depot-dev/depot/actors/remote"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -43,6 +49,7 @@ type Node struct {
 	logger    *logrus.Entry
 	system    *actor.ActorSystem
 	remote    *remote.Remote
+	transport *depotremote.Transport
 	address   string
 	metadata  *actor.PID
 	manager   *actor.PID
@@ -100,7 +107,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	root := n.system.Root
 
-	disksState, err := actors.ReadDisksState(cfg.FS, cfg.DataDir)
+	disksState, err := disks.ReadDisksState(cfg.FS, cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -119,9 +126,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	for _, d := range specs {
 		logDirPIDs[d.Path] = actor.NewPID(n.address, actors.LogDirActorName(d.Path))
 	}
-	checkpoints := map[string]actors.Checkpoints{}
+	checkpoints := map[string]disks.Checkpoints{}
 	for _, d := range specs {
-		cp := actors.ReadCheckpoints(cfg.FS, d.Path, n.logger.WithField("dir", d.Path))
+		cp := disks.ReadCheckpoints(cfg.FS, d.Path, n.logger.WithField("dir", d.Path))
 		// A partition that moved away has no checkpoint here any more.
 		for _, m := range []map[disk.TopicPartition]int64{cp.RecoveryPoints, cp.LogStart} {
 			for tp := range m {
@@ -133,9 +140,10 @@ func Start(cfg Config) (_ *Node, err error) {
 		checkpoints[d.Path] = cp
 	}
 
-	n.manager, err = root.SpawnNamed(actors.NewPartitionManagerProps(actors.PartitionManagerConfig{
+	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
 		FS:           cfg.FS,
 		NodeID:       cfg.NodeID,
+		Transport:    n.transport,
 		LogDirs:      logDirPIDs,
 		Checkpoints:  checkpoints,
 		TickInterval: cfg.TickInterval,
@@ -144,7 +152,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.placement, err = root.SpawnNamed(actors.NewPlacementProps(actors.PlacementConfig{
+	n.placement, err = root.SpawnNamed(disks.NewPlacementProps(disks.PlacementConfig{
+		NodeID:           cfg.NodeID,
 		FS:               cfg.FS,
 		DataDir:          cfg.DataDir,
 		Policy:           cfg.Policy,
@@ -152,7 +161,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		AddedLogDirs:     added,
 		Balance:          cfg.Balance,
 		PartitionManager: n.manager,
-		StartLogDir:      func(spec actors.LogDirSpec) (*actor.PID, error) { return n.startLogDir(spec, actors.Checkpoints{}) },
+		StartLogDir:      func(spec disks.LogDirSpec) (*actor.PID, error) { return n.startLogDir(spec, disks.Checkpoints{}) },
 		Logger:           n.logger,
 	}), actors.PlacementActorName)
 	if err != nil {
@@ -160,7 +169,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	for _, d := range specs {
 		cp := checkpoints[d.Path]
-		if _, err := n.startLogDir(d, actors.Checkpoints{RecoveryPoints: clone(cp.RecoveryPoints), LogStart: clone(cp.LogStart)}); err != nil {
+		if _, err := n.startLogDir(d, disks.Checkpoints{RecoveryPoints: clone(cp.RecoveryPoints), LogStart: clone(cp.LogStart)}); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
@@ -169,7 +178,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	for i, d := range specs {
 		logDirPaths[i] = d.Path
 	}
-	n.metadata, err = root.SpawnNamed(actors.NewMetadataProps(actors.MetadataConfig{
+	n.metadata, err = root.SpawnNamed(controller.NewMetadataProps(controller.MetadataConfig{
 		FS:               cfg.FS,
 		Dir:              filepath.Join(cfg.DataDir, "meta"),
 		NodeID:           cfg.NodeID,
@@ -187,14 +196,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	// The group coordinator loads __consumer_offsets when it exists and
 	// creates it on the first group request otherwise, as Kafka does.
-	n.groups, err = root.SpawnNamed(actors.NewGroupsProps(actors.GroupsConfig{
+	n.groups, err = root.SpawnNamed(group.NewGroupsProps(group.GroupsConfig{
 		NodeID:            cfg.NodeID,
 		Address:           n.address,
 		Metadata:          n.metadata,
 		OffsetsPartitions: cfg.OffsetsTopicPartitions,
 		OffsetsTopicConfigs: map[string]string{
-			actors.ConfigRetentionMs:  "-1",
-			actors.ConfigSegmentBytes: fmt.Sprint(cfg.OffsetsTopicSegmentBytes),
+			topic.ConfigRetentionMs:  "-1",
+			topic.ConfigSegmentBytes: fmt.Sprint(cfg.OffsetsTopicSegmentBytes),
 		},
 		CleanBytes:       cfg.OffsetsCleanBytes,
 		MetadataInterval: cfg.GroupMetadataInterval,
@@ -213,7 +222,7 @@ func Start(cfg Config) (_ *Node, err error) {
 // logDirSpecs returns the log directories to run: the configured ones (in
 // their order, draining when the state says so), then those added at run
 // time; added lists the latter.
-func logDirSpecs(configured []LogDir, st actors.DisksState) (specs, added []actors.LogDirSpec) {
+func logDirSpecs(configured []LogDir, st disks.DisksState) (specs, added []disks.LogDirSpec) {
 	draining := map[string]bool{}
 	for _, path := range st.Draining {
 		draining[filepath.Clean(path)] = true
@@ -222,7 +231,7 @@ func logDirSpecs(configured []LogDir, st actors.DisksState) (specs, added []acto
 	for _, d := range configured {
 		path := filepath.Clean(d.Path)
 		seen[path] = true
-		specs = append(specs, actors.LogDirSpec{Path: path, Capacity: d.Capacity, Draining: draining[path]})
+		specs = append(specs, disks.LogDirSpec{Path: path, Capacity: d.Capacity, Draining: draining[path]})
 	}
 	for _, d := range st.Added {
 		path := filepath.Clean(d.Path)
@@ -230,7 +239,7 @@ func logDirSpecs(configured []LogDir, st actors.DisksState) (specs, added []acto
 			continue
 		}
 		seen[path] = true
-		spec := actors.LogDirSpec{Path: path, Capacity: d.Capacity, Draining: draining[path]}
+		spec := disks.LogDirSpec{Path: path, Capacity: d.Capacity, Draining: draining[path]}
 		specs = append(specs, spec)
 		added = append(added, spec)
 	}
@@ -238,8 +247,8 @@ func logDirSpecs(configured []LogDir, st actors.DisksState) (specs, added []acto
 }
 
 // startLogDir spawns the log-dir actor of one directory.
-func (n *Node) startLogDir(spec actors.LogDirSpec, cp actors.Checkpoints) (*actor.PID, error) {
-	pid, err := n.system.Root.SpawnNamed(actors.NewLogDirProps(actors.LogDirConfig{
+func (n *Node) startLogDir(spec disks.LogDirSpec, cp disks.Checkpoints) (*actor.PID, error) {
+	pid, err := n.system.Root.SpawnNamed(disks.NewLogDirProps(disks.LogDirConfig{
 		Path:          spec.Path,
 		FS:            n.cfg.FS,
 		Capacity:      spec.Capacity,
@@ -310,25 +319,25 @@ func mkdirDurable(fsys disk.FS, dir string) error {
 }
 
 // recoverMoves finishes or undoes the partition moves between log
-// directories that a crash interrupted (actors.RecoverMoves), making each
+// directories that a crash interrupted (disks.RecoverMoves), making each
 // step durable, and records where every partition found on disk lives.
-func (n *Node) recoverMoves(dirs []actors.LogDirSpec) error {
+func (n *Node) recoverMoves(dirs []disks.LogDirSpec) error {
 	fsys := n.cfg.FS
-	listings := make([]actors.LogDirListing, 0, len(dirs))
+	listings := make([]disks.LogDirListing, 0, len(dirs))
 	for _, d := range dirs {
 		names, err := fsys.ReadDir(d.Path)
 		if err != nil {
 			return fmt.Errorf("node: list log dir %s: %w", d.Path, err)
 		}
-		listings = append(listings, actors.LogDirListing{Dir: d.Path, Names: names})
+		listings = append(listings, disks.LogDirListing{Dir: d.Path, Names: names})
 	}
-	plan, err := actors.RecoverMoves(listings)
+	plan, err := disks.RecoverMoves(listings)
 	if err != nil {
 		return fmt.Errorf("node: log dirs: %w", err)
 	}
 	for _, a := range plan.Actions {
 		var err error
-		if a.Kind == actors.MoveRename {
+		if a.Kind == disks.MoveRename {
 			err = fsys.Rename(a.Path, a.To)
 		} else {
 			err = fsys.RemoveAll(a.Path)
@@ -361,7 +370,8 @@ func (n *Node) startRemote() (err error) {
 			err = fmt.Errorf("node: cannot listen on %s: %v", n.cfg.Listen, r)
 		}
 	}()
-	n.remote = remote.NewRemote(n.system, actors.RemoteConfig(host, port, n.logger))
+	n.transport = depotremote.NewTransport()
+	n.remote = remote.NewRemote(n.system, n.transport.Config(host, port, n.logger))
 	n.remote.Start()
 	n.address = n.system.Address()
 	return nil
@@ -448,6 +458,10 @@ func (n *Node) HTTPAddress() string { return n.httpAddr }
 // process.
 func (n *Node) System() *actor.ActorSystem { return n.system }
 
+// Transport is the remote state of the node's actor system, for clients
+// embedded in the same process (see client.ActorSystem).
+func (n *Node) Transport() *depotremote.Transport { return n.transport }
+
 // Placement is the node's placement actor.
 func (n *Node) Placement() *actor.PID { return n.placement }
 
@@ -496,10 +510,10 @@ func (n *Node) Stop() error {
 	logDirs := append([]*actor.PID(nil), n.logDirs...)
 	n.mu.Unlock()
 	for _, pid := range logDirs {
-		res, err := root.RequestFuture(pid, &actors.WriteCheckpoints{}, startTimeout).Result()
+		res, err := root.RequestFuture(pid, &disks.WriteCheckpoints{}, startTimeout).Result()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("checkpoint of %s: %w", pid.Id, err))
-		} else if done, ok := res.(*actors.WriteCheckpointsDone); ok && done.Err != nil {
+		} else if done, ok := res.(*disks.WriteCheckpointsDone); ok && done.Err != nil {
 			errs = append(errs, done.Err)
 		}
 		_ = root.StopFuture(pid).Wait()

@@ -40,6 +40,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors"
+	depotremote "github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -149,6 +150,7 @@ type Opt func(*config)
 type config struct {
 	brokers             []string
 	system              *actor.ActorSystem
+	transport           *depotremote.Transport
 	listenAddress       string
 	requestTimeout      time.Duration
 	firstContactTimeout time.Duration
@@ -162,11 +164,13 @@ func Brokers(addrs ...string) Opt {
 }
 
 // ActorSystem makes the client use an existing actor system, for example one
-// embedded with a node in the same process; it must have remote started if
-// the brokers are in other systems. Close does not shut it down. Default: New
-// starts its own system with remote listening on ListenAddress.
-func ActorSystem(sys *actor.ActorSystem) Opt {
-	return func(c *config) { c.system = sys }
+// embedded with a node in the same process, with the transport its remote
+// was configured with (nil when it has none); it must have remote started
+// if the brokers are in other systems. Close does not shut it down.
+// Default: New starts its own system with remote listening on
+// ListenAddress.
+func ActorSystem(sys *actor.ActorSystem, transport *depotremote.Transport) Opt {
+	return func(c *config) { c.system, c.transport = sys, transport }
 }
 
 // ListenAddress is where the client's own actor system listens so that
@@ -194,10 +198,12 @@ func Logger(l *logrus.Entry) Opt {
 
 // Client talks to a Depot cluster through actors. Safe for concurrent use.
 type Client struct {
-	cfg       config
-	system    *actor.ActorSystem
-	root      *actor.RootContext
-	remote    *remote.Remote
+	cfg    config
+	system *actor.ActorSystem
+	root   *actor.RootContext
+	remote *remote.Remote
+	// transport is the remote state of system, nil when it has none.
+	transport *depotremote.Transport
 	ownSystem bool
 	logger    *logrus.Entry
 
@@ -238,6 +244,7 @@ func New(opts ...Opt) (*Client, error) {
 	c := &Client{cfg: cfg, logger: cfg.logger.WithField("actor", "client"), routes: map[string]*topicRoute{}}
 	if cfg.system != nil {
 		c.system = cfg.system
+		c.transport = cfg.transport
 	} else {
 		if err := c.startSystem(); err != nil {
 			return nil, err
@@ -259,7 +266,8 @@ func (c *Client) startSystem() (err error) {
 		return fmt.Errorf("client: listen address %q: %w", c.cfg.listenAddress, err)
 	}
 	c.system = actors.NewActorSystem(c.cfg.logger.Logger)
-	rcfg := actors.RemoteConfig(host, port, c.logger)
+	c.transport = depotremote.NewTransport()
+	rcfg := c.transport.Config(host, port, c.logger)
 	c.remote = remote.NewRemote(c.system, rcfg)
 	defer func() {
 		if r := recover(); r != nil {

@@ -16,7 +16,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/depot-dev/depot/actors"
+	depotremote "github.com/depot-dev/depot/actors/remote"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -26,7 +27,7 @@ func setup(t *testing.T, opts ...Opt) (*fakeCluster, *Client) {
 	t.Helper()
 	sys := newLocalSystem(t)
 	fc := newFakeCluster(t, sys)
-	c, err := New(append([]Opt{ActorSystem(sys), Brokers(sys.Address())}, opts...)...)
+	c, err := New(append([]Opt{ActorSystem(sys, nil), Brokers(sys.Address())}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return fc, c
@@ -546,15 +547,15 @@ func TestProducerOptionsAndClose(t *testing.T) {
 
 	for _, opts := range [][]ProducerOpt{
 		{Acks(2)}, {BatchBytes(0)}, {MaxInFlightPerPartition(0)}, {MaxInFlightPerNode(0)}, {WithPartitioner(nil)},
-		{MaxInFlightPerPartition(actors.ProducerBatchesKept + 1)}, // more than a partition can recognise resends of
+		{MaxInFlightPerPartition(topic.ProducerBatchesKept + 1)}, // more than a partition can recognise resends of
 	} {
 		_, err := c.NewProducer(opts...)
 		require.Error(t, err)
 	}
 	for _, opts := range [][]ProducerOpt{
-		{MaxInFlightPerPartition(actors.ProducerBatchesKept)},
-		{MaxInFlightPerPartition(actors.ProducerBatchesKept + 1), Idempotent(false)},
-		{MaxInFlightPerPartition(actors.ProducerBatchesKept + 1), Acks(0)},
+		{MaxInFlightPerPartition(topic.ProducerBatchesKept)},
+		{MaxInFlightPerPartition(topic.ProducerBatchesKept + 1), Idempotent(false)},
+		{MaxInFlightPerPartition(topic.ProducerBatchesKept + 1), Acks(0)},
 	} {
 		p, err := c.NewProducer(opts...)
 		require.NoError(t, err)
@@ -614,7 +615,7 @@ func BenchmarkProduce(b *testing.B) {
 			sys := actor.NewActorSystem()
 			defer sys.Shutdown()
 			fc := newFakeCluster(b, sys)
-			c, err := New(ActorSystem(sys), Brokers(sys.Address()))
+			c, err := New(ActorSystem(sys, nil), Brokers(sys.Address()))
 			require.NoError(b, err)
 			defer c.Close()
 			require.NoError(b, fc.createTopic("bench", 4))
@@ -735,7 +736,7 @@ func TestDeliveryTimeout(t *testing.T) {
 // actor system to a fake node in another, over remote on loopback.
 func BenchmarkProduceRemote(b *testing.B) {
 	server := actor.NewActorSystem()
-	r := remote.NewRemote(server, actors.RemoteConfig("127.0.0.1", 0, logrus.NewEntry(logrus.StandardLogger())))
+	r := remote.NewRemote(server, depotremote.NewTransport().Config("127.0.0.1", 0, logrus.NewEntry(logrus.StandardLogger())))
 	r.Start()
 	defer func() {
 		r.Shutdown(false)

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	depotremote "github.com/depot-dev/depot/actors/remote"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -175,7 +177,7 @@ func newLocalSystem(t *testing.T) *actor.ActorSystem {
 func newRemoteSystem(t *testing.T) *actor.ActorSystem {
 	t.Helper()
 	sys := actor.NewActorSystem()
-	r := remote.NewRemote(sys, actors.RemoteConfig("127.0.0.1", 0, logrus.NewEntry(logrus.StandardLogger())))
+	r := remote.NewRemote(sys, depotremote.NewTransport().Config("127.0.0.1", 0, logrus.NewEntry(logrus.StandardLogger())))
 	r.Start()
 	t.Cleanup(func() {
 		r.Shutdown(false)
@@ -360,7 +362,7 @@ type fakePartition struct {
 type fakeProducer struct {
 	epoch   int16
 	lastSeq int32
-	recent  []recentBatch // the last actors.ProducerBatchesKept batches
+	recent  []recentBatch // the last topic.ProducerBatchesKept batches
 }
 
 type recentBatch struct {
@@ -540,7 +542,7 @@ func (p *fakePartition) append(m *messages.ProduceRequest) *messages.ProduceResp
 	if prod != nil {
 		prod.lastSeq = h.LastSequence()
 		prod.recent = append(prod.recent, recentBatch{h.BaseSequence, h.LastSequence(), p.next})
-		if len(prod.recent) > actors.ProducerBatchesKept {
+		if len(prod.recent) > topic.ProducerBatchesKept {
 			prod.recent = prod.recent[1:]
 		}
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/mem"
 
-	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/remote"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -108,7 +109,7 @@ func DeliveryTimeout(d time.Duration) ProducerOpt {
 }
 
 // MaxInFlightPerPartition bounds the ProduceRequests awaiting an answer per
-// partition: at most actors.ProducerBatchesKept (16) with idempotence, the
+// partition: at most topic.ProducerBatchesKept (16) with idempotence, the
 // batches a partition remembers to recognise a resend. Default 5, as
 // Kafka's max.in.flight.requests.per.connection, or
 // DefaultMaxInFlightAcksAll with Acks(-1).
@@ -291,8 +292,8 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 		return nil, fmt.Errorf("client: acks %d (want 0, 1 or -1)", cfg.acks)
 	case cfg.batchBytes <= 0 || cfg.maxBuffered <= 0 || cfg.maxInFlight <= 0 || cfg.maxInFlightPerNode <= 0:
 		return nil, errors.New("client: batch bytes, buffered bytes and in-flight requests must be positive")
-	case cfg.idempotent && cfg.acks != 0 && cfg.maxInFlight > actors.ProducerBatchesKept:
-		return nil, fmt.Errorf("client: %d requests in flight per partition with idempotence (at most %d: the batches a partition remembers to recognise a resend)", cfg.maxInFlight, actors.ProducerBatchesKept)
+	case cfg.idempotent && cfg.acks != 0 && cfg.maxInFlight > topic.ProducerBatchesKept:
+		return nil, fmt.Errorf("client: %d requests in flight per partition with idempotence (at most %d: the batches a partition remembers to recognise a resend)", cfg.maxInFlight, topic.ProducerBatchesKept)
 	case cfg.requestTimeout <= 0 || cfg.deliveryTimeout <= 0 || cfg.linger < 0 || cfg.retryBackoff < 0 || cfg.retries < 0:
 		return nil, errors.New("client: negative or zero timeout")
 	case cfg.partitioner == nil:
@@ -309,7 +310,7 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 		producerEpoch: -1,
 		topics:        map[string]*topicBuffer{},
 		space:         make(chan struct{}),
-		bufs:          actors.NewBufferPool(),
+		bufs:          remote.NewBufferPool(),
 	}
 	if cfg.idempotent {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.requestTimeout)

@@ -207,7 +207,7 @@ func (s *sender) flush(ctx actor.Context) {
 				size += len(reqs[k].Records)
 				k++
 			}
-			ctx.Request(n.manager, actors.OutgoingProduces(ctx.ActorSystem(), n.manager, reqs[:k]))
+			ctx.Request(n.manager, s.p.client.transport.OutgoingProduces(ctx.ActorSystem(), n.manager, reqs[:k]))
 			reqs = reqs[k:]
 		}
 		clear(n.outbox)
@@ -285,7 +285,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		if cfg.idempotent && b.stamped != ps.seqShift {
 			if b.attempts > 0 {
 				// A stream may still be about to write the bytes sent
-				// before (see actors.OutgoingProduces).
+				// before (see remote.OutgoingProduces).
 				b.buf = slices.Clone(b.buf)
 			}
 			stampSequence(b.buf, subSeq(b.baseSeq, ps.seqShift))
@@ -443,7 +443,7 @@ func (s *sender) splitLarger(ps *partSender, from int, limit int64, sent bool) {
 // took at baseOffset. A partition takes an idempotent producer's batches
 // only in sequence, so they are in the log, just before it: their answers
 // were lost. Resent, each would be refused as out of order once its
-// sequence is no longer among the last actors.ProducerBatchesKept batches
+// sequence is no longer among the last topic.ProducerBatchesKept batches
 // the partition remembers, and the producer would resend it until its
 // delivery timeout.
 func (s *sender) completeBefore(ps *partSender, i int, baseOffset int64) {

@@ -1,0 +1,593 @@
+package controller
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/topic"
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+)
+
+const metadataTestTimeout = 5 * time.Second
+
+// fakeManager is a partition manager that records what it was asked and
+// answers with answer (NONE by default), or not at all when silent.
+type fakeManager struct {
+	mu     sync.Mutex
+	starts []*messages.StartPartitionsRequest
+	stops  []*messages.StopPartitionsRequest
+	answer messages.ErrorCode
+	silent bool
+}
+
+func (f *fakeManager) Receive(ctx actor.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch m := ctx.Message().(type) {
+	case *messages.StartPartitionsRequest:
+		f.starts = append(f.starts, proto.Clone(m).(*messages.StartPartitionsRequest))
+		if !f.silent {
+			ctx.Respond(&messages.StartPartitionsResponse{Error: f.answer, ErrorMessage: errorText(f.answer)})
+		}
+	case *messages.StopPartitionsRequest:
+		f.stops = append(f.stops, proto.Clone(m).(*messages.StopPartitionsRequest))
+		if !f.silent {
+			ctx.Respond(&messages.StopPartitionsResponse{Error: f.answer, ErrorMessage: errorText(f.answer)})
+		}
+	}
+}
+
+func errorText(code messages.ErrorCode) string {
+	if code == messages.ErrorCode_NONE {
+		return ""
+	}
+	return "fake manager says " + code.String()
+}
+
+func (f *fakeManager) counts() (starts, stops int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.starts), len(f.stops)
+}
+
+// metaHarness runs a metadata actor over a directory that outlives restarts.
+type metaHarness struct {
+	t       *testing.T
+	system  *actor.ActorSystem
+	manager *fakeManager
+	cfg     MetadataConfig
+	pid     *actor.PID
+}
+
+func newMetaHarness(t *testing.T) *metaHarness {
+	t.Helper()
+	system := actor.NewActorSystem()
+	manager := &fakeManager{}
+	managerPID := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return manager }))
+	root := t.TempDir()
+	h := &metaHarness{
+		t:       t,
+		system:  system,
+		manager: manager,
+		cfg: MetadataConfig{
+			FS:               disk.OS,
+			Dir:              filepath.Join(root, "meta"),
+			NodeID:           7,
+			Address:          "127.0.0.1:9092",
+			LogDirs:          []string{filepath.Join(root, "d0"), filepath.Join(root, "d1")},
+			PartitionManager: managerPID,
+			ManagerTimeout:   2 * time.Second,
+		},
+	}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *metaHarness) start() {
+	h.t.Helper()
+	h.pid = h.system.Root.Spawn(NewMetadataProps(h.cfg))
+	h.metadata() // answered only once Started has run
+}
+
+func (h *metaHarness) stop() {
+	h.t.Helper()
+	if h.pid != nil {
+		require.NoError(h.t, h.system.Root.StopFuture(h.pid).Wait())
+		h.pid = nil
+	}
+}
+
+func (h *metaHarness) restart() {
+	h.t.Helper()
+	h.stop()
+	h.start()
+}
+
+func (h *metaHarness) request(msg proto.Message) any {
+	h.t.Helper()
+	res, err := h.system.Root.RequestFuture(h.pid, msg, metadataTestTimeout).Result()
+	require.NoError(h.t, err)
+	return res
+}
+
+func (h *metaHarness) create(name string, partitions int32, configs map[string]string) *messages.CreateTopicResponse {
+	h.t.Helper()
+	res := h.request(&messages.CreateTopicRequest{Name: name, Partitions: partitions, Configs: configs})
+	require.IsType(h.t, &messages.CreateTopicResponse{}, res)
+	return res.(*messages.CreateTopicResponse)
+}
+
+func (h *metaHarness) remove(name string) *messages.DeleteTopicResponse {
+	h.t.Helper()
+	res := h.request(&messages.DeleteTopicRequest{Name: name})
+	require.IsType(h.t, &messages.DeleteTopicResponse{}, res)
+	return res.(*messages.DeleteTopicResponse)
+}
+
+func (h *metaHarness) metadata(topics ...string) *messages.MetadataResponse {
+	h.t.Helper()
+	res := h.request(&messages.MetadataRequest{Topics: topics})
+	require.IsType(h.t, &messages.MetadataResponse{}, res)
+	return res.(*messages.MetadataResponse)
+}
+
+func (h *metaHarness) producerID() int64 {
+	h.t.Helper()
+	res := h.request(&messages.InitProducerIdRequest{})
+	require.IsType(h.t, &messages.InitProducerIdResponse{}, res)
+	r := res.(*messages.InitProducerIdResponse)
+	require.Equal(h.t, messages.ErrorCode_NONE, r.GetError(), r.GetErrorMessage())
+	return r.GetProducerId()
+}
+
+// logBytes is the total size of the metadata log's .log files.
+func (h *metaHarness) logBytes() int64 {
+	h.t.Helper()
+	entries, err := os.ReadDir(h.cfg.Dir)
+	require.NoError(h.t, err)
+	var total int64
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			info, err := e.Info()
+			require.NoError(h.t, err)
+			total += info.Size()
+		}
+	}
+	return total
+}
+
+func requireNoError(t *testing.T, code messages.ErrorCode, msg string) {
+	t.Helper()
+	require.Equal(t, messages.ErrorCode_NONE, code, msg)
+}
+
+func TestPartitionActorName(t *testing.T) {
+	require.Equal(t, "partitions/orders-0", actors.PartitionActorName("orders", 0))
+	require.Equal(t, "partitions/a.b_c-d-12", actors.PartitionActorName("a.b_c-d", 12))
+}
+
+func TestMetadataCreateDescribe(t *testing.T) {
+	h := newMetaHarness(t)
+
+	resp := h.create("orders", 3, map[string]string{"retention.ms": "3600000"})
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	require.Equal(t, "orders", resp.GetTopic().GetName())
+	require.Len(t, resp.GetTopic().GetPartitions(), 3)
+
+	starts, stops := h.manager.counts()
+	require.Equal(t, 1, starts)
+	require.Equal(t, 0, stops)
+	start := h.manager.starts[0]
+	require.Len(t, start.GetPartitions(), 3)
+	for i, p := range start.GetPartitions() {
+		require.Equal(t, "orders", p.GetTopic())
+		require.Equal(t, int32(i), p.GetPartition())
+		require.Equal(t, int32(7), p.GetNodeId())
+		require.Equal(t, h.cfg.LogDirs[i%2], p.GetLogDir(), "partition %d", i)
+	}
+	require.Equal(t, "3600000", start.GetConfigs()["retention.ms"])
+	parsed, err := topic.ParseConfig(start.GetConfigs())
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, parsed.Log.RetentionMs)
+
+	md := h.metadata()
+	require.Equal(t, []*messages.Broker{{NodeId: 7, Address: "127.0.0.1:9092"}}, stripBrokers(md.GetBrokers()))
+	require.Equal(t, int32(7), md.GetControllerId())
+	require.Len(t, md.GetTopics(), 1)
+	described := md.GetTopics()[0]
+	require.Equal(t, "orders", described.GetName())
+	requireNoError(t, described.GetError(), described.GetErrorMessage())
+	require.False(t, described.GetInternal())
+	require.Equal(t, "3600000", described.GetConfigs()["retention.ms"])
+	require.Equal(t, "1048588", described.GetConfigs()["max.message.bytes"])
+	require.Equal(t, "delete", described.GetConfigs()["cleanup.policy"])
+	require.Len(t, described.GetPartitions(), 3)
+	for i, p := range described.GetPartitions() {
+		require.Equal(t, int32(i), p.GetPartition())
+		require.Equal(t, int32(7), p.GetLeader())
+		require.Equal(t, "127.0.0.1:9092", p.GetLeaderAddress())
+		require.Equal(t, actors.PartitionActorName("orders", int32(i)), p.GetActorName())
+		require.Equal(t, h.cfg.LogDirs[i%2], p.GetLogDir())
+	}
+	require.True(t, proto.Equal(described, resp.GetTopic()), "create answer and describe differ")
+
+	// Placement counts what each dir holds already: d0 has 2, d1 has 1.
+	resp = h.create("payments", 3, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	var dirs []string
+	for _, p := range resp.GetTopic().GetPartitions() {
+		dirs = append(dirs, p.GetLogDir())
+	}
+	require.Equal(t, []string{h.cfg.LogDirs[1], h.cfg.LogDirs[0], h.cfg.LogDirs[1]}, dirs)
+
+	// Named topics come back in the order asked; unknown and invalid names
+	// carry their error.
+	md = h.metadata("payments", "missing", "orders", "bad/name")
+	require.Len(t, md.GetTopics(), 4)
+	require.Equal(t, "payments", md.GetTopics()[0].GetName())
+	require.Equal(t, "missing", md.GetTopics()[1].GetName())
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, md.GetTopics()[1].GetError())
+	require.Empty(t, md.GetTopics()[1].GetPartitions())
+	require.Equal(t, "orders", md.GetTopics()[2].GetName())
+	require.Equal(t, messages.ErrorCode_INVALID_TOPIC, md.GetTopics()[3].GetError())
+
+	// All topics, sorted by name.
+	md = h.metadata()
+	require.Equal(t, []string{"orders", "payments"}, topicNames(md))
+}
+
+func TestMetadataInternalTopic(t *testing.T) {
+	h := newMetaHarness(t)
+	resp := h.create("__consumer_offsets", 2, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	require.True(t, resp.GetTopic().GetInternal())
+	h.restart()
+	md := h.metadata("__consumer_offsets")
+	require.True(t, md.GetTopics()[0].GetInternal())
+}
+
+func TestMetadataRejectsBadCreates(t *testing.T) {
+	h := newMetaHarness(t)
+	resp := h.create("orders", 2, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+
+	tests := []struct {
+		name       string
+		req        *messages.CreateTopicRequest
+		wantCode   messages.ErrorCode
+		wantInText string
+	}{
+		{"duplicate", &messages.CreateTopicRequest{Name: "orders", Partitions: 1}, messages.ErrorCode_TOPIC_ALREADY_EXISTS, `"orders" already exists`},
+		{"empty name", &messages.CreateTopicRequest{Name: "", Partitions: 1}, messages.ErrorCode_INVALID_TOPIC, "empty"},
+		{"dot", &messages.CreateTopicRequest{Name: ".", Partitions: 1}, messages.ErrorCode_INVALID_TOPIC, `"."`},
+		{"illegal character", &messages.CreateTopicRequest{Name: "a/b", Partitions: 1}, messages.ErrorCode_INVALID_TOPIC, "'/'"},
+		{"too long", &messages.CreateTopicRequest{Name: strings.Repeat("x", 250), Partitions: 1}, messages.ErrorCode_INVALID_TOPIC, "250 characters"},
+		{"zero partitions", &messages.CreateTopicRequest{Name: "t", Partitions: 0}, messages.ErrorCode_INVALID_PARTITIONS, "partitions 0"},
+		{"negative partitions", &messages.CreateTopicRequest{Name: "t", Partitions: -3}, messages.ErrorCode_INVALID_PARTITIONS, "partitions -3"},
+		{"too many partitions", &messages.CreateTopicRequest{Name: "t", Partitions: 10001}, messages.ErrorCode_INVALID_PARTITIONS, "10000"},
+		{"unknown config", &messages.CreateTopicRequest{Name: "t", Partitions: 1, Configs: map[string]string{"colour": "red"}}, messages.ErrorCode_INVALID_CONFIG, `unknown key "colour"`},
+		{"bad config value", &messages.CreateTopicRequest{Name: "t", Partitions: 1, Configs: map[string]string{"segment.bytes": "tiny"}}, messages.ErrorCode_INVALID_CONFIG, `segment.bytes "tiny"`},
+		{"compaction", &messages.CreateTopicRequest{Name: "t", Partitions: 1, Configs: map[string]string{"cleanup.policy": "compact"}}, messages.ErrorCode_INVALID_CONFIG, "compaction is not supported"},
+		{"collides", &messages.CreateTopicRequest{Name: "a_b", Partitions: 1}, messages.ErrorCode_INVALID_TOPIC, "collides"},
+	}
+	// a.b exists for the collision case.
+	resp = h.create("a.b", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+
+	before := h.metadata()
+	beforeBytes := h.logBytes()
+	beforeStarts, _ := h.manager.counts()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := h.request(tt.req)
+			resp := res.(*messages.CreateTopicResponse)
+			require.Equal(t, tt.wantCode, resp.GetError())
+			require.Contains(t, resp.GetErrorMessage(), tt.wantInText)
+			require.Nil(t, resp.GetTopic())
+		})
+	}
+	require.True(t, proto.Equal(before, h.metadata()), "metadata changed")
+	require.Equal(t, beforeBytes, h.logBytes(), "something was persisted")
+	starts, _ := h.manager.counts()
+	require.Equal(t, beforeStarts, starts, "the partition manager was asked")
+
+	h.restart()
+	require.True(t, proto.Equal(before, h.metadata()), "metadata changed across restart")
+}
+
+func TestMetadataValidateOnly(t *testing.T) {
+	h := newMetaHarness(t)
+	beforeBytes := h.logBytes()
+	res := h.request(&messages.CreateTopicRequest{Name: "orders", Partitions: 4, ValidateOnly: true,
+		Configs: map[string]string{"segment.bytes": "1048576"}})
+	resp := res.(*messages.CreateTopicResponse)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	require.Len(t, resp.GetTopic().GetPartitions(), 4)
+	require.Equal(t, "1048576", resp.GetTopic().GetConfigs()["segment.bytes"])
+
+	res = h.request(&messages.CreateTopicRequest{Name: "orders", Partitions: 4, ValidateOnly: true,
+		Configs: map[string]string{"segment.bytes": "1"}})
+	require.Equal(t, messages.ErrorCode_INVALID_CONFIG, res.(*messages.CreateTopicResponse).GetError())
+
+	require.Empty(t, h.metadata().GetTopics())
+	require.Equal(t, beforeBytes, h.logBytes())
+	starts, _ := h.manager.counts()
+	require.Zero(t, starts)
+
+	// The name is still free.
+	resp = h.create("orders", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+}
+
+func TestMetadataDelete(t *testing.T) {
+	h := newMetaHarness(t)
+	resp := h.create("orders", 2, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	resp = h.create("keep", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+
+	del := h.remove("orders")
+	requireNoError(t, del.GetError(), del.GetErrorMessage())
+	_, stops := h.manager.counts()
+	require.Equal(t, 1, stops)
+	stop := h.manager.stops[0]
+	require.True(t, stop.GetDelete())
+	require.Len(t, stop.GetPartitions(), 2)
+	require.Equal(t, "orders", stop.GetPartitions()[0].GetTopic())
+	require.Equal(t, int32(0), stop.GetPartitions()[0].GetPartition())
+	require.Equal(t, int32(1), stop.GetPartitions()[1].GetPartition())
+
+	md := h.metadata("orders")
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, md.GetTopics()[0].GetError())
+	require.Equal(t, []string{"keep"}, topicNames(h.metadata()))
+
+	beforeBytes := h.logBytes()
+	del = h.remove("orders")
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, del.GetError())
+	require.Contains(t, del.GetErrorMessage(), `"orders"`)
+	del = h.remove("never")
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, del.GetError())
+	require.Equal(t, beforeBytes, h.logBytes())
+	_, stops = h.manager.counts()
+	require.Equal(t, 1, stops)
+
+	// The name can be used again, and stays deleted across a restart.
+	h.restart()
+	require.Equal(t, []string{"keep"}, topicNames(h.metadata()))
+	resp = h.create("orders", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	require.Len(t, resp.GetTopic().GetPartitions(), 1)
+}
+
+func TestMetadataManagerErrors(t *testing.T) {
+	h := newMetaHarness(t)
+	h.manager.mu.Lock()
+	h.manager.answer = messages.ErrorCode_KAFKA_STORAGE_ERROR
+	h.manager.mu.Unlock()
+	resp := h.create("orders", 1, nil)
+	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, resp.GetError())
+	require.Contains(t, resp.GetErrorMessage(), "fake manager says")
+	// The topic is recorded: its partitions are what failed.
+	require.Equal(t, []string{"orders"}, topicNames(h.metadata()))
+
+	h.manager.mu.Lock()
+	h.manager.answer = messages.ErrorCode_NONE
+	h.manager.silent = true
+	h.manager.mu.Unlock()
+	h.cfg.ManagerTimeout = 200 * time.Millisecond
+	h.restart()
+	del := h.remove("orders")
+	require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, del.GetError())
+	require.Contains(t, del.GetErrorMessage(), "did not answer")
+	require.Empty(t, h.metadata().GetTopics())
+}
+
+func TestMetadataRestart(t *testing.T) {
+	h := newMetaHarness(t)
+	resp := h.create("orders", 3, map[string]string{"retention.bytes": "1048576", "segment.ms": "60000"})
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	resp = h.create("payments", 2, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	resp = h.create("gone", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	del := h.remove("gone")
+	requireNoError(t, del.GetError(), del.GetErrorMessage())
+	before := h.metadata()
+
+	h.restart()
+	after := h.metadata()
+	require.True(t, proto.Equal(before, after), "before %v\nafter %v", before, after)
+	require.Equal(t, "1048576", after.GetTopics()[0].GetConfigs()["retention.bytes"])
+	require.Equal(t, "60000", after.GetTopics()[0].GetConfigs()["segment.ms"])
+
+	// Placement continues from the restored counts (d0: 3, d1: 2).
+	resp = h.create("more", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	require.Equal(t, h.cfg.LogDirs[1], resp.GetTopic().GetPartitions()[0].GetLogDir())
+
+	h.restart()
+	h.restart()
+	require.Equal(t, []string{"more", "orders", "payments"}, topicNames(h.metadata()))
+}
+
+func TestMetadataProducerIDs(t *testing.T) {
+	h := newMetaHarness(t)
+	var ids []int64
+	for range 5 {
+		ids = append(ids, h.producerID())
+	}
+	require.Equal(t, []int64{0, 1, 2, 3, 4}, ids)
+	bytesAfterBlock := h.logBytes()
+	require.Equal(t, int64(5), h.producerID())
+	require.Equal(t, bytesAfterBlock, h.logBytes(), "an id inside the reserved block wrote to the log")
+
+	h.restart()
+	first := h.producerID()
+	require.Equal(t, int64(ProducerIDBlockSize), first)
+	h.restart()
+	second := h.producerID()
+	require.Equal(t, int64(2*ProducerIDBlockSize), second)
+
+	// Use up a whole block: the next one is reserved and ids keep rising.
+	last := second
+	for range ProducerIDBlockSize + 10 {
+		id := h.producerID()
+		require.Equal(t, last+1, id)
+		last = id
+	}
+	h.restart()
+	require.Greater(t, h.producerID(), last)
+}
+
+// TestMetadataTornTail cuts a few bytes off the metadata log, as a crash in
+// the middle of an append would: the last record is lost, the others are
+// back, and the log takes new records.
+func TestMetadataTornTail(t *testing.T) {
+	h := newMetaHarness(t)
+	resp := h.create("first", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	resp = h.create("second", 2, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	withBoth := h.logBytes()
+	resp = h.create("torn", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	h.stop()
+
+	var logFiles []string
+	entries, err := os.ReadDir(h.cfg.Dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			logFiles = append(logFiles, filepath.Join(h.cfg.Dir, e.Name()))
+		}
+	}
+	sort.Strings(logFiles)
+	require.NotEmpty(t, logFiles)
+	tail := logFiles[len(logFiles)-1]
+	info, err := os.Stat(tail)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(tail, info.Size()-3))
+
+	h.start()
+	require.Equal(t, []string{"first", "second"}, topicNames(h.metadata()))
+	require.Equal(t, withBoth, h.logBytes(), "the torn record was not cut")
+
+	resp = h.create("third", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	h.restart()
+	require.Equal(t, []string{"first", "second", "third"}, topicNames(h.metadata()))
+}
+
+// TestMetadataFailedLog answers every change with a storage error when the
+// metadata log cannot be opened, and still answers metadata.
+func TestMetadataFailedLog(t *testing.T) {
+	h := newMetaHarness(t)
+	h.stop()
+	// A file where the directory should be.
+	h.cfg.Dir = filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(h.cfg.Dir, []byte("x"), 0o644))
+	h.start()
+
+	resp := h.create("orders", 1, nil)
+	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, resp.GetError())
+	require.Contains(t, resp.GetErrorMessage(), "metadata log")
+	res := h.request(&messages.InitProducerIdRequest{})
+	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, res.(*messages.InitProducerIdResponse).GetError())
+	require.Empty(t, h.metadata().GetTopics())
+	starts, _ := h.manager.counts()
+	require.Zero(t, starts)
+}
+
+func topicNames(md *messages.MetadataResponse) []string {
+	var names []string
+	for _, t := range md.GetTopics() {
+		names = append(names, t.GetName())
+	}
+	return names
+}
+
+// stripBrokers copies brokers into fresh structs so require.Equal compares
+// fields, not protobuf internals.
+func stripBrokers(brokers []*messages.Broker) []*messages.Broker {
+	out := make([]*messages.Broker, len(brokers))
+	for i, b := range brokers {
+		out[i] = &messages.Broker{NodeId: b.GetNodeId(), Address: b.GetAddress()}
+	}
+	return out
+}
+
+// TestMetadataAnswersWhileManagerIsBusy checks that a create waiting for the
+// partition manager does not block the actor: a duplicate create and a
+// metadata request are answered meanwhile.
+func TestMetadataAnswersWhileManagerIsBusy(t *testing.T) {
+	h := newMetaHarness(t)
+	h.manager.mu.Lock()
+	h.manager.silent = true
+	h.manager.mu.Unlock()
+	h.cfg.ManagerTimeout = 500 * time.Millisecond
+	h.restart()
+
+	pending := h.system.Root.RequestFuture(h.pid, &messages.CreateTopicRequest{Name: "orders", Partitions: 2}, metadataTestTimeout)
+	dup := h.create("orders", 1, nil)
+	require.Equal(t, messages.ErrorCode_TOPIC_ALREADY_EXISTS, dup.GetError())
+	require.Equal(t, []string{"orders"}, topicNames(h.metadata()))
+
+	res, err := pending.Result()
+	require.NoError(t, err)
+	resp := res.(*messages.CreateTopicResponse)
+	require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, resp.GetError())
+	require.Len(t, resp.GetTopic().GetPartitions(), 2)
+	starts, _ := h.manager.counts()
+	require.Equal(t, 1, starts)
+}
+
+// FuzzMetadataApply applies arbitrary bytes as a metadata record, as a
+// replay of a damaged or foreign log would, and then serves every request
+// that reads the state: nothing panics.
+func FuzzMetadataApply(f *testing.F) {
+	seeds := []*messages.MetadataRecord{
+		{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{
+			Name: "orders", Configs: map[string]string{"segment.bytes": "4096"},
+			Partitions: []*messages.PartitionAssignment{{Topic: "orders", Partition: 0, NodeId: 1, LogDir: "d0"}},
+		}}},
+		{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{Name: "bad", Configs: map[string]string{"x": "y"}}}},
+		{Record: &messages.MetadataRecord_Topic{}},
+		{Record: &messages.MetadataRecord_TopicDeleted{TopicDeleted: &messages.TopicDeletedRecord{Name: "orders"}}},
+		{Record: &messages.MetadataRecord_ProducerIds{ProducerIds: &messages.ProducerIdBlockRecord{NextProducerId: 1000}}},
+		{},
+	}
+	for _, s := range seeds {
+		b, err := proto.Marshal(s)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Add([]byte{0xff, 0x01})
+	f.Fuzz(func(t *testing.T, value []byte) {
+		a := &metadataActor{
+			cfg:    MetadataConfig{NodeID: 1, LogDirs: []string{"d0", "d1"}},
+			logger: actors.DiscardLogger(),
+			topics: map[string]*topicState{},
+		}
+		var rec messages.MetadataRecord
+		if err := proto.Unmarshal(value, &rec); err != nil {
+			return
+		}
+		a.apply(&rec)
+		md := a.metadata(&messages.MetadataRequest{})
+		require.Len(t, md.GetTopics(), len(a.topics))
+		_, err := a.placePartitions(3)
+		require.NoError(t, err)
+	})
+}

@@ -1,0 +1,328 @@
+package disks
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/placement"
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+)
+
+// Checkpoint file names in a log directory, as Kafka names them.
+const (
+	RecoveryPointCheckpointFile = "recovery-point-offset-checkpoint"
+	LogStartCheckpointFile      = "log-start-offset-checkpoint"
+	// defaultCheckpointInterval is Kafka's
+	// log.flush.offset.checkpoint.interval.ms.
+	defaultCheckpointInterval = 60 * time.Second
+	// defaultUsageInterval is how often a log-dir actor reports its usage
+	// to the placement actor even when nothing changed.
+	defaultUsageInterval = 10 * time.Second
+	// usageDelay gathers the size changes partitions report into one
+	// usage report to the placement actor: with many partitions each
+	// reporting about once a second, one per report cost a sort of them
+	// all every time.
+	usageDelay = 100 * time.Millisecond
+	// rateHalfLife is the half-life of the write-rate average.
+	rateHalfLife = 30 * time.Second
+)
+
+// Log directory states, as shown by `depot disks`.
+const (
+	LogDirOnline   = "online"
+	LogDirOffline  = "offline"
+	LogDirDraining = "draining"
+)
+
+// Checkpoints are the offsets a log directory remembers for its partitions.
+type Checkpoints struct {
+	RecoveryPoints map[disk.TopicPartition]int64
+	LogStart       map[disk.TopicPartition]int64
+}
+
+// ReadCheckpoints reads the checkpoint files of the log directory path. A
+// damaged checkpoint is not fatal: the partitions it covered are recovered
+// in full, which is slower but safe, so the damage is logged and the file
+// ignored.
+func ReadCheckpoints(fsys disk.FS, path string, logger *logrus.Entry) Checkpoints {
+	read := func(name string) map[disk.TopicPartition]int64 {
+		m, err := disk.ReadCheckpoint(fsys, filepath.Join(path, name))
+		if err != nil {
+			logger.WithError(err).Warn("ignoring damaged checkpoint; its partitions will be recovered in full")
+			return map[disk.TopicPartition]int64{}
+		}
+		return m
+	}
+	return Checkpoints{RecoveryPoints: read(RecoveryPointCheckpointFile), LogStart: read(LogStartCheckpointFile)}
+}
+
+// LogDirConfig is what a log-dir actor needs.
+type LogDirConfig struct {
+	Path string
+	FS   disk.FS
+	// Capacity is the declared capacity in bytes; 0 asks the file system
+	// (statfs) for its size.
+	Capacity int64
+	// Draining is set for a directory being emptied.
+	Draining bool
+	// Checkpoints are those read at start-up; the actor keeps them current.
+	Checkpoints Checkpoints
+	// Placement receives the directory's usage on change and on a timer.
+	// May be nil.
+	Placement *actor.PID
+	// CheckpointInterval defaults to 60 s, UsageInterval to 10 s.
+	CheckpointInterval time.Duration
+	UsageInterval      time.Duration
+	Logger             *logrus.Entry
+}
+
+// WriteCheckpoints asks a log-dir actor to write its checkpoint files now;
+// it answers with WriteCheckpointsDone.
+type WriteCheckpoints struct{}
+
+// WriteCheckpointsDone answers WriteCheckpoints.
+type WriteCheckpointsDone struct{ Err error }
+
+// setDraining switches a log directory's draining state.
+type setDraining struct{ draining bool }
+
+// logDirUsage is what a log-dir actor reports to the placement actor.
+type logDirUsage struct {
+	info *messages.LogDirInfo
+}
+
+// partitionState is what a log-dir actor knows of one partition.
+type partitionState struct {
+	report   PartitionReport
+	rate     float64 // bytes per second, decaying average
+	lastSeen time.Time
+}
+
+// logDirActor owns one log directory: its checkpoint files, its state
+// (online, offline, draining), and what it knows of the partitions it holds
+// from their reports, which it passes on to the placement actor.
+type logDirActor struct {
+	cfg        LogDirConfig
+	partitions map[disk.TopicPartition]*partitionState
+	state      string
+	failure    string
+	dirty      bool
+	usageSoon  bool // a usage report is due after usageDelay
+	timers     []scheduler.CancelFunc
+	logger     *logrus.Entry
+}
+
+// NewLogDirProps returns the props of a log-dir actor.
+func NewLogDirProps(cfg LogDirConfig) *actor.Props {
+	if cfg.CheckpointInterval <= 0 {
+		cfg.CheckpointInterval = defaultCheckpointInterval
+	}
+	if cfg.UsageInterval <= 0 {
+		cfg.UsageInterval = defaultUsageInterval
+	}
+	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "logdir", "dir": cfg.Path})
+	return actors.Props(func() actor.Actor {
+		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, logger: logger}
+		if cfg.Draining {
+			a.state = LogDirDraining
+		}
+		for tp, rp := range cfg.Checkpoints.RecoveryPoints {
+			a.partitions[tp] = &partitionState{report: PartitionReport{TP: tp, RecoveryPoint: rp, LogStartOffset: cfg.Checkpoints.LogStart[tp]}}
+		}
+		return a
+	}, logger)
+}
+
+func (a *logDirActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		timers := scheduler.NewTimerScheduler(ctx)
+		a.timers = append(a.timers,
+			timers.SendRepeatedly(a.cfg.CheckpointInterval, a.cfg.CheckpointInterval, ctx.Self(), &checkpointTick{}),
+			timers.SendRepeatedly(a.cfg.UsageInterval, a.cfg.UsageInterval, ctx.Self(), &usageTick{}))
+		a.reportUsage(ctx)
+	case *PartitionReport:
+		a.onReport(ctx, m)
+	case *LogDirFailed:
+		a.onFailed(ctx, m)
+	case *setDraining:
+		a.onSetDraining(ctx, m)
+	case *checkpointTick:
+		if a.dirty {
+			_ = a.writeCheckpoints()
+		}
+	case *usageTick:
+		a.reportUsage(ctx)
+	case *usageDue:
+		a.usageSoon = false
+		a.reportUsage(ctx)
+	case *WriteCheckpoints:
+		ctx.Respond(&WriteCheckpointsDone{Err: a.writeCheckpoints()})
+	case *actor.Stopping:
+		for _, cancel := range a.timers {
+			cancel()
+		}
+	case actor.AutoReceiveMessage, actor.SystemMessage:
+	default:
+		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+type checkpointTick struct{}
+
+type usageTick struct{}
+
+// usageDue is the usage report partitions' size changes made due.
+type usageDue struct{}
+
+func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
+	a.dirty = true
+	if m.Deleted {
+		delete(a.partitions, m.TP)
+		a.reportUsage(ctx)
+		return
+	}
+	now := time.Now()
+	p := a.partitions[m.TP]
+	if p == nil {
+		p = &partitionState{}
+		a.partitions[m.TP] = p
+	}
+	if !p.lastSeen.IsZero() && m.AppendedBytes >= p.report.AppendedBytes {
+		p.rate = decayRate(p.rate, float64(m.AppendedBytes-p.report.AppendedBytes), now.Sub(p.lastSeen))
+	}
+	changed := m.SizeBytes != p.report.SizeBytes || m.Closed
+	p.report = *m
+	p.lastSeen = now
+	if changed && !a.usageSoon {
+		a.usageSoon = true
+		scheduler.NewTimerScheduler(ctx).SendOnce(usageDelay, ctx.Self(), &usageDue{})
+	}
+}
+
+// decayRate folds bytes written over elapsed into an exponentially decaying
+// average rate with half-life rateHalfLife.
+func decayRate(rate, bytes float64, elapsed time.Duration) float64 {
+	if elapsed <= 0 {
+		return rate
+	}
+	current := bytes / elapsed.Seconds()
+	keep := 1 / (1 + elapsed.Seconds()/rateHalfLife.Seconds())
+	return rate*keep + current*(1-keep)
+}
+
+func (a *logDirActor) onFailed(ctx actor.Context, m *LogDirFailed) {
+	if a.state == LogDirOffline {
+		return
+	}
+	a.state = LogDirOffline
+	a.failure = fmt.Sprintf("I/O error in %s: %v", m.TP, m.Err)
+	a.logger.WithError(m.Err).WithField("partition", m.TP.String()).Error("log directory failed; its partitions are offline")
+	for _, p := range a.partitions {
+		if p.report.PID != nil {
+			ctx.Send(p.report.PID, &GoOffline{Reason: a.failure})
+		}
+	}
+	a.reportUsage(ctx)
+}
+
+func (a *logDirActor) onSetDraining(ctx actor.Context, m *setDraining) {
+	if a.state == LogDirOffline {
+		return
+	}
+	if m.draining {
+		a.state = LogDirDraining
+	} else {
+		a.state = LogDirOnline
+	}
+	a.reportUsage(ctx)
+}
+
+// usage describes the directory now.
+func (a *logDirActor) usage() *messages.LogDirInfo {
+	info := &messages.LogDirInfo{Path: a.cfg.Path, State: a.state, Error: a.failure, Partitions: int32(len(a.partitions))}
+	keys := make([]disk.TopicPartition, 0, len(a.partitions))
+	for tp := range a.partitions {
+		keys = append(keys, tp)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Topic != keys[j].Topic {
+			return keys[i].Topic < keys[j].Topic
+		}
+		return keys[i].Partition < keys[j].Partition
+	})
+	for _, tp := range keys {
+		p := a.partitions[tp]
+		info.Bytes += p.report.SizeBytes
+		info.WriteBytesPerS += p.rate
+		info.ProjectedBytes += placement.Projection(p.report.SizeBytes, p.rate, p.report.RetentionBytes, p.report.RetentionMs)
+		info.PartitionUsage = append(info.PartitionUsage, &messages.PartitionUsage{
+			Topic: tp.Topic, Partition: tp.Partition, Bytes: p.report.SizeBytes, WriteBytesPerS: p.rate,
+			RetentionBytes: p.report.RetentionBytes, RetentionMs: p.report.RetentionMs,
+		})
+	}
+	info.CapacityBytes, info.FreeBytes = a.space(info.Bytes)
+	return info
+}
+
+// space returns the directory's capacity and free bytes: the declared
+// capacity less what its partitions hold (and no more than the file system
+// has free), or the file system's own figures.
+func (a *logDirActor) space(used int64) (capacity, free int64) {
+	var fsTotal, fsFree int64 = -1, -1
+	var st unix.Statfs_t
+	if a.cfg.FS == disk.OS && unix.Statfs(a.cfg.Path, &st) == nil {
+		fsTotal = int64(st.Blocks) * int64(st.Bsize)
+		fsFree = int64(st.Bavail) * int64(st.Bsize)
+	}
+	if a.cfg.Capacity > 0 {
+		free = max(a.cfg.Capacity-used, 0)
+		if fsFree >= 0 && fsFree < free {
+			free = fsFree
+		}
+		return a.cfg.Capacity, free
+	}
+	if fsTotal < 0 {
+		return 0, 0
+	}
+	return fsTotal, fsFree
+}
+
+func (a *logDirActor) reportUsage(ctx actor.Context) {
+	if a.cfg.Placement != nil {
+		ctx.Send(a.cfg.Placement, &logDirUsage{info: a.usage()})
+	}
+}
+
+// writeCheckpoints writes both checkpoint files atomically.
+func (a *logDirActor) writeCheckpoints() error {
+	if a.state == LogDirOffline {
+		return nil
+	}
+	recovery := make(map[disk.TopicPartition]int64, len(a.partitions))
+	start := make(map[disk.TopicPartition]int64, len(a.partitions))
+	for tp, p := range a.partitions {
+		recovery[tp] = p.report.RecoveryPoint
+		start[tp] = p.report.LogStartOffset
+	}
+	for name, offsets := range map[string]map[disk.TopicPartition]int64{
+		RecoveryPointCheckpointFile: recovery,
+		LogStartCheckpointFile:      start,
+	} {
+		if err := disk.WriteCheckpoint(a.cfg.FS, filepath.Join(a.cfg.Path, name), offsets); err != nil {
+			a.logger.WithError(err).Error("writing checkpoint failed")
+			return err
+		}
+	}
+	a.dirty = false
+	return nil
+}

@@ -1,0 +1,52 @@
+package disks
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+)
+
+// Size changes reported by many partitions at once reach the placement
+// actor as one usage report naming them all, not one report each.
+func TestLogDirGathersSizeChangesIntoOneUsageReport(t *testing.T) {
+	const partitions = 500
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	var mu sync.Mutex
+	var reports []*messages.LogDirInfo
+	placement := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*logDirUsage); ok {
+			mu.Lock()
+			reports = append(reports, m.info)
+			mu.Unlock()
+		}
+	}))
+	logger := logrus.New()
+	logger.SetLevel(logrus.WarnLevel)
+	dir := system.Root.Spawn(NewLogDirProps(LogDirConfig{
+		Path: t.TempDir(), FS: disk.OS, Placement: placement, UsageInterval: time.Hour, CheckpointInterval: time.Hour,
+		Logger: logrus.NewEntry(logger),
+	}))
+	for i := range partitions {
+		system.Root.Send(dir, &PartitionReport{TP: disk.TopicPartition{Topic: "t", Partition: int32(i)}, SizeBytes: int64(i + 1)})
+	}
+	want := int64(partitions * (partitions + 1) / 2)
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reports) > 0 && reports[len(reports)-1].Bytes == want
+	}, 5*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.LessOrEqual(t, len(reports), 2, "one report for the burst, or two if it straddled the delay")
+	last := reports[len(reports)-1]
+	require.Equal(t, int32(partitions), last.Partitions)
+	require.Len(t, last.PartitionUsage, partitions)
+}

@@ -1,0 +1,61 @@
+package disks
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/depot-dev/depot/disk"
+)
+
+// The messages between partitions and their log directories. A partition
+// imports them; this package never imports the partition's.
+
+// PartitionReport tells a log-dir actor about one partition it holds.
+type PartitionReport struct {
+	TP disk.TopicPartition
+	// PID is the partition's actor, which the log dir tells when it fails
+	// (GoOffline).
+	PID            *actor.PID
+	SizeBytes      int64
+	RecoveryPoint  int64
+	LogStartOffset int64
+	// AppendedBytes counts every byte the partition appended since it
+	// started: the difference between two reports is its write rate.
+	AppendedBytes  int64
+	RetentionBytes int64
+	RetentionMs    int64
+	// Closed is set on the final report of a cleanly closed log.
+	Closed bool
+	// Deleted is set when the partition's log was removed, or moved away.
+	Deleted bool
+}
+
+// LogDirFailed tells a log-dir actor that an I/O error hit one of its
+// partitions: the whole directory goes offline, as Kafka's KIP-112 does.
+type LogDirFailed struct {
+	TP  disk.TopicPartition
+	Err error
+}
+
+// GoOffline tells a partition actor that its directory failed.
+type GoOffline struct{ Reason string }
+
+// LogDirAdded tells the partition manager about a new log directory.
+type LogDirAdded struct {
+	Path string
+	PID  *actor.PID
+}
+
+// ChooseLogDirs asks the placement actor for a directory for each of a new
+// topic's partitions; it answers ChooseLogDirsResult.
+type ChooseLogDirs struct {
+	Topic          string
+	Partitions     int
+	RetentionBytes int64
+	RetentionMs    int64
+}
+
+// ChooseLogDirsResult answers ChooseLogDirs.
+type ChooseLogDirsResult struct {
+	Dirs []string
+	Err  error
+}

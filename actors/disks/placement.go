@@ -1,0 +1,546 @@
+package disks
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/placement"
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+)
+
+// Placement policies.
+const (
+	PolicyLoad  = "load"
+	PolicyCount = "count"
+)
+
+// DisksStateFile is the file in a node's data directory that remembers the
+// log directories added at run time and those draining, so that both
+// survive a restart.
+const DisksStateFile = "disks.json"
+
+// LogDirSpec is one log directory of a node as configured.
+type LogDirSpec struct {
+	Path     string `json:"path"`
+	Capacity int64  `json:"capacity_bytes,omitempty"`
+	Draining bool   `json:"draining,omitempty"`
+	// ID is the directory's id, from its meta.properties (see EnsureDirID);
+	// it is not kept in DisksStateFile.
+	ID string `json:"-"`
+}
+
+// DisksState is the content of DisksStateFile.
+type DisksState struct {
+	// Added are directories added with `depot disks add`.
+	Added []LogDirSpec `json:"added"`
+	// Draining are directories being emptied with `depot disks drain`.
+	Draining []string `json:"draining"`
+}
+
+// ReadDisksState reads the disks state of the data directory dataDir; a
+// missing file is an empty state.
+func ReadDisksState(fsys disk.FS, dataDir string) (DisksState, error) {
+	var st DisksState
+	path := filepath.Join(dataDir, DisksStateFile)
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("disks: %w", err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return st, fmt.Errorf("disks: %w", err)
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return st, fmt.Errorf("disks: reading %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, fmt.Errorf("disks: %s is damaged: %w", path, err)
+	}
+	return st, nil
+}
+
+// writeDisksState replaces the disks state atomically.
+func writeDisksState(fsys disk.FS, dataDir string, st DisksState) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dataDir, DisksStateFile)
+	tmp := path + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dataDir)
+}
+
+// BalanceSettings tune the balancer.
+type BalanceSettings struct {
+	// Interval between balancing passes. Default 30 s; negative disables
+	// the timer (balancing then runs only when asked).
+	Interval time.Duration
+	// MaxDeviation is how far (relative) a directory's used fraction may be
+	// from the node's mean. Default 0.10.
+	MaxDeviation float64
+	// HighWater is the used fraction a directory should stay below.
+	// Default 0.80.
+	HighWater float64
+	// ThrottleBytesPerS bounds the copy rate of a move, so that clients are
+	// not starved. Default 64 MiB/s; 0 after defaults means unlimited only
+	// if set negative.
+	ThrottleBytesPerS int64
+	// MinMoveBytes: imbalances smaller than this are left alone. Default
+	// 64 MiB.
+	MinMoveBytes int64
+}
+
+func (b BalanceSettings) withDefaults() BalanceSettings {
+	if b.Interval == 0 {
+		b.Interval = 30 * time.Second
+	}
+	if b.MaxDeviation == 0 {
+		b.MaxDeviation = 0.10
+	}
+	if b.HighWater == 0 {
+		b.HighWater = 0.80
+	}
+	if b.ThrottleBytesPerS == 0 {
+		b.ThrottleBytesPerS = 64 << 20
+	}
+	if b.ThrottleBytesPerS < 0 {
+		b.ThrottleBytesPerS = 0
+	}
+	if b.MinMoveBytes == 0 {
+		b.MinMoveBytes = 64 << 20
+	}
+	return b
+}
+
+// PlacementConfig is what the placement actor needs.
+type PlacementConfig struct {
+	// NodeID is the node's id, in the directory assignments it reports.
+	NodeID  int32
+	FS      disk.FS
+	DataDir string
+	// Policy is PolicyLoad (default) or PolicyCount.
+	Policy string
+	// LogDirs are the node's directories at start-up, configured ones first.
+	LogDirs []LogDirSpec
+	// AddedLogDirs are those of LogDirs that were added at run time.
+	AddedLogDirs []LogDirSpec
+	Balance      BalanceSettings
+	// PartitionManager is told about directories added at run time.
+	PartitionManager *actor.PID
+	// StartLogDir starts the log-dir actor of a directory added at run time.
+	StartLogDir func(spec LogDirSpec) (*actor.PID, error)
+	Logger      *logrus.Entry
+}
+
+type balanceTick struct{}
+
+// moveDone is the end of a move the balancer started.
+type moveDone struct {
+	move placement.Move
+	resp *messages.MovePartitionResponse
+	err  error
+}
+
+// placementActor chooses the log directory of every new partition and
+// keeps the node's directories balanced by moving partitions between them
+// online. It knows the directories from their log-dir actors' reports.
+type placementActor struct {
+	cfg     PlacementConfig
+	order   []string // directory paths in configured, then added, order
+	dirs    map[string]*messages.LogDirInfo
+	ids     map[string]string // directory ids by path
+	added   []LogDirSpec
+	running *placement.Move
+	queue   []placement.Move
+	stop    scheduler.CancelFunc
+	logger  *logrus.Entry
+}
+
+// NewPlacementProps returns the props of the placement actor.
+func NewPlacementProps(cfg PlacementConfig) *actor.Props {
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyLoad
+	}
+	cfg.Balance = cfg.Balance.withDefaults()
+	logger := cfg.Logger.WithField("actor", "placement")
+	return actors.Props(func() actor.Actor {
+		a := &placementActor{cfg: cfg, dirs: map[string]*messages.LogDirInfo{}, ids: map[string]string{}, added: append([]LogDirSpec(nil), cfg.AddedLogDirs...), logger: logger}
+		for _, d := range cfg.LogDirs {
+			a.order = append(a.order, d.Path)
+			a.ids[d.Path] = d.ID
+			state := LogDirOnline
+			if d.Draining {
+				state = LogDirDraining
+			}
+			a.dirs[d.Path] = &messages.LogDirInfo{Path: d.Path, State: state, CapacityBytes: d.Capacity}
+		}
+		return a
+	}, logger)
+}
+
+func (a *placementActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		if a.cfg.Balance.Interval > 0 {
+			a.stop = scheduler.NewTimerScheduler(ctx).SendRepeatedly(a.cfg.Balance.Interval, a.cfg.Balance.Interval, ctx.Self(), &balanceTick{})
+		}
+	case *logDirUsage:
+		if _, ok := a.dirs[m.info.Path]; ok {
+			a.dirs[m.info.Path] = m.info
+		}
+	case *ChooseLogDirs:
+		dirs, err := a.choose(m)
+		ctx.Respond(&ChooseLogDirsResult{Dirs: dirs, Err: err})
+	case *messages.DescribeLogDirsRequest:
+		ctx.Respond(&messages.DescribeLogDirsResponse{Dirs: a.describe(), Policy: a.cfg.Policy})
+	case *messages.AddLogDirRequest:
+		ctx.Respond(a.onAdd(ctx, m))
+	case *messages.DrainLogDirRequest:
+		ctx.Respond(a.onDrain(ctx, m))
+	case *messages.BalanceRequest:
+		ctx.Respond(a.onBalance(ctx, m))
+	case *balanceTick:
+		a.balance(ctx)
+	case *moveDone:
+		a.onMoveDone(ctx, m)
+	case *actor.Stopping:
+		if a.stop != nil {
+			a.stop()
+		}
+	case actor.AutoReceiveMessage, actor.SystemMessage:
+	default:
+		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+// describe returns the directories in order.
+func (a *placementActor) describe() []*messages.LogDirInfo {
+	out := make([]*messages.LogDirInfo, 0, len(a.order))
+	for _, path := range a.order {
+		out = append(out, a.dirs[path])
+	}
+	return out
+}
+
+func (a *placementActor) choose(m *ChooseLogDirs) ([]string, error) {
+	dirs := placement.DirsFor(a.loads(), m.Topic)
+	policy := placement.ByLoad
+	if a.cfg.Policy == PolicyCount || !capacitiesKnown(dirs) {
+		// Without a capacity for every directory there is nothing to
+		// weigh bytes against: count partitions, as Kafka does.
+		policy = placement.ByCount
+	}
+	chosen, err := policy(dirs, m.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	// Count the new partitions now, so that a second topic created before
+	// the next reports sees them.
+	for i, path := range chosen {
+		info := a.dirs[path]
+		info.Partitions++
+		info.PartitionUsage = append(info.PartitionUsage, &messages.PartitionUsage{
+			Topic: m.Topic, Partition: int32(i), RetentionBytes: m.RetentionBytes, RetentionMs: m.RetentionMs,
+		})
+	}
+	return chosen, nil
+}
+
+// loads converts the directories into the balancer's terms.
+func (a *placementActor) loads() []placement.DirLoad {
+	loads := make([]placement.DirLoad, 0, len(a.order))
+	for _, path := range a.order {
+		info := a.dirs[path]
+		l := placement.DirLoad{
+			Path:     path,
+			Capacity: info.CapacityBytes,
+			Online:   info.State != LogDirOffline,
+			Draining: info.State == LogDirDraining,
+		}
+		for _, p := range info.PartitionUsage {
+			l.Partitions = append(l.Partitions, placement.PartitionLoad{
+				Topic: p.Topic, Partition: p.Partition, Bytes: p.Bytes,
+				Projected: placement.Projection(p.Bytes, p.WriteBytesPerS, p.RetentionBytes, p.RetentionMs),
+			})
+		}
+		loads = append(loads, l)
+	}
+	return loads
+}
+
+func (a *placementActor) plan() []placement.Move {
+	return placement.PlanBalance(a.loads(), placement.BalanceConfig{
+		MaxDeviation: a.cfg.Balance.MaxDeviation,
+		HighWater:    a.cfg.Balance.HighWater,
+		MinMoveBytes: a.cfg.Balance.MinMoveBytes,
+	})
+}
+
+func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) *messages.AddLogDirResponse {
+	path := filepath.Clean(m.Path)
+	if m.Path == "" {
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: "no path given"}
+	}
+	if m.CapacityBytes < 0 {
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: "negative capacity"}
+	}
+	for _, existing := range a.order {
+		if filepath.Clean(existing) == path {
+			return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s is already in use", path)}
+		}
+	}
+	if err := a.cfg.FS.MkdirAll(path, 0o755); err != nil {
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+	}
+	spec := LogDirSpec{Path: path, Capacity: m.CapacityBytes}
+	st := a.state()
+	st.Added = append(st.Added, spec)
+	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, st); err != nil {
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("recording the new log dir: %v", err)}
+	}
+	pid, err := a.cfg.StartLogDir(spec)
+	if err != nil {
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}
+	}
+	a.added = append(a.added, spec)
+	a.order = append(a.order, path)
+	a.dirs[path] = &messages.LogDirInfo{Path: path, State: LogDirOnline, CapacityBytes: m.CapacityBytes}
+	ctx.Send(a.cfg.PartitionManager, &LogDirAdded{Path: path, PID: pid})
+	a.logger.WithField("dir", path).Info("log directory added")
+	return &messages.AddLogDirResponse{}
+}
+
+// state is the disks state to persist.
+func (a *placementActor) state() DisksState {
+	st := DisksState{Added: append([]LogDirSpec(nil), a.added...)}
+	for _, path := range a.order {
+		if a.dirs[path].State == LogDirDraining {
+			st.Draining = append(st.Draining, path)
+		}
+	}
+	return st
+}
+
+func (a *placementActor) onDrain(ctx actor.Context, m *messages.DrainLogDirRequest) *messages.DrainLogDirResponse {
+	path := filepath.Clean(m.Path)
+	info, ok := a.dirs[path]
+	if !ok {
+		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_LOG_DIR_NOT_FOUND, ErrorMessage: fmt.Sprintf("no log dir %s on this node", path)}
+	}
+	if info.State == LogDirOffline {
+		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("log dir %s is offline: %s", path, info.Error)}
+	}
+	others := 0
+	for _, p := range a.order {
+		if p != path && a.dirs[p].State == LogDirOnline {
+			others++
+		}
+	}
+	if others == 0 {
+		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: "no other online log dir to move its partitions to"}
+	}
+	info.State = LogDirDraining
+	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, a.state()); err != nil {
+		info.State = LogDirOnline
+		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+	}
+	ctx.Send(actor.NewPID(ctx.Self().Address, actors.LogDirActorName(path)), &setDraining{draining: true})
+	a.logger.WithField("dir", path).Info("draining log directory")
+	moves := a.plan()
+	a.queue = moves
+	a.next(ctx)
+	return &messages.DrainLogDirResponse{Moves: toMessages(moves)}
+}
+
+func (a *placementActor) onBalance(ctx actor.Context, m *messages.BalanceRequest) *messages.BalanceResponse {
+	loads := a.loads()
+	moves := a.plan()
+	after, err := placement.Simulate(loads, moves)
+	if err != nil {
+		return &messages.BalanceResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}
+	}
+	resp := &messages.BalanceResponse{
+		Moves:  toMessages(moves),
+		Before: a.describe(),
+		After:  describeLoads(after, a.dirs),
+	}
+	if a.running != nil {
+		resp.Running = toMessage(*a.running)
+	}
+	if !m.DryRun {
+		a.queue = moves
+		a.next(ctx)
+	}
+	return resp
+}
+
+// describeLoads turns simulated loads into LogDirInfo for display.
+func describeLoads(loads []placement.DirLoad, now map[string]*messages.LogDirInfo) []*messages.LogDirInfo {
+	out := make([]*messages.LogDirInfo, 0, len(loads))
+	for _, l := range loads {
+		info := &messages.LogDirInfo{Path: l.Path, CapacityBytes: l.Capacity, Partitions: int32(len(l.Partitions))}
+		if cur, ok := now[l.Path]; ok {
+			info.State = cur.State
+		}
+		for _, p := range l.Partitions {
+			info.Bytes += p.Bytes
+		}
+		if l.Capacity > 0 {
+			info.FreeBytes = max(l.Capacity-info.Bytes, 0)
+		}
+		out = append(out, info)
+	}
+	return out
+}
+
+func toMessage(m placement.Move) *messages.PartitionMove {
+	return &messages.PartitionMove{Topic: m.Topic, Partition: m.Partition, FromDir: m.From, ToDir: m.To, Bytes: m.Bytes}
+}
+
+func toMessages(moves []placement.Move) []*messages.PartitionMove {
+	out := make([]*messages.PartitionMove, len(moves))
+	for i, m := range moves {
+		out[i] = toMessage(m)
+	}
+	return out
+}
+
+// balance plans on the balancer's timer when no move runs.
+func (a *placementActor) balance(ctx actor.Context) {
+	if a.running != nil || len(a.queue) > 0 {
+		return
+	}
+	a.queue = a.plan()
+	a.next(ctx)
+}
+
+// next starts the next queued move, one at a time.
+func (a *placementActor) next(ctx actor.Context) {
+	if a.running != nil || len(a.queue) == 0 {
+		return
+	}
+	move := a.queue[0]
+	a.queue = a.queue[1:]
+	a.running = &move
+	a.logger.WithFields(logrus.Fields{"topic": move.Topic, "partition": move.Partition, "from": move.From, "to": move.To, "bytes": move.Bytes}).Info("moving partition")
+	pid := actor.NewPID(ctx.Self().Address, actors.PartitionActorName(move.Topic, move.Partition))
+	future := ctx.RequestFuture(pid, &messages.MovePartitionRequest{
+		TargetDir:         move.To,
+		TargetLogDirActor: actors.LogDirActorName(move.To),
+		ThrottleBytesPerS: a.cfg.Balance.ThrottleBytesPerS,
+	}, moveTimeout(move.Bytes, a.cfg.Balance.ThrottleBytesPerS))
+	ctx.ReenterAfter(future, func(res any, err error) {
+		done := &moveDone{move: move, err: err}
+		if r, ok := res.(*messages.MovePartitionResponse); ok {
+			done.resp = r
+		} else if err == nil {
+			done.err = fmt.Errorf("partition answered %T", res)
+		}
+		a.onMoveDone(ctx, done)
+	})
+}
+
+// moveTimeout allows a move its copy time at the throttle, twice over, and
+// at least ten minutes.
+func moveTimeout(bytes, throttle int64) time.Duration {
+	d := 10 * time.Minute
+	if throttle > 0 {
+		if t := 2 * time.Duration(float64(bytes)/float64(throttle)*float64(time.Second)); t > d {
+			d = t
+		}
+	}
+	return d
+}
+
+func (a *placementActor) onMoveDone(ctx actor.Context, m *moveDone) {
+	a.running = nil
+	fields := logrus.Fields{"topic": m.move.Topic, "partition": m.move.Partition, "from": m.move.From, "to": m.move.To}
+	switch {
+	case m.err != nil:
+		a.logger.WithFields(fields).WithError(m.err).Warn("partition move did not finish")
+		a.queue = nil
+	case m.resp.Error != messages.ErrorCode_NONE:
+		a.logger.WithFields(fields).WithField("error", m.resp.Error.String()).Warn("partition move failed: " + m.resp.ErrorMessage)
+		a.queue = nil
+	default:
+		fields["bytes"] = m.resp.BytesCopied
+		fields["took"] = (time.Duration(m.resp.DurationMs) * time.Millisecond).String()
+		a.logger.WithFields(fields).Info("partition moved")
+		a.applyMove(m.move)
+		ctx.Send(actor.NewPID(ctx.Self().Address, actors.MetadataActorName), &messages.AssignReplicaDirsRequest{
+			Assignments: []*messages.PartitionAssignment{{Topic: m.move.Topic, Partition: m.move.Partition, NodeId: a.cfg.NodeID, LogDir: m.move.To, DirId: a.ids[m.move.To]}},
+		})
+	}
+	a.next(ctx)
+	if a.running == nil && len(a.queue) == 0 {
+		for _, path := range a.order {
+			if info := a.dirs[path]; info.State == LogDirDraining && info.Partitions == 0 {
+				a.logger.WithField("dir", path).Info("log directory drained: it holds no partition and can be removed")
+			}
+		}
+	}
+}
+
+// applyMove updates the directories' usage for a completed move, ahead of
+// their next reports.
+func (a *placementActor) applyMove(m placement.Move) {
+	from, to := a.dirs[m.From], a.dirs[m.To]
+	if from == nil || to == nil {
+		return
+	}
+	for i, p := range from.PartitionUsage {
+		if p.Topic == m.Topic && p.Partition == m.Partition {
+			from.PartitionUsage = append(from.PartitionUsage[:i], from.PartitionUsage[i+1:]...)
+			from.Partitions--
+			from.Bytes -= p.Bytes
+			to.PartitionUsage = append(to.PartitionUsage, p)
+			to.Partitions++
+			to.Bytes += p.Bytes
+			return
+		}
+	}
+}
+
+// capacitiesKnown reports whether every directory that can take a partition
+// has a known capacity.
+func capacitiesKnown(dirs []placement.Dir) bool {
+	for _, d := range dirs {
+		if d.Online && !d.Draining && d.Capacity <= 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,910 @@
+package group
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/assign"
+	"github.com/depot-dev/depot/actors/topic"
+	"github.com/depot-dev/depot/messages"
+)
+
+// Session and rebalance timeouts of group members, as Kafka's defaults and
+// bounds (group.min.session.timeout.ms, group.max.session.timeout.ms).
+const (
+	DefaultSessionTimeout   = 10 * time.Second
+	MinSessionTimeout       = time.Second
+	MaxSessionTimeout       = 5 * time.Minute
+	DefaultRebalanceTimeout = time.Minute
+	// maxStashedRequests bounds the requests a loading group queues; more
+	// are answered COORDINATOR_LOAD_IN_PROGRESS.
+	maxStashedRequests = 1000
+)
+
+// groupState is a group's state, as Kafka's GroupCoordinator names them.
+type groupState int
+
+const (
+	groupEmpty groupState = iota
+	groupPreparingRebalance
+	groupCompletingRebalance
+	groupStable
+	groupDead
+)
+
+func (s groupState) String() string {
+	return [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}[s]
+}
+
+// groupConfig is what a group actor needs.
+type groupConfig struct {
+	id               string
+	metadata         *actor.PID
+	metadataInterval time.Duration
+	requestTimeout   time.Duration
+	logger           *logrus.Entry
+}
+
+// groupMember is one member of a group.
+type groupMember struct {
+	id               string
+	instanceID       string
+	clientID         string
+	topics           []string // sorted, each once
+	assignors        []string
+	owned            []assign.TopicPartition
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	assignment       []assign.TopicPartition
+	// assignedGeneration is the generation that gave it assignment.
+	assignedGeneration int32
+	// pending is the JoinGroup waiting for the rebalance to complete.
+	pending *actor.PID
+	// mustRejoin: the member got the first phase of a cooperative
+	// rebalance and has partitions to give up.
+	mustRejoin    bool
+	cancelSession scheduler.CancelFunc
+	sessionSeq    uint64
+}
+
+// Timer messages of a group actor.
+type (
+	sessionExpired struct {
+		member string
+		seq    uint64
+	}
+	rebalanceExpired  struct{ seq uint64 }
+	groupMetadataTick struct{}
+)
+
+// stashedRequest is a request that arrived while the group was loading.
+type stashedRequest struct {
+	msg    any
+	sender *actor.PID
+}
+
+// groupActor runs one consumer group: membership, generations, heartbeats
+// and session timeouts, rebalances with the assignment computed here, and
+// the group's committed offsets (written through the coordinator, its
+// parent). Not shared: all access is through its mailbox.
+type groupActor struct {
+	cfg    groupConfig
+	logger *logrus.Entry
+	timers *scheduler.TimerScheduler
+	self   *actor.PID
+
+	loaded bool
+	stash  []stashedRequest
+
+	state      groupState
+	generation int32
+	assignor   string
+	members    map[string]*groupMember
+	static     map[string]string // group instance id -> member id
+	offsets    map[assign.TopicPartition]*messages.OffsetValue
+	// counts are the partition counts the current assignment used.
+	counts map[string]int32
+
+	rebalanceSeq     uint64
+	cancelRebalance  scheduler.CancelFunc
+	stopMetadataTick scheduler.CancelFunc
+	checkingCounts   bool
+	listed           *messages.GroupListing
+	listedExists     bool
+}
+
+func newGroupProps(cfg groupConfig) *actor.Props {
+	return actors.Props(func() actor.Actor {
+		return &groupActor{
+			cfg:     cfg,
+			logger:  cfg.logger,
+			members: map[string]*groupMember{},
+			static:  map[string]string{},
+			offsets: map[assign.TopicPartition]*messages.OffsetValue{},
+		}
+	}, cfg.logger)
+}
+
+func (g *groupActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.timers = scheduler.NewTimerScheduler(ctx)
+		g.self = ctx.Self()
+		g.stopMetadataTick = g.timers.SendRepeatedly(g.cfg.metadataInterval, g.cfg.metadataInterval, ctx.Self(), &groupMetadataTick{})
+		ctx.Request(ctx.Parent(), &groupStarted{group: g.cfg.id})
+	case *groupLoaded:
+		g.onLoaded(ctx, m)
+	case *messages.JoinGroupRequest, *messages.HeartbeatRequest, *messages.LeaveGroupRequest,
+		*messages.OffsetCommitRequest, *messages.OffsetFetchRequest, *messages.DescribeGroupRequest,
+		*messages.DeleteGroupRequest:
+		g.onRequest(ctx, m)
+	case *sessionExpired:
+		g.onSessionExpired(ctx, m)
+	case *rebalanceExpired:
+		g.onRebalanceExpired(ctx, m)
+	case *groupMetadataTick:
+		g.onMetadataTick(ctx)
+	case *actor.Stopping:
+		g.onStopping(ctx)
+	case *actor.Stopped, *actor.Restarting:
+	case actor.AutoReceiveMessage, actor.SystemMessage:
+	default:
+		g.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+func (g *groupActor) onLoaded(ctx actor.Context, m *groupLoaded) {
+	if g.loaded {
+		return
+	}
+	g.loaded = true
+	for k, v := range m.offsets {
+		g.offsets[assign.TopicPartition{Topic: k.topic, Partition: k.partition}] = v
+	}
+	stash := g.stash
+	g.stash = nil
+	for _, s := range stash {
+		ctx.RequestWithCustomSender(ctx.Self(), s.msg, s.sender)
+	}
+	g.report(ctx)
+}
+
+func (g *groupActor) onRequest(ctx actor.Context, m any) {
+	if !g.loaded {
+		if len(g.stash) >= maxStashedRequests {
+			ctx.Respond(groupErrorResponse(m, messages.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "group offsets are loading"))
+			return
+		}
+		g.stash = append(g.stash, stashedRequest{msg: m, sender: ctx.Sender()})
+		return
+	}
+	if id := requestGroupID(m); id != g.cfg.id {
+		code := messages.ErrorCode_NOT_COORDINATOR
+		if id == "" {
+			code = messages.ErrorCode_INVALID_GROUP_ID
+		}
+		ctx.Respond(groupErrorResponse(m, code, fmt.Sprintf("this actor runs group %q, not %q", g.cfg.id, id)))
+		return
+	}
+	switch r := m.(type) {
+	case *messages.JoinGroupRequest:
+		g.onJoin(ctx, r)
+	case *messages.HeartbeatRequest:
+		ctx.Respond(g.onHeartbeat(ctx, r))
+	case *messages.LeaveGroupRequest:
+		ctx.Respond(g.onLeave(ctx, r))
+	case *messages.OffsetCommitRequest:
+		g.onCommit(ctx, r)
+	case *messages.OffsetFetchRequest:
+		ctx.Respond(g.offsetFetch(r))
+	case *messages.DescribeGroupRequest:
+		ctx.Respond(g.describe())
+	case *messages.DeleteGroupRequest:
+		g.onDelete(ctx)
+	}
+	g.report(ctx)
+}
+
+// report tells the coordinator the group's listing when it changed.
+func (g *groupActor) report(ctx actor.Context) {
+	l := &messages.GroupListing{GroupId: g.cfg.id, State: g.state.String(), Members: int32(len(g.members))}
+	exists := g.exists()
+	if g.listed != nil && g.listedExists == exists && g.listed.State == l.State && g.listed.Members == l.Members {
+		return
+	}
+	g.listed, g.listedExists = l, exists
+	ctx.Send(ctx.Parent(), &groupChanged{listing: l, exists: exists})
+}
+
+// exists reports whether the group is there to list, describe or delete:
+// it has members, committed offsets, or has had a generation.
+func (g *groupActor) exists() bool {
+	return g.state != groupDead && (len(g.members) > 0 || len(g.offsets) > 0 || g.generation > 0)
+}
+
+// newMemberID is Kafka's: the client id (or group instance id for a
+// static member) followed by a random UUID.
+func newMemberID(prefix string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return prefix + "-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// joinSettings are a JoinGroupRequest's validated settings.
+type joinSettings struct {
+	session, rebalance time.Duration
+	topics, assignors  []string
+	owned              []assign.TopicPartition
+}
+
+// validateJoin checks a join's settings on their own and against the
+// group's members.
+func (g *groupActor) validateJoin(m *messages.JoinGroupRequest) (joinSettings, messages.ErrorCode, string) {
+	var s joinSettings
+	s.session = time.Duration(m.SessionTimeoutMs) * time.Millisecond
+	if m.SessionTimeoutMs == 0 {
+		s.session = DefaultSessionTimeout
+	}
+	if s.session < MinSessionTimeout || s.session > MaxSessionTimeout {
+		return s, messages.ErrorCode_INVALID_SESSION_TIMEOUT,
+			fmt.Sprintf("session timeout %d ms: must be between %d and %d ms", m.SessionTimeoutMs, MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	}
+	s.rebalance = time.Duration(m.RebalanceTimeoutMs) * time.Millisecond
+	if m.RebalanceTimeoutMs == 0 {
+		s.rebalance = DefaultRebalanceTimeout
+	}
+	if m.RebalanceTimeoutMs < 0 {
+		return s, messages.ErrorCode_INVALID_REQUEST, fmt.Sprintf("rebalance timeout %d ms is negative", m.RebalanceTimeoutMs)
+	}
+	for _, t := range m.Topics {
+		if err := topic.ValidateName(t); err != nil {
+			return s, messages.ErrorCode_INVALID_TOPIC, err.Error()
+		}
+		if !slices.Contains(s.topics, t) {
+			s.topics = append(s.topics, t)
+		}
+	}
+	sort.Strings(s.topics)
+	for _, name := range m.Assignors {
+		if _, err := assign.ByName(name); err == nil && !slices.Contains(s.assignors, name) {
+			s.assignors = append(s.assignors, name)
+		}
+	}
+	if len(s.assignors) == 0 {
+		return s, messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL,
+			fmt.Sprintf("assignors %q: none known (want %q, %q or %q)", m.Assignors, assign.CooperativeStickyName, assign.RangeName, assign.RoundRobinName)
+	}
+	lists := [][]string{s.assignors}
+	for id, mem := range g.members {
+		if id != m.MemberId && (m.GroupInstanceId == "" || mem.instanceID != m.GroupInstanceId) {
+			lists = append(lists, mem.assignors)
+		}
+	}
+	if _, err := assign.Choose(lists); err != nil {
+		return s, messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, fmt.Sprintf("assignors %q: %v", s.assignors, err)
+	}
+	for _, tp := range m.Owned {
+		s.owned = append(s.owned, assign.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()})
+	}
+	return s, messages.ErrorCode_NONE, ""
+}
+
+func (g *groupActor) onJoin(ctx actor.Context, m *messages.JoinGroupRequest) {
+	reply := func(code messages.ErrorCode, text string) {
+		ctx.Respond(&messages.JoinGroupResponse{Error: code, ErrorMessage: text, Generation: -1, MemberId: m.MemberId})
+	}
+	settings, code, text := g.validateJoin(m)
+	if code != messages.ErrorCode_NONE {
+		reply(code, text)
+		return
+	}
+	var mem *groupMember
+	switch {
+	case m.MemberId == "" && m.GroupInstanceId != "" && g.static[m.GroupInstanceId] != "":
+		// A static member back under a new member id: it replaces (fences)
+		// the old one and keeps its assignment.
+		mem = g.members[g.static[m.GroupInstanceId]]
+		old := mem.id
+		if mem.pending != nil {
+			ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_FENCED_INSTANCE_ID, Generation: -1, MemberId: old,
+				ErrorMessage: fmt.Sprintf("group instance %q joined again as a new member", m.GroupInstanceId)})
+			mem.pending = nil
+		}
+		g.stopSession(mem)
+		delete(g.members, old)
+		mem.id = newMemberID(m.GroupInstanceId)
+		g.members[mem.id] = mem
+		g.static[m.GroupInstanceId] = mem.id
+		g.logger.WithFields(logrus.Fields{"instance": m.GroupInstanceId, "old_member": old, "member": mem.id}).Info("static member rejoined")
+		if g.state == groupStable && mem.sameSubscription(settings) {
+			mem.clientID = m.ClientId
+			mem.sessionTimeout, mem.rebalanceTimeout = settings.session, settings.rebalance
+			g.startSession(mem)
+			ctx.Respond(g.joinResponse(mem))
+			return
+		}
+	case m.MemberId == "":
+		prefix := m.ClientId
+		if m.GroupInstanceId != "" {
+			prefix = m.GroupInstanceId
+		}
+		if prefix == "" {
+			prefix = "member"
+		}
+		mem = &groupMember{id: newMemberID(prefix), instanceID: m.GroupInstanceId}
+		g.members[mem.id] = mem
+		if mem.instanceID != "" {
+			g.static[mem.instanceID] = mem.id
+		}
+		g.logger.WithFields(logrus.Fields{"member": mem.id, "client": m.ClientId}).Info("member joined")
+	default:
+		var code messages.ErrorCode
+		mem, code, text = g.lookupMember(m.MemberId, m.GroupInstanceId)
+		if code != messages.ErrorCode_NONE {
+			reply(code, text)
+			return
+		}
+		if mem.pending != nil && mem.pending != ctx.Sender() {
+			ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_REBALANCE_IN_PROGRESS, Generation: -1, MemberId: mem.id,
+				ErrorMessage: "superseded by a newer join of the same member"})
+		}
+		if g.state == groupStable && !mem.mustRejoin && mem.sameSubscription(settings) {
+			mem.owned = settings.owned
+			g.startSession(mem)
+			ctx.Respond(g.joinResponse(mem))
+			return
+		}
+	}
+	mem.clientID = m.ClientId
+	mem.topics, mem.assignors, mem.owned = settings.topics, settings.assignors, settings.owned
+	mem.sessionTimeout, mem.rebalanceTimeout = settings.session, settings.rebalance
+	mem.pending = ctx.Sender()
+	g.stopSession(mem)
+	if g.state == groupPreparingRebalance {
+		g.maybeCompleteJoin(ctx)
+		return
+	}
+	g.prepareRebalance(ctx, "member "+mem.id+" joined")
+}
+
+func (mem *groupMember) sameSubscription(s joinSettings) bool {
+	return slices.Equal(mem.topics, s.topics) && slices.Equal(mem.assignors, s.assignors)
+}
+
+// lookupMember finds a member by id, fencing a stale id of a static member.
+func (g *groupActor) lookupMember(memberID, instanceID string) (*groupMember, messages.ErrorCode, string) {
+	if instanceID != "" {
+		if current, ok := g.static[instanceID]; ok && current != memberID {
+			return nil, messages.ErrorCode_FENCED_INSTANCE_ID,
+				fmt.Sprintf("member %q of group instance %q was replaced by %q", memberID, instanceID, current)
+		}
+	}
+	mem, ok := g.members[memberID]
+	if !ok {
+		return nil, messages.ErrorCode_UNKNOWN_MEMBER_ID, fmt.Sprintf("member %q is not in group %q", memberID, g.cfg.id)
+	}
+	if mem.instanceID != "" && instanceID != "" && mem.instanceID != instanceID {
+		return nil, messages.ErrorCode_FENCED_INSTANCE_ID, fmt.Sprintf("member %q belongs to group instance %q", memberID, mem.instanceID)
+	}
+	return mem, messages.ErrorCode_NONE, ""
+}
+
+// joinResponse is a member's answer: its assignment in this generation.
+func (g *groupActor) joinResponse(mem *groupMember) *messages.JoinGroupResponse {
+	resp := &messages.JoinGroupResponse{Generation: g.generation, MemberId: mem.id, Assignor: g.assignor, Rejoin: mem.mustRejoin}
+	resp.Assignment = toMessagePartitions(mem.assignment)
+	return resp
+}
+
+func toMessagePartitions(tps []assign.TopicPartition) []*messages.TopicPartition {
+	out := make([]*messages.TopicPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = &messages.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+	}
+	return out
+}
+
+// startSession (re)starts a member's session timer.
+func (g *groupActor) startSession(mem *groupMember) {
+	g.stopSession(mem)
+	mem.sessionSeq++
+	mem.cancelSession = g.timers.SendOnce(mem.sessionTimeout, g.self, &sessionExpired{member: mem.id, seq: mem.sessionSeq})
+}
+
+func (g *groupActor) stopSession(mem *groupMember) {
+	if mem.cancelSession != nil {
+		mem.cancelSession()
+		mem.cancelSession = nil
+	}
+	mem.sessionSeq++
+}
+
+// prepareRebalance moves the group to PreparingRebalance: it waits for
+// every member to join again, up to the longest rebalance timeout.
+func (g *groupActor) prepareRebalance(ctx actor.Context, reason string) {
+	g.state = groupPreparingRebalance
+	g.rebalanceSeq++
+	if g.cancelRebalance != nil {
+		g.cancelRebalance()
+	}
+	timeout := time.Duration(0)
+	for _, mem := range g.members {
+		timeout = max(timeout, mem.rebalanceTimeout)
+	}
+	g.cancelRebalance = g.timers.SendOnce(timeout, ctx.Self(), &rebalanceExpired{seq: g.rebalanceSeq})
+	g.logger.WithFields(logrus.Fields{"reason": reason, "generation": g.generation, "members": len(g.members)}).Info("preparing rebalance")
+	g.maybeCompleteJoin(ctx)
+}
+
+// maybeCompleteJoin completes the rebalance once every member has joined.
+func (g *groupActor) maybeCompleteJoin(ctx actor.Context) {
+	if g.state != groupPreparingRebalance {
+		return
+	}
+	for _, mem := range g.members {
+		if mem.pending == nil {
+			return
+		}
+	}
+	g.completeRebalance(ctx)
+}
+
+func (g *groupActor) onRebalanceExpired(ctx actor.Context, m *rebalanceExpired) {
+	if m.seq != g.rebalanceSeq || g.state != groupPreparingRebalance {
+		return
+	}
+	for _, mem := range g.sortedMembers() {
+		if mem.pending == nil {
+			g.logger.WithField("member", mem.id).Info("member did not rejoin within the rebalance timeout; removed")
+			g.removeMember(ctx, mem)
+		}
+	}
+	g.completeRebalance(ctx)
+	g.report(ctx)
+}
+
+// completeRebalance asks for the partition counts of the members' topics,
+// then computes the assignment and answers every pending join.
+func (g *groupActor) completeRebalance(ctx actor.Context) {
+	if g.cancelRebalance != nil {
+		g.cancelRebalance()
+		g.cancelRebalance = nil
+	}
+	if len(g.members) == 0 {
+		g.generation++
+		g.state, g.assignor, g.counts = groupEmpty, "", nil
+		g.logger.WithField("generation", g.generation).Info("group empty")
+		return
+	}
+	g.state = groupCompletingRebalance
+	seq := g.rebalanceSeq
+	topics := g.subscribedTopics()
+	future := ctx.RequestFuture(g.cfg.metadata, &messages.MetadataRequest{Topics: topics}, g.cfg.requestTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		if g.state != groupCompletingRebalance || seq != g.rebalanceSeq {
+			return
+		}
+		md, ok := res.(*messages.MetadataResponse)
+		if err != nil || !ok {
+			g.logger.WithField("error", fmt.Sprint(err)).Warn("metadata did not answer; assigning again")
+			g.completeRebalance(ctx)
+			return
+		}
+		counts := partitionCounts(md)
+		if !slices.Equal(topics, g.subscribedTopics()) {
+			// Someone joined with other topics meanwhile.
+			g.completeRebalance(ctx)
+			return
+		}
+		g.assign(ctx, counts)
+		g.report(ctx)
+	})
+}
+
+// partitionCounts maps each topic of md that exists to its partition count.
+func partitionCounts(md *messages.MetadataResponse) map[string]int32 {
+	counts := map[string]int32{}
+	for _, t := range md.Topics {
+		if t.Error == messages.ErrorCode_NONE {
+			counts[t.Name] = int32(len(t.Partitions))
+		}
+	}
+	return counts
+}
+
+// subscribedTopics is the union of the members' topics, sorted.
+func (g *groupActor) subscribedTopics() []string {
+	var topics []string
+	for _, mem := range g.members {
+		for _, t := range mem.topics {
+			if !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+	}
+	sort.Strings(topics)
+	return topics
+}
+
+func (g *groupActor) sortedMembers() []*groupMember {
+	out := make([]*groupMember, 0, len(g.members))
+	for _, mem := range g.members {
+		out = append(out, mem)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// assign completes the rebalance with counts: the next generation, the
+// chosen assignor's plan (for cooperative-sticky its first phase when
+// partitions change owner) answered to every member that waits.
+func (g *groupActor) assign(ctx actor.Context, counts map[string]int32) {
+	members := g.sortedMembers()
+	lists := make([][]string, len(members))
+	in := make([]assign.Member, len(members))
+	for i, mem := range members {
+		lists[i] = mem.assignors
+		in[i] = assign.Member{ID: mem.id, InstanceID: mem.instanceID, Topics: mem.topics, Owned: mem.owned, Generation: mem.assignedGeneration}
+	}
+	name, err := assign.Choose(lists)
+	var assignor assign.Assignor
+	if err == nil {
+		assignor, err = assign.ByName(name)
+	}
+	if err != nil {
+		for _, mem := range members {
+			if mem.pending != nil {
+				ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, ErrorMessage: err.Error(), Generation: -1, MemberId: mem.id})
+			}
+			g.removeMember(ctx, mem)
+		}
+		g.generation++
+		g.state, g.assignor, g.counts = groupEmpty, "", nil
+		return
+	}
+	plan := assignor.Assign(in, counts)
+	revoking := map[string][]assign.TopicPartition{}
+	if name == assign.CooperativeStickyName {
+		revoking = assign.Revocations(in, plan)
+		if len(revoking) > 0 {
+			plan = assign.Withhold(in, plan)
+		}
+	}
+	g.generation++
+	g.assignor = name
+	g.counts = counts
+	g.state = groupStable
+	for _, mem := range members {
+		mem.assignment = plan[mem.id]
+		mem.assignedGeneration = g.generation
+		_, mem.mustRejoin = revoking[mem.id]
+		if mem.pending != nil {
+			ctx.Send(mem.pending, g.joinResponse(mem))
+			mem.pending = nil
+		}
+		g.startSession(mem)
+	}
+	g.logger.WithFields(logrus.Fields{"generation": g.generation, "assignor": name, "members": len(members), "revoking": len(revoking)}).Info("rebalance completed")
+}
+
+// removeMember drops a member, answering its waiting join.
+func (g *groupActor) removeMember(ctx actor.Context, mem *groupMember) {
+	g.stopSession(mem)
+	if mem.pending != nil {
+		ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_UNKNOWN_MEMBER_ID, Generation: -1, MemberId: mem.id,
+			ErrorMessage: "member removed from the group"})
+		mem.pending = nil
+	}
+	delete(g.members, mem.id)
+	if mem.instanceID != "" && g.static[mem.instanceID] == mem.id {
+		delete(g.static, mem.instanceID)
+	}
+}
+
+func (g *groupActor) onSessionExpired(ctx actor.Context, m *sessionExpired) {
+	mem, ok := g.members[m.member]
+	if !ok || mem.sessionSeq != m.seq || mem.pending != nil {
+		return
+	}
+	g.logger.WithFields(logrus.Fields{"member": mem.id, "session_timeout": mem.sessionTimeout}).Info("member session expired; removed")
+	g.removeMember(ctx, mem)
+	g.memberGone(ctx, "member "+mem.id+" session expired")
+	g.report(ctx)
+}
+
+// memberGone rebalances after a member left or expired.
+func (g *groupActor) memberGone(ctx actor.Context, reason string) {
+	switch g.state {
+	case groupPreparingRebalance:
+		g.maybeCompleteJoin(ctx)
+	default:
+		g.prepareRebalance(ctx, reason)
+	}
+}
+
+func (g *groupActor) onHeartbeat(ctx actor.Context, m *messages.HeartbeatRequest) *messages.HeartbeatResponse {
+	mem, code, text := g.lookupMember(m.MemberId, m.GroupInstanceId)
+	if code != messages.ErrorCode_NONE {
+		return &messages.HeartbeatResponse{Error: code, ErrorMessage: text}
+	}
+	if mem.pending == nil {
+		g.startSession(mem)
+	}
+	switch {
+	case g.state == groupPreparingRebalance || g.state == groupCompletingRebalance:
+		return &messages.HeartbeatResponse{Error: messages.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "the group is rebalancing: join again"}
+	case m.Generation != g.generation:
+		return &messages.HeartbeatResponse{Error: messages.ErrorCode_ILLEGAL_GENERATION,
+			ErrorMessage: fmt.Sprintf("generation %d is not the group's generation %d", m.Generation, g.generation)}
+	case mem.mustRejoin:
+		return &messages.HeartbeatResponse{Error: messages.ErrorCode_REBALANCE_IN_PROGRESS, ErrorMessage: "revoke the partitions no longer assigned and join again"}
+	}
+	return &messages.HeartbeatResponse{}
+}
+
+func (g *groupActor) onLeave(ctx actor.Context, m *messages.LeaveGroupRequest) *messages.LeaveGroupResponse {
+	memberID := m.MemberId
+	if memberID == "" && m.GroupInstanceId != "" {
+		memberID = g.static[m.GroupInstanceId]
+	}
+	mem, code, text := g.lookupMember(memberID, m.GroupInstanceId)
+	if code != messages.ErrorCode_NONE {
+		return &messages.LeaveGroupResponse{Error: code, ErrorMessage: text}
+	}
+	g.logger.WithField("member", mem.id).Info("member left")
+	g.removeMember(ctx, mem)
+	g.memberGone(ctx, "member "+mem.id+" left")
+	return &messages.LeaveGroupResponse{}
+}
+
+func (g *groupActor) onMetadataTick(ctx actor.Context) {
+	if !g.loaded || g.state != groupStable || len(g.members) == 0 || g.checkingCounts {
+		return
+	}
+	g.checkingCounts = true
+	generation := g.generation
+	topics := g.subscribedTopics()
+	future := ctx.RequestFuture(g.cfg.metadata, &messages.MetadataRequest{Topics: topics}, g.cfg.requestTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		g.checkingCounts = false
+		md, ok := res.(*messages.MetadataResponse)
+		if err != nil || !ok || g.state != groupStable || g.generation != generation {
+			return
+		}
+		counts := partitionCounts(md)
+		for _, t := range topics {
+			if counts[t] != g.counts[t] {
+				g.prepareRebalance(ctx, fmt.Sprintf("topic %s has %d partitions, was %d", t, counts[t], g.counts[t]))
+				g.report(ctx)
+				return
+			}
+		}
+	})
+}
+
+// validateCommit checks who commits: a member of the current generation,
+// or an admin (generation -1, no member id) while the group has no member.
+func (g *groupActor) validateCommit(m *messages.OffsetCommitRequest) (*groupMember, messages.ErrorCode, string) {
+	if m.MemberId == "" && m.Generation < 0 {
+		if len(g.members) > 0 {
+			return nil, messages.ErrorCode_NON_EMPTY_GROUP,
+				fmt.Sprintf("group %q has %d active members: only they commit", g.cfg.id, len(g.members))
+		}
+		return nil, messages.ErrorCode_NONE, ""
+	}
+	mem, ok := g.members[m.MemberId]
+	if !ok {
+		return nil, messages.ErrorCode_UNKNOWN_MEMBER_ID, fmt.Sprintf("member %q is not in group %q", m.MemberId, g.cfg.id)
+	}
+	if g.state == groupCompletingRebalance {
+		return nil, messages.ErrorCode_REBALANCE_IN_PROGRESS, "the group is completing a rebalance"
+	}
+	if m.Generation != g.generation {
+		return nil, messages.ErrorCode_ILLEGAL_GENERATION,
+			fmt.Sprintf("generation %d is not the group's generation %d", m.Generation, g.generation)
+	}
+	return mem, messages.ErrorCode_NONE, ""
+}
+
+// validateOffsets checks every entry of a commit; with any bad entry the
+// whole commit is refused.
+func validateOffsets(offsets []*messages.PartitionOffset) ([]*messages.PartitionOffset, bool) {
+	out := make([]*messages.PartitionOffset, len(offsets))
+	ok := true
+	for i, o := range offsets {
+		r := &messages.PartitionOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset(), Metadata: o.GetMetadata()}
+		switch {
+		case topic.ValidateName(r.Topic) != nil:
+			r.Error = messages.ErrorCode_INVALID_TOPIC
+		case r.Partition < 0:
+			r.Error = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
+		case r.Offset < 0:
+			r.Error = messages.ErrorCode_INVALID_REQUEST
+		case len(r.Metadata) > MaxOffsetMetadataBytes:
+			r.Error = messages.ErrorCode_INVALID_REQUEST
+		}
+		if r.Error != messages.ErrorCode_NONE {
+			ok = false
+		}
+		out[i] = r
+	}
+	return out, ok
+}
+
+func (g *groupActor) onCommit(ctx actor.Context, m *messages.OffsetCommitRequest) {
+	mem, code, text := g.validateCommit(m)
+	if code != messages.ErrorCode_NONE {
+		ctx.Respond(&messages.OffsetCommitResponse{Error: code, ErrorMessage: text})
+		return
+	}
+	if mem != nil && mem.pending == nil {
+		g.startSession(mem)
+	}
+	results, ok := validateOffsets(m.Offsets)
+	if !ok {
+		ctx.Respond(&messages.OffsetCommitResponse{Error: messages.ErrorCode_INVALID_REQUEST,
+			ErrorMessage: "commit refused: an entry has a bad topic, partition, offset or metadata (see each entry)", Offsets: results})
+		return
+	}
+	if len(results) == 0 {
+		ctx.Respond(&messages.OffsetCommitResponse{})
+		return
+	}
+	now := time.Now().UnixMilli()
+	req := &appendOffsets{group: g.cfg.id}
+	for _, r := range results {
+		r.CommitTimestampMs = now
+		req.keys = append(req.keys, &messages.OffsetKey{Group: g.cfg.id, Topic: r.Topic, Partition: r.Partition})
+		req.values = append(req.values, &messages.OffsetValue{Offset: r.Offset, Metadata: r.Metadata, CommitTimestampMs: now})
+	}
+	g.write(ctx, req, func(code messages.ErrorCode, text string) {
+		if code == messages.ErrorCode_NONE {
+			for i, k := range req.keys {
+				g.offsets[assign.TopicPartition{Topic: k.Topic, Partition: k.Partition}] = req.values[i]
+			}
+			if g.state == groupDead {
+				g.state = groupEmpty
+			}
+		}
+		for _, r := range results {
+			r.Error = code
+		}
+		ctx.Respond(&messages.OffsetCommitResponse{Error: code, ErrorMessage: text, Offsets: results})
+		g.report(ctx)
+	})
+}
+
+// write has the coordinator append offset records, then calls done.
+func (g *groupActor) write(ctx actor.Context, req *appendOffsets, done func(messages.ErrorCode, string)) {
+	future := ctx.RequestFuture(ctx.Parent(), req, 2*g.cfg.requestTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		r, ok := res.(*appendOffsetsResult)
+		switch {
+		case err != nil:
+			done(messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("offsets not written: %v", err))
+		case !ok:
+			done(messages.ErrorCode_UNKNOWN_SERVER_ERROR, fmt.Sprintf("coordinator answered %T", res))
+		default:
+			done(r.code, r.message)
+		}
+	})
+}
+
+func (g *groupActor) offsetFetch(m *messages.OffsetFetchRequest) *messages.OffsetFetchResponse {
+	resp := &messages.OffsetFetchResponse{}
+	if len(m.Partitions) == 0 {
+		resp.Offsets = g.sortedOffsets()
+		return resp
+	}
+	for _, tp := range m.Partitions {
+		o := &messages.PartitionOffset{Topic: tp.GetTopic(), Partition: tp.GetPartition(), Offset: -1}
+		if v, ok := g.offsets[assign.TopicPartition{Topic: o.Topic, Partition: o.Partition}]; ok {
+			o.Offset, o.Metadata, o.CommitTimestampMs = v.Offset, v.Metadata, v.CommitTimestampMs
+		}
+		resp.Offsets = append(resp.Offsets, o)
+	}
+	return resp
+}
+
+func (g *groupActor) sortedOffsets() []*messages.PartitionOffset {
+	out := make([]*messages.PartitionOffset, 0, len(g.offsets))
+	for tp, v := range g.offsets {
+		out = append(out, &messages.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: v.Offset, Metadata: v.Metadata, CommitTimestampMs: v.CommitTimestampMs})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+func (g *groupActor) describe() *messages.DescribeGroupResponse {
+	resp := &messages.DescribeGroupResponse{GroupId: g.cfg.id, State: g.state.String(), Generation: g.generation, Assignor: g.assignor}
+	if !g.exists() {
+		resp.Error, resp.ErrorMessage, resp.State = messages.ErrorCode_GROUP_ID_NOT_FOUND, fmt.Sprintf("group %q does not exist", g.cfg.id), groupDead.String()
+		return resp
+	}
+	for _, mem := range g.sortedMembers() {
+		resp.Members = append(resp.Members, &messages.GroupMember{
+			MemberId: mem.id, GroupInstanceId: mem.instanceID, ClientId: mem.clientID,
+			Topics: slices.Clone(mem.topics), Assignment: toMessagePartitions(mem.assignment),
+		})
+	}
+	resp.Offsets = g.sortedOffsets()
+	return resp
+}
+
+func (g *groupActor) onDelete(ctx actor.Context) {
+	switch {
+	case !g.exists():
+		ctx.Respond(&messages.DeleteGroupResponse{Error: messages.ErrorCode_GROUP_ID_NOT_FOUND, ErrorMessage: fmt.Sprintf("group %q does not exist", g.cfg.id)})
+		return
+	case len(g.members) > 0:
+		ctx.Respond(&messages.DeleteGroupResponse{Error: messages.ErrorCode_NON_EMPTY_GROUP,
+			ErrorMessage: fmt.Sprintf("group %q has %d active members", g.cfg.id, len(g.members))})
+		return
+	}
+	req := &appendOffsets{group: g.cfg.id}
+	for _, o := range g.sortedOffsets() {
+		req.keys = append(req.keys, &messages.OffsetKey{Group: g.cfg.id, Topic: o.Topic, Partition: o.Partition})
+		req.values = append(req.values, nil)
+	}
+	finish := func() {
+		g.state, g.generation, g.assignor, g.counts = groupDead, 0, "", nil
+		g.logger.Info("group deleted")
+		ctx.Respond(&messages.DeleteGroupResponse{})
+		g.report(ctx)
+	}
+	if len(req.keys) == 0 {
+		finish()
+		return
+	}
+	g.write(ctx, req, func(code messages.ErrorCode, text string) {
+		if code != messages.ErrorCode_NONE {
+			ctx.Respond(&messages.DeleteGroupResponse{Error: code, ErrorMessage: text})
+			return
+		}
+		for _, k := range req.keys {
+			delete(g.offsets, assign.TopicPartition{Topic: k.Topic, Partition: k.Partition})
+		}
+		if len(g.members) > 0 || len(g.offsets) > 0 {
+			// A member joined or an admin committed while the tombstones
+			// were written: the group lives on without the deleted offsets.
+			ctx.Respond(&messages.DeleteGroupResponse{})
+			g.report(ctx)
+			return
+		}
+		finish()
+	})
+}
+
+func (g *groupActor) onStopping(ctx actor.Context) {
+	if g.stopMetadataTick != nil {
+		g.stopMetadataTick()
+	}
+	if g.cancelRebalance != nil {
+		g.cancelRebalance()
+	}
+	for _, mem := range g.members {
+		g.stopSession(mem)
+		if mem.pending != nil {
+			ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_NOT_COORDINATOR, Generation: -1, MemberId: mem.id,
+				ErrorMessage: "group coordinator stopping"})
+			mem.pending = nil
+		}
+	}
+}
