@@ -11,9 +11,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/depot-dev/depot/actors/controller"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/group"
+	"github.com/depot-dev/depot/actors/metadata"
 	"github.com/depot-dev/depot/disk"
 )
 
@@ -165,8 +165,8 @@ func (c Config) validate() error {
 	if b := c.Balance; b.MaxDeviation < 0 || b.HighWater < 0 || b.HighWater > 1 {
 		errs = append(errs, fmt.Errorf("balance settings out of range: max deviation %v, high water %v", b.MaxDeviation, b.HighWater))
 	}
-	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > controller.MaxPartitionsPerTopic {
-		errs = append(errs, fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicPartitions, controller.MaxPartitionsPerTopic))
+	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > metadata.MaxPartitionsPerTopic {
+		errs = append(errs, fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicPartitions, metadata.MaxPartitionsPerTopic))
 	}
 	if c.OffsetsTopicSegmentBytes < 0 || c.OffsetsCleanBytes < 0 || c.GroupMetadataInterval < 0 {
 		errs = append(errs, fmt.Errorf("offsets segment bytes %d, clean bytes %d and group metadata interval %v must not be negative",

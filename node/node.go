@@ -66,6 +66,8 @@ type Node struct {
 	// locations maps each partition found on disk at start-up to the log
 	// directory holding it, once interrupted moves are resolved.
 	locations map[disk.TopicPartition]string
+	// dirIDs maps each log directory's path at start-up to its id.
+	dirIDs map[string]string
 }
 
 // Start starts a node with cfg and returns once it serves: every topic in
@@ -117,14 +119,23 @@ func Start(cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("node: log dir %s: %w", d.Path, err)
 		}
 	}
+	for i := range specs {
+		if specs[i].ID, err = disks.EnsureDirID(cfg.FS, specs[i].Path, cfg.NodeID); err != nil {
+			return nil, fmt.Errorf("node: log dir %s: %w", specs[i].Path, err)
+		}
+	}
 	if err := n.recoverMoves(specs); err != nil {
 		return nil, err
 	}
 	// Log-dir actors have names derived from their paths, so the actors
 	// that talk to them can be told their PIDs before they are spawned.
 	logDirPIDs := map[string]*actor.PID{}
+	n.dirIDs = map[string]string{}
+	dirPaths := map[string]string{}
 	for _, d := range specs {
 		logDirPIDs[d.Path] = actor.NewPID(n.address, actors.LogDirActorName(d.Path))
+		n.dirIDs[d.Path] = d.ID
+		dirPaths[d.ID] = d.Path
 	}
 	checkpoints := map[string]disks.Checkpoints{}
 	for _, d := range specs {
@@ -145,6 +156,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		NodeID:       cfg.NodeID,
 		Transport:    n.transport,
 		LogDirs:      logDirPIDs,
+		DirIDs:       clone(n.dirIDs),
+		Placement:    actor.NewPID(n.address, actors.PlacementActorName),
 		Checkpoints:  checkpoints,
 		TickInterval: cfg.TickInterval,
 		Logger:       n.logger,
@@ -178,14 +191,13 @@ func Start(cfg Config) (_ *Node, err error) {
 	for i, d := range specs {
 		logDirPaths[i] = d.Path
 	}
-	n.metadata, err = root.SpawnNamed(controller.NewMetadataProps(controller.MetadataConfig{
+	n.metadata, err = root.SpawnNamed(controller.NewProps(controller.Config{
 		FS:               cfg.FS,
 		Dir:              filepath.Join(cfg.DataDir, "meta"),
 		NodeID:           cfg.NodeID,
 		Address:          n.address,
-		LogDirs:          logDirPaths,
+		LogDirs:          dirPaths,
 		PartitionManager: n.manager,
-		Placement:        n.placement,
 		Logger:           n.logger,
 	}), MetadataActorName)
 	if err != nil {
@@ -377,7 +389,12 @@ func (n *Node) startRemote() (err error) {
 	return nil
 }
 
-// startPartitions opens every partition the metadata places on this node.
+// startPartitions opens every partition the metadata places on this node,
+// each where its copy is found on disk, else in the directory the metadata
+// names, else in one the node chooses; and then records in the metadata
+// every directory that differs from what it held (a partition created or
+// moved before a crash let the controller record it, or named by a path in
+// records written before directory ids).
 func (n *Node) startPartitions() error {
 	ctx := context.Background()
 	md, err := actors.Request[*messages.MetadataResponse](ctx, n.system.Root, n.metadata, &messages.MetadataRequest{}, startTimeout)
@@ -385,22 +402,21 @@ func (n *Node) startPartitions() error {
 		return fmt.Errorf("node: reading metadata: %w", err)
 	}
 	count := 0
+	var moved []*messages.PartitionAssignment
 	for _, t := range md.Topics {
 		req := &messages.StartPartitionsRequest{Configs: t.Configs}
 		for _, p := range t.Partitions {
 			if p.Leader != n.cfg.NodeID {
 				continue
 			}
-			// The partition starts where its copy is, which a move may
-			// have changed; a partition with no copy yet starts where the
-			// metadata places it.
-			logDir := p.LogDir
+			a := &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: p.DirId}
 			if dir, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
-				logDir = dir
+				a.LogDir, a.DirId = dir, n.dirIDs[dir]
+				if a.DirId != p.DirId {
+					moved = append(moved, a)
+				}
 			}
-			req.Partitions = append(req.Partitions, &messages.PartitionAssignment{
-				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, LogDir: logDir,
-			})
+			req.Partitions = append(req.Partitions, a)
 		}
 		resp, err := actors.Request[*messages.StartPartitionsResponse](ctx, n.system.Root, n.manager, req, startTimeout)
 		if err != nil {
@@ -410,9 +426,19 @@ func (n *Node) startPartitions() error {
 			n.logger.WithFields(logrus.Fields{"topic": t.Name, "error": resp.Error.String()}).Error("partitions not started: " + resp.ErrorMessage)
 			continue
 		}
+		moved = append(moved, resp.Assigned...)
 		count += len(req.Partitions)
 	}
-	n.logger.WithFields(logrus.Fields{"topics": len(md.Topics), "partitions": count}).Debug("partitions started")
+	if len(moved) > 0 {
+		resp, err := actors.Request[*messages.AssignReplicaDirsResponse](ctx, n.system.Root, n.metadata, &messages.AssignReplicaDirsRequest{Assignments: moved}, startTimeout)
+		if err == nil && resp.Error != messages.ErrorCode_NONE {
+			err = errors.New(resp.ErrorMessage)
+		}
+		if err != nil {
+			return fmt.Errorf("node: recording the log dirs of partitions: %w", err)
+		}
+	}
+	n.logger.WithFields(logrus.Fields{"topics": len(md.Topics), "partitions": count, "dirs_recorded": len(moved)}).Debug("partitions started")
 	return nil
 }
 

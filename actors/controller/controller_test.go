@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,9 +15,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/metadata"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/wire"
 )
 
 const metadataTestTimeout = 5 * time.Second
@@ -29,6 +32,10 @@ type fakeManager struct {
 	stops  []*messages.StopPartitionsRequest
 	answer messages.ErrorCode
 	silent bool
+	// dirs are the directories (id, path) the fake chooses in turn for a
+	// partition started with none; chosen counts its choices.
+	dirs   [][2]string
+	chosen int
 }
 
 func (f *fakeManager) Receive(ctx actor.Context) {
@@ -37,9 +44,21 @@ func (f *fakeManager) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.StartPartitionsRequest:
 		f.starts = append(f.starts, proto.Clone(m).(*messages.StartPartitionsRequest))
-		if !f.silent {
-			ctx.Respond(&messages.StartPartitionsResponse{Error: f.answer, ErrorMessage: errorText(f.answer)})
+		if f.silent {
+			return
 		}
+		resp := &messages.StartPartitionsResponse{Error: f.answer, ErrorMessage: errorText(f.answer)}
+		for _, p := range m.GetPartitions() {
+			if f.answer != messages.ErrorCode_NONE || p.GetDirId() != "" || len(f.dirs) == 0 {
+				continue
+			}
+			d := f.dirs[f.chosen%len(f.dirs)]
+			f.chosen++
+			resp.Assigned = append(resp.Assigned, &messages.PartitionAssignment{
+				Topic: p.GetTopic(), Partition: p.GetPartition(), NodeId: p.GetNodeId(), DirId: d[0], LogDir: d[1],
+			})
+		}
+		ctx.Respond(resp)
 	case *messages.StopPartitionsRequest:
 		f.stops = append(f.stops, proto.Clone(m).(*messages.StopPartitionsRequest))
 		if !f.silent {
@@ -66,26 +85,31 @@ type metaHarness struct {
 	t       *testing.T
 	system  *actor.ActorSystem
 	manager *fakeManager
-	cfg     MetadataConfig
+	cfg     Config
 	pid     *actor.PID
+	// paths are the log directories' paths, by the order of their ids
+	// (id0, id1).
+	paths []string
 }
 
 func newMetaHarness(t *testing.T) *metaHarness {
 	t.Helper()
 	system := actor.NewActorSystem()
-	manager := &fakeManager{}
-	managerPID := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return manager }))
 	root := t.TempDir()
+	paths := []string{filepath.Join(root, "d0"), filepath.Join(root, "d1")}
+	manager := &fakeManager{dirs: [][2]string{{"id0", paths[0]}, {"id1", paths[1]}}}
+	managerPID := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return manager }))
 	h := &metaHarness{
 		t:       t,
 		system:  system,
 		manager: manager,
-		cfg: MetadataConfig{
+		paths:   paths,
+		cfg: Config{
 			FS:               disk.OS,
 			Dir:              filepath.Join(root, "meta"),
 			NodeID:           7,
 			Address:          "127.0.0.1:9092",
-			LogDirs:          []string{filepath.Join(root, "d0"), filepath.Join(root, "d1")},
+			LogDirs:          map[string]string{"id0": paths[0], "id1": paths[1]},
 			PartitionManager: managerPID,
 			ManagerTimeout:   2 * time.Second,
 		},
@@ -97,7 +121,7 @@ func newMetaHarness(t *testing.T) *metaHarness {
 
 func (h *metaHarness) start() {
 	h.t.Helper()
-	h.pid = h.system.Root.Spawn(NewMetadataProps(h.cfg))
+	h.pid = h.system.Root.Spawn(NewProps(h.cfg))
 	h.metadata() // answered only once Started has run
 }
 
@@ -195,7 +219,8 @@ func TestMetadataCreateDescribe(t *testing.T) {
 		require.Equal(t, "orders", p.GetTopic())
 		require.Equal(t, int32(i), p.GetPartition())
 		require.Equal(t, int32(7), p.GetNodeId())
-		require.Equal(t, h.cfg.LogDirs[i%2], p.GetLogDir(), "partition %d", i)
+		require.Empty(t, p.GetLogDir(), "the node chooses the dir of partition %d", i)
+		require.Empty(t, p.GetDirId(), "the node chooses the dir of partition %d", i)
 	}
 	require.Equal(t, "3600000", start.GetConfigs()["retention.ms"])
 	parsed, err := topic.ParseConfig(start.GetConfigs())
@@ -219,18 +244,19 @@ func TestMetadataCreateDescribe(t *testing.T) {
 		require.Equal(t, int32(7), p.GetLeader())
 		require.Equal(t, "127.0.0.1:9092", p.GetLeaderAddress())
 		require.Equal(t, actors.PartitionActorName("orders", int32(i)), p.GetActorName())
-		require.Equal(t, h.cfg.LogDirs[i%2], p.GetLogDir())
+		require.Equal(t, h.paths[i%2], p.GetLogDir(), "the dir the node chose")
+		require.Equal(t, fmt.Sprintf("id%d", i%2), p.GetDirId())
 	}
 	require.True(t, proto.Equal(described, resp.GetTopic()), "create answer and describe differ")
 
-	// Placement counts what each dir holds already: d0 has 2, d1 has 1.
+	// The fake manager goes on choosing in turn.
 	resp = h.create("payments", 3, nil)
 	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
 	var dirs []string
 	for _, p := range resp.GetTopic().GetPartitions() {
 		dirs = append(dirs, p.GetLogDir())
 	}
-	require.Equal(t, []string{h.cfg.LogDirs[1], h.cfg.LogDirs[0], h.cfg.LogDirs[1]}, dirs)
+	require.Equal(t, []string{h.paths[1], h.paths[0], h.paths[1]}, dirs)
 
 	// Named topics come back in the order asked; unknown and invalid names
 	// carry their error.
@@ -412,10 +438,16 @@ func TestMetadataRestart(t *testing.T) {
 	require.Equal(t, "1048576", after.GetTopics()[0].GetConfigs()["retention.bytes"])
 	require.Equal(t, "60000", after.GetTopics()[0].GetConfigs()["segment.ms"])
 
-	// Placement continues from the restored counts (d0: 3, d1: 2).
+	// The dirs chosen were recorded: every partition has one.
+	for _, topic := range after.GetTopics() {
+		for _, p := range topic.GetPartitions() {
+			require.NotEmpty(t, p.GetDirId(), "%s-%d", topic.GetName(), p.GetPartition())
+			require.Contains(t, h.paths, p.GetLogDir())
+		}
+	}
 	resp = h.create("more", 1, nil)
 	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
-	require.Equal(t, h.cfg.LogDirs[1], resp.GetTopic().GetPartitions()[0].GetLogDir())
+	require.Equal(t, h.paths[0], resp.GetTopic().GetPartitions()[0].GetLogDir(), "the fake's seventh choice")
 
 	h.restart()
 	h.restart()
@@ -435,14 +467,14 @@ func TestMetadataProducerIDs(t *testing.T) {
 
 	h.restart()
 	first := h.producerID()
-	require.Equal(t, int64(ProducerIDBlockSize), first)
+	require.Equal(t, int64(metadata.ProducerIDBlockSize), first)
 	h.restart()
 	second := h.producerID()
-	require.Equal(t, int64(2*ProducerIDBlockSize), second)
+	require.Equal(t, int64(2*metadata.ProducerIDBlockSize), second)
 
 	// Use up a whole block: the next one is reserved and ids keep rising.
 	last := second
-	for range ProducerIDBlockSize + 10 {
+	for range metadata.ProducerIDBlockSize + 10 {
 		id := h.producerID()
 		require.Equal(t, last+1, id)
 		last = id
@@ -476,9 +508,10 @@ func TestMetadataTornTail(t *testing.T) {
 	sort.Strings(logFiles)
 	require.NotEmpty(t, logFiles)
 	tail := logFiles[len(logFiles)-1]
-	info, err := os.Stat(tail)
-	require.NoError(t, err)
-	require.NoError(t, os.Truncate(tail, info.Size()-3))
+	// The create of "torn" wrote its topic record, then its partition's
+	// directory: cut into the first.
+	require.Len(t, logFiles, 1)
+	require.NoError(t, os.Truncate(tail, withBoth+10))
 
 	h.start()
 	require.Equal(t, []string{"first", "second"}, topicNames(h.metadata()))
@@ -553,41 +586,57 @@ func TestMetadataAnswersWhileManagerIsBusy(t *testing.T) {
 	require.Equal(t, 1, starts)
 }
 
-// FuzzMetadataApply applies arbitrary bytes as a metadata record, as a
-// replay of a damaged or foreign log would, and then serves every request
-// that reads the state: nothing panics.
-func FuzzMetadataApply(f *testing.F) {
-	seeds := []*messages.MetadataRecord{
-		{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{
-			Name: "orders", Configs: map[string]string{"segment.bytes": "4096"},
-			Partitions: []*messages.PartitionAssignment{{Topic: "orders", Partition: 0, NodeId: 1, LogDir: "d0"}},
-		}}},
-		{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{Name: "bad", Configs: map[string]string{"x": "y"}}}},
-		{Record: &messages.MetadataRecord_Topic{}},
-		{Record: &messages.MetadataRecord_TopicDeleted{TopicDeleted: &messages.TopicDeletedRecord{Name: "orders"}}},
-		{Record: &messages.MetadataRecord_ProducerIds{ProducerIds: &messages.ProducerIdBlockRecord{NextProducerId: 1000}}},
-		{},
-	}
-	for _, s := range seeds {
-		b, err := proto.Marshal(s)
-		require.NoError(f, err)
-		f.Add(b)
-	}
-	f.Add([]byte{0xff, 0x01})
-	f.Fuzz(func(t *testing.T, value []byte) {
-		a := &metadataActor{
-			cfg:    MetadataConfig{NodeID: 1, LogDirs: []string{"d0", "d1"}},
-			logger: actors.DiscardLogger(),
-			topics: map[string]*topicState{},
-		}
-		var rec messages.MetadataRecord
-		if err := proto.Unmarshal(value, &rec); err != nil {
-			return
-		}
-		a.apply(&rec)
-		md := a.metadata(&messages.MetadataRequest{})
-		require.Len(t, md.GetTopics(), len(a.topics))
-		_, err := a.placePartitions(3)
+// writeLegacyLog writes recs to the metadata log in dir as the version
+// before directory ids did: one record a batch, partitions naming their
+// log dir by path.
+func writeLegacyLog(t *testing.T, dir string, recs ...*messages.MetadataRecord) {
+	t.Helper()
+	log, err := disk.Open(disk.OS, dir, disk.Options{Config: disk.DefaultConfig(), LeaderEpoch: disk.NoLeaderEpoch})
+	require.NoError(t, err)
+	for _, rec := range recs {
+		value, err := proto.Marshal(rec)
 		require.NoError(t, err)
-	})
+		b := wire.NewBuilder(wire.NoProducer)
+		b.Append(time.Now().UnixMilli(), nil, value, nil)
+		batch, err := b.AppendTo(nil)
+		require.NoError(t, err)
+		_, err = log.Append(batch)
+		require.NoError(t, err)
+	}
+	require.NoError(t, log.Close())
+}
+
+// A metadata log written before directory ids names log dirs by path: it
+// replays into ids of the node's directories, and describes with their
+// paths; a path that is no directory of the node leaves the partition with
+// none, for the node to find or choose.
+func TestMetadataReadsLogDirPaths(t *testing.T) {
+	h := newMetaHarness(t)
+	h.stop()
+	require.NoError(t, os.RemoveAll(h.cfg.Dir))
+	writeLegacyLog(t, h.cfg.Dir,
+		&messages.MetadataRecord{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{
+			Name: "orders",
+			Partitions: []*messages.PartitionAssignment{
+				{Topic: "orders", Partition: 0, NodeId: 7, LogDir: h.paths[0]},
+				{Topic: "orders", Partition: 1, NodeId: 7, LogDir: h.paths[1]},
+				{Topic: "orders", Partition: 2, NodeId: 7, LogDir: "/gone"},
+			},
+		}}},
+		&messages.MetadataRecord{Record: &messages.MetadataRecord_PartitionDir{PartitionDir: &messages.PartitionDirRecord{
+			Topic: "orders", Partition: 1, NodeId: 7, LogDir: h.paths[0],
+		}}},
+	)
+	h.start()
+	md := h.metadata("orders")
+	requireNoError(t, md.GetTopics()[0].GetError(), md.GetTopics()[0].GetErrorMessage())
+	var got [][2]string
+	for _, p := range md.GetTopics()[0].GetPartitions() {
+		got = append(got, [2]string{p.GetDirId(), p.GetLogDir()})
+	}
+	require.Equal(t, [][2]string{{"id0", h.paths[0]}, {"id0", h.paths[0]}, {"", ""}}, got)
+
+	// A restart reads the same.
+	h.restart()
+	require.True(t, proto.Equal(md, h.metadata("orders")))
 }

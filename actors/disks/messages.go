@@ -42,19 +42,22 @@ type GoOffline struct{ Reason string }
 // LogDirAdded tells the partition manager about a new log directory.
 type LogDirAdded struct {
 	Path string
-	PID  *actor.PID
+	// ID is the directory's id (see EnsureDirID).
+	ID  string
+	PID *actor.PID
 }
 
-// ChooseLogDirs asks the placement actor for a directory for each of a new
-// topic's partitions; it answers ChooseLogDirsResult.
+// ChooseLogDirs asks the placement actor for a directory for each of a
+// topic's new partitions on this node; it answers ChooseLogDirsResult.
 type ChooseLogDirs struct {
 	Topic          string
-	Partitions     int
+	Partitions     []int32
 	RetentionBytes int64
 	RetentionMs    int64
 }
 
-// ChooseLogDirsResult answers ChooseLogDirs.
+// ChooseLogDirsResult answers ChooseLogDirs: the path of the directory
+// chosen for each partition, in the order asked.
 type ChooseLogDirsResult struct {
 	Dirs []string
 	Err  error

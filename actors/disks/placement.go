@@ -52,20 +52,11 @@ type DisksState struct {
 func ReadDisksState(fsys disk.FS, dataDir string) (DisksState, error) {
 	var st DisksState
 	path := filepath.Join(dataDir, DisksStateFile)
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	data, err := readFile(fsys, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
 	}
 	if err != nil {
-		return st, fmt.Errorf("disks: %w", err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return st, fmt.Errorf("disks: %w", err)
-	}
-	data := make([]byte, size)
-	if _, err := f.ReadAt(data, 0); err != nil {
 		return st, fmt.Errorf("disks: reading %s: %w", path, err)
 	}
 	if err := json.Unmarshal(data, &st); err != nil {
@@ -80,7 +71,14 @@ func writeDisksState(fsys disk.FS, dataDir string, st DisksState) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dataDir, DisksStateFile)
+	return writeFileAtomic(fsys, dataDir, DisksStateFile, data)
+}
+
+// writeFileAtomic replaces dir/name with data: written to a temporary file,
+// synced, renamed over it, and the directory synced, so that a crash leaves
+// the old content or the new, never a mix.
+func writeFileAtomic(fsys disk.FS, dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -100,7 +98,7 @@ func writeDisksState(fsys disk.FS, dataDir string, st DisksState) error {
 	if err := fsys.Rename(tmp, path); err != nil {
 		return err
 	}
-	return fsys.SyncDir(dataDir)
+	return fsys.SyncDir(dir)
 }
 
 // BalanceSettings tune the balancer.
@@ -263,7 +261,7 @@ func (a *placementActor) choose(m *ChooseLogDirs) ([]string, error) {
 		// weigh bytes against: count partitions, as Kafka does.
 		policy = placement.ByCount
 	}
-	chosen, err := policy(dirs, m.Partitions)
+	chosen, err := policy(dirs, len(m.Partitions))
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +271,7 @@ func (a *placementActor) choose(m *ChooseLogDirs) ([]string, error) {
 		info := a.dirs[path]
 		info.Partitions++
 		info.PartitionUsage = append(info.PartitionUsage, &messages.PartitionUsage{
-			Topic: m.Topic, Partition: int32(i), RetentionBytes: m.RetentionBytes, RetentionMs: m.RetentionMs,
+			Topic: m.Topic, Partition: m.Partitions[i], RetentionBytes: m.RetentionBytes, RetentionMs: m.RetentionMs,
 		})
 	}
 	return chosen, nil
@@ -325,7 +323,11 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 	if err := a.cfg.FS.MkdirAll(path, 0o755); err != nil {
 		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
 	}
-	spec := LogDirSpec{Path: path, Capacity: m.CapacityBytes}
+	id, err := EnsureDirID(a.cfg.FS, path, a.cfg.NodeID)
+	if err != nil {
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+	}
+	spec := LogDirSpec{Path: path, Capacity: m.CapacityBytes, ID: id}
 	st := a.state()
 	st.Added = append(st.Added, spec)
 	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, st); err != nil {
@@ -337,8 +339,9 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 	}
 	a.added = append(a.added, spec)
 	a.order = append(a.order, path)
+	a.ids[path] = id
 	a.dirs[path] = &messages.LogDirInfo{Path: path, State: LogDirOnline, CapacityBytes: m.CapacityBytes}
-	ctx.Send(a.cfg.PartitionManager, &LogDirAdded{Path: path, PID: pid})
+	ctx.Send(a.cfg.PartitionManager, &LogDirAdded{Path: path, ID: id, PID: pid})
 	a.logger.WithField("dir", path).Info("log directory added")
 	return &messages.AddLogDirResponse{}
 }

@@ -2,6 +2,8 @@ package partition
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/actors/placement"
 	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
@@ -24,6 +27,14 @@ type PartitionManagerConfig struct {
 	Transport *remote.Transport
 	// LogDirs maps each log directory's path to its log-dir actor.
 	LogDirs map[string]*actor.PID
+	// DirIDs maps each log directory's path to its id.
+	DirIDs map[string]string
+	// Placement chooses the directory of each partition that is started
+	// with none (a new one). Without it the manager chooses by partition
+	// count, as Kafka does.
+	Placement *actor.PID
+	// PlacementTimeout bounds the wait for Placement. Default 10 s.
+	PlacementTimeout time.Duration
 	// Checkpoints maps each log directory's path to the checkpoints read at
 	// start-up; a partition's entry is used when it is first started.
 	Checkpoints map[string]disks.Checkpoints
@@ -38,8 +49,12 @@ type PartitionManagerConfig struct {
 // send it their requests for the node's partitions together, and it hands
 // each to its partition and answers them together (see produceGathers).
 type partitionManager struct {
-	cfg          PartitionManagerConfig
-	children     map[disk.TopicPartition]*actor.PID
+	cfg      PartitionManagerConfig
+	children map[disk.TopicPartition]*actor.PID
+	// dirs is the directory each child was started in; starting are the
+	// partitions waiting for the placement actor to choose theirs.
+	dirs         map[disk.TopicPartition]string
+	starting     map[disk.TopicPartition]bool
 	pendingStops []*pendingStop
 	stopping     bool // the manager itself is stopping, and its children with it
 	produces     produceGathers
@@ -56,19 +71,25 @@ type pendingStop struct {
 // NewPartitionManagerProps returns the props of the partition manager.
 func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 	logger := cfg.Logger.WithField("actor", "partitions")
+	if cfg.DirIDs == nil {
+		cfg.DirIDs = map[string]string{}
+	}
+	if cfg.PlacementTimeout <= 0 {
+		cfg.PlacementTimeout = 10 * time.Second
+	}
 	supervisor := actor.NewOneForOneStrategy(3, time.Minute, func(reason any) actor.Directive {
 		logger.WithField("reason", fmt.Sprint(reason)).Error("partition actor failed; restarting it")
 		return actor.RestartDirective
 	})
 	return actors.Props(func() actor.Actor {
-		return &partitionManager{cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, produces: newProduceGathers(cfg.NodeID, cfg.Transport), logger: logger}
+		return &partitionManager{cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, dirs: map[disk.TopicPartition]string{}, starting: map[disk.TopicPartition]bool{}, produces: newProduceGathers(cfg.NodeID, cfg.Transport), logger: logger}
 	}, logger, actor.WithSupervisor(supervisor))
 }
 
 func (m *partitionManager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *messages.StartPartitionsRequest:
-		ctx.Respond(m.onStart(ctx, msg))
+		m.onStart(ctx, msg)
 	case *messages.StopPartitionsRequest:
 		m.onStop(ctx, msg)
 	case *messages.ProduceRequests:
@@ -81,6 +102,7 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onTerminated(ctx, msg)
 	case *disks.LogDirAdded:
 		m.cfg.LogDirs[msg.Path] = msg.PID
+		m.cfg.DirIDs[msg.Path] = msg.ID
 	case *actor.Started:
 		m.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
 	case *actor.Stopping:
@@ -103,26 +125,136 @@ func (m *partitionManager) stopGatherTick() {
 	}
 }
 
-func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartitionsRequest) *messages.StartPartitionsResponse {
+// onStart starts the partitions of req that this node holds and are not
+// running yet, each in the directory the request names by path or by id, or
+// in one the placement actor chooses when it names none. It answers with
+// the directories chosen.
+func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartitionsRequest) {
 	cfg, err := topic.ParseConfig(req.Configs)
 	if err != nil {
-		return &messages.StartPartitionsResponse{Error: messages.ErrorCode_INVALID_CONFIG, ErrorMessage: err.Error()}
+		ctx.Respond(&messages.StartPartitionsResponse{Error: messages.ErrorCode_INVALID_CONFIG, ErrorMessage: err.Error()})
+		return
 	}
+	var placed, unplaced []*messages.PartitionAssignment
 	for _, p := range req.Partitions {
-		if p.NodeId != m.cfg.NodeID {
-			continue
-		}
 		tp := disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}
-		if _, ok := m.children[tp]; ok {
+		if p.NodeId != m.cfg.NodeID || m.children[tp] != nil || m.starting[tp] {
 			continue
 		}
-		logDirActor, ok := m.cfg.LogDirs[p.LogDir]
-		if !ok {
-			return &messages.StartPartitionsResponse{
+		path, ok := m.dirOf(p)
+		switch {
+		case !ok:
+			ctx.Respond(&messages.StartPartitionsResponse{
 				Error:        messages.ErrorCode_LOG_DIR_NOT_FOUND,
-				ErrorMessage: fmt.Sprintf("%s: log dir %q is not configured on this node", tp, p.LogDir),
-			}
+				ErrorMessage: fmt.Sprintf("%s: log dir %s is not configured on this node", tp, dirName(p)),
+			})
+			return
+		case path == "":
+			unplaced = append(unplaced, p)
+		default:
+			placed = append(placed, &messages.PartitionAssignment{Topic: p.Topic, Partition: p.Partition, NodeId: p.NodeId, LogDir: path, DirId: m.cfg.DirIDs[path]})
 		}
+	}
+	if len(unplaced) == 0 {
+		ctx.Respond(m.spawn(ctx, cfg, placed, nil))
+		return
+	}
+	for _, p := range unplaced {
+		m.starting[disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
+	}
+	choose := &disks.ChooseLogDirs{
+		Topic:          unplaced[0].Topic,
+		RetentionBytes: cfg.Log.RetentionBytes,
+		RetentionMs:    topic.RetentionMillis(cfg.Log.RetentionMs),
+	}
+	for _, p := range unplaced {
+		choose.Partitions = append(choose.Partitions, p.Partition)
+	}
+	answer := func(dirs []string, err error) {
+		for _, p := range unplaced {
+			delete(m.starting, disk.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+		}
+		if err == nil && len(dirs) != len(unplaced) {
+			err = fmt.Errorf("placement chose %d dirs for %d partitions", len(dirs), len(unplaced))
+		}
+		if err != nil {
+			ctx.Respond(&messages.StartPartitionsResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("choosing log dirs: %v", err)})
+			return
+		}
+		chosen := make([]*messages.PartitionAssignment, len(unplaced))
+		for i, p := range unplaced {
+			chosen[i] = &messages.PartitionAssignment{Topic: p.Topic, Partition: p.Partition, NodeId: p.NodeId, LogDir: dirs[i], DirId: m.cfg.DirIDs[dirs[i]]}
+		}
+		ctx.Respond(m.spawn(ctx, cfg, placed, chosen))
+	}
+	if m.cfg.Placement == nil {
+		answer(m.byCount(len(unplaced)))
+		return
+	}
+	future := ctx.RequestFuture(m.cfg.Placement, choose, m.cfg.PlacementTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		if err != nil {
+			answer(nil, err)
+			return
+		}
+		r, ok := res.(*disks.ChooseLogDirsResult)
+		if !ok {
+			answer(nil, fmt.Errorf("placement answered %T", res))
+			return
+		}
+		answer(r.Dirs, r.Err)
+	})
+}
+
+// dirOf is the path of the directory p names, by path or by id: "" when
+// it names none, and ok false when it names one this node does not have.
+func (m *partitionManager) dirOf(p *messages.PartitionAssignment) (path string, ok bool) {
+	if p.LogDir != "" {
+		_, ok := m.cfg.LogDirs[p.LogDir]
+		return p.LogDir, ok
+	}
+	if p.DirId == "" {
+		return "", true
+	}
+	for path, id := range m.cfg.DirIDs {
+		if id == p.DirId {
+			return path, true
+		}
+	}
+	return "", false
+}
+
+// dirName names the directory p names, for an error.
+func dirName(p *messages.PartitionAssignment) string {
+	if p.LogDir != "" {
+		return fmt.Sprintf("%q", p.LogDir)
+	}
+	return "with id " + p.DirId
+}
+
+// byCount chooses directories for n new partitions by the partitions each
+// already holds, as Kafka does.
+func (m *partitionManager) byCount(n int) ([]string, error) {
+	paths := slices.Sorted(maps.Keys(m.cfg.LogDirs))
+	index := make(map[string]int, len(paths))
+	dirs := make([]placement.Dir, len(paths))
+	for i, path := range paths {
+		dirs[i] = placement.Dir{Path: path, Online: true}
+		index[path] = i
+	}
+	for _, dir := range m.dirs {
+		if i, ok := index[dir]; ok {
+			dirs[i].Partitions++
+		}
+	}
+	return placement.ByCount(dirs, n)
+}
+
+// spawn starts the partitions of placed and chosen, in the directories
+// they name by path, and answers with chosen.
+func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment) *messages.StartPartitionsResponse {
+	for _, p := range append(placed, chosen...) {
+		tp := disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		checkpoints := m.cfg.Checkpoints[p.LogDir]
 		props := NewPartitionProps(PartitionConfig{
 			Topic:          p.Topic,
@@ -133,7 +265,7 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 			RecoveryPoint:  checkpoints.RecoveryPoints[tp],
 			LogStartOffset: checkpoints.LogStart[tp],
 			Transport:      m.cfg.Transport,
-			LogDirActor:    logDirActor,
+			LogDirActor:    m.cfg.LogDirs[p.LogDir],
 			TickInterval:   m.cfg.TickInterval,
 			Logger:         m.cfg.Logger,
 		})
@@ -147,8 +279,9 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 			return &messages.StartPartitionsResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: fmt.Sprintf("%s: %v", tp, err)}
 		}
 		m.children[tp] = pid
+		m.dirs[tp] = p.LogDir
 	}
-	return &messages.StartPartitionsResponse{}
+	return &messages.StartPartitionsResponse{Assigned: chosen}
 }
 
 func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartitionsRequest) {
@@ -164,6 +297,7 @@ func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartition
 		}
 		ctx.Poison(pid)
 		delete(m.children, key)
+		delete(m.dirs, key)
 		p.waiting[pid.Id] = true
 	}
 	if len(p.waiting) == 0 {
@@ -179,6 +313,7 @@ func (m *partitionManager) onTerminated(ctx actor.Context, t *actor.Terminated) 
 			// Not asked to stop: the supervisor gave up on it.
 			m.logger.WithField("partition", tp.String()).Error("partition actor stopped after repeated failures; partition offline")
 			delete(m.children, tp)
+			delete(m.dirs, tp)
 		}
 	}
 	kept := m.pendingStops[:0]

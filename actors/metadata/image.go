@@ -1,0 +1,241 @@
+// Package metadata is the metadata image of a Depot cluster and the changes
+// to it, as pure functions, in the model of Kafka's MetadataImage and
+// MetadataDelta. Records replay into a Delta; Apply turns the delta into the
+// next Image, which shares what did not change with the one before; and a
+// delta tells what it changes for one node (LocalChanges). An Image is a
+// value: nothing changes it once Apply has returned it, so it may be read
+// from anywhere. A Delta is not safe for concurrent use.
+//
+// Records are generated from an Image without touching it (CreateTopic,
+// DeleteTopic, AssignDirs, ReserveProducerIDs), persisted, and only then
+// replayed, as Kafka's QuorumController does.
+//
+// It imports no actor runtime.
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/depot-dev/depot/actors/topic"
+	"github.com/depot-dev/depot/messages"
+)
+
+// Limits of the metadata.
+const (
+	// MaxPartitionsPerTopic is the largest partition count a topic may be
+	// created with.
+	MaxPartitionsPerTopic = 10000
+	// ProducerIDBlockSize is how many producer ids one ProducerIdBlockRecord
+	// reserves: the metadata log is written once per block, not per id.
+	ProducerIDBlockSize = 1000
+)
+
+// ErrRecord is wrapped by what Replay reports of a record it skipped or
+// took in part: an unknown record type, or a stored topic config that is
+// no longer valid (the topic keeps the defaults).
+var ErrRecord = errors.New("metadata: record not replayed as written")
+
+// Partition is one partition of a topic: the node that holds it and the log
+// directory there.
+type Partition struct {
+	Partition int32
+	// NodeID is the node that holds the partition (its leader).
+	NodeID int32
+	// DirID is the id of the node's log directory that holds it (KIP-858),
+	// "" while the node has not chosen one.
+	DirID string
+}
+
+// Topic is one topic of the image.
+type Topic struct {
+	Name     string
+	Internal bool
+	// Configs are the configs the topic was created with, as given.
+	Configs map[string]string
+	// Config is the effective configuration.
+	Config     topic.Config
+	Partitions []Partition
+}
+
+// Image is the metadata at one point of the metadata log.
+type Image struct {
+	topics map[string]*Topic
+	// producerIDsEnd is the end of the last producer id block reserved:
+	// ids below it may have been handed out.
+	producerIDsEnd int64
+}
+
+// Empty is the image of an empty log.
+func Empty() *Image { return &Image{topics: map[string]*Topic{}} }
+
+// Topic returns the named topic.
+func (im *Image) Topic(name string) (*Topic, bool) {
+	t, ok := im.topics[name]
+	return t, ok
+}
+
+// TopicNames returns the names of every topic, sorted.
+func (im *Image) TopicNames() []string {
+	names := slices.Collect(maps.Keys(im.topics))
+	sort.Strings(names)
+	return names
+}
+
+// ProducerIDsEnd is the end of the last producer id block reserved.
+func (im *Image) ProducerIDsEnd() int64 { return im.producerIDsEnd }
+
+// ValidateCreate checks m against the image and returns the topic's parsed
+// config, or the error code and message to answer with.
+func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, messages.ErrorCode, string) {
+	name := m.GetName()
+	if err := topic.ValidateName(name); err != nil {
+		return topic.Config{}, messages.ErrorCode_INVALID_TOPIC, err.Error()
+	}
+	if _, ok := im.topics[name]; ok {
+		return topic.Config{}, messages.ErrorCode_TOPIC_ALREADY_EXISTS, fmt.Sprintf("topic %q already exists", name)
+	}
+	for other := range im.topics {
+		if topic.NamesCollide(name, other) {
+			return topic.Config{}, messages.ErrorCode_INVALID_TOPIC,
+				fmt.Sprintf("topic %q collides with existing topic %q ('.' and '_' are treated alike)", name, other)
+		}
+	}
+	if p := m.GetPartitions(); p < 1 || p > MaxPartitionsPerTopic {
+		return topic.Config{}, messages.ErrorCode_INVALID_PARTITIONS,
+			fmt.Sprintf("partitions %d: must be between 1 and %d", p, MaxPartitionsPerTopic)
+	}
+	config, err := topic.ParseConfig(m.GetConfigs())
+	if err != nil {
+		return topic.Config{}, messages.ErrorCode_INVALID_CONFIG, err.Error()
+	}
+	return config, messages.ErrorCode_NONE, ""
+}
+
+// CreateTopic returns the record that creates the topic m asks for, every
+// partition on nodeID with no log directory chosen yet. m must have passed
+// ValidateCreate.
+func CreateTopic(m *messages.CreateTopicRequest, nodeID int32) *messages.MetadataRecord {
+	name := m.GetName()
+	record := &messages.TopicRecord{
+		Name:     name,
+		Configs:  maps.Clone(m.GetConfigs()),
+		Internal: topic.IsInternal(name),
+	}
+	for i := range m.GetPartitions() {
+		record.Partitions = append(record.Partitions, &messages.PartitionAssignment{Topic: name, Partition: i, NodeId: nodeID})
+	}
+	return &messages.MetadataRecord{Record: &messages.MetadataRecord_Topic{Topic: record}}
+}
+
+// DeleteTopic returns the record that deletes the named topic.
+func DeleteTopic(name string) *messages.MetadataRecord {
+	return &messages.MetadataRecord{Record: &messages.MetadataRecord_TopicDeleted{TopicDeleted: &messages.TopicDeletedRecord{Name: name}}}
+}
+
+// ReserveProducerIDs returns the record that reserves the next block of
+// producer ids, from the end of the last one or from next, whichever is
+// later.
+func (im *Image) ReserveProducerIDs(next int64) *messages.MetadataRecord {
+	return &messages.MetadataRecord{Record: &messages.MetadataRecord_ProducerIds{
+		ProducerIds: &messages.ProducerIdBlockRecord{NextProducerId: max(next, im.producerIDsEnd) + ProducerIDBlockSize},
+	}}
+}
+
+// AssignDirs returns the records that put each of assignments in the log
+// directory it names by id, leaving out those that name a topic or
+// partition the image does not have, a node that does not hold it, no
+// directory, or the directory it is already in.
+func (im *Image) AssignDirs(assignments []*messages.PartitionAssignment) []*messages.MetadataRecord {
+	var out []*messages.MetadataRecord
+	for _, a := range assignments {
+		t, ok := im.topics[a.GetTopic()]
+		if !ok || a.GetDirId() == "" {
+			continue
+		}
+		i := slices.IndexFunc(t.Partitions, func(p Partition) bool {
+			return p.Partition == a.GetPartition() && p.NodeID == a.GetNodeId()
+		})
+		if i < 0 || t.Partitions[i].DirID == a.GetDirId() {
+			continue
+		}
+		out = append(out, &messages.MetadataRecord{Record: &messages.MetadataRecord_PartitionDir{PartitionDir: &messages.PartitionDirRecord{
+			Topic: a.GetTopic(), Partition: a.GetPartition(), NodeId: a.GetNodeId(), DirId: a.GetDirId(),
+		}}})
+	}
+	return out
+}
+
+// View is what describing the image needs to know of the nodes.
+type View struct {
+	// Address is a node's actor address, "" when unknown.
+	Address func(nodeID int32) string
+	// DirPath is the path of a node's log directory by id, "" when
+	// unknown.
+	DirPath func(nodeID int32, dirID string) string
+}
+
+// Describe answers a metadata request for names: every topic sorted by name
+// when names is empty, or the named ones in the order asked, an unknown or
+// invalid name with its error.
+func (im *Image) Describe(names []string, view View) []*messages.TopicMetadata {
+	if len(names) == 0 {
+		names = im.TopicNames()
+	}
+	out := make([]*messages.TopicMetadata, 0, len(names))
+	for _, name := range names {
+		if t, ok := im.topics[name]; ok {
+			out = append(out, t.Describe(view))
+			continue
+		}
+		if err := topic.ValidateName(name); err != nil {
+			out = append(out, &messages.TopicMetadata{Name: name, Error: messages.ErrorCode_INVALID_TOPIC, ErrorMessage: err.Error()})
+			continue
+		}
+		out = append(out, &messages.TopicMetadata{
+			Name: name, Error: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+			ErrorMessage: fmt.Sprintf("topic %q does not exist", name),
+			Internal:     topic.IsInternal(name),
+		})
+	}
+	return out
+}
+
+// Describe is the topic's metadata: its partitions with their leader's
+// actor, and its effective configs.
+func (t *Topic) Describe(view View) *messages.TopicMetadata {
+	md := &messages.TopicMetadata{Name: t.Name, Configs: t.Config.Map(), Internal: t.Internal}
+	md.Partitions = make([]*messages.PartitionMetadata, len(t.Partitions))
+	for i, p := range t.Partitions {
+		md.Partitions[i] = &messages.PartitionMetadata{
+			Partition:     p.Partition,
+			Leader:        p.NodeID,
+			LeaderAddress: view.Address(p.NodeID),
+			ActorName:     actorName(t.Name, p.Partition),
+			LogDir:        view.DirPath(p.NodeID, p.DirID),
+			DirId:         p.DirID,
+		}
+	}
+	return md
+}
+
+// Assignments are the topic's partitions held by nodeID as the partition
+// manager is asked to start them.
+func (t *Topic) Assignments(nodeID int32) []*messages.PartitionAssignment {
+	var out []*messages.PartitionAssignment
+	for _, p := range t.Partitions {
+		if p.NodeID == nodeID {
+			out = append(out, &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: p.NodeID, DirId: p.DirID})
+		}
+	}
+	return out
+}
+
+// actorName is actors.PartitionActorName, which this package does not
+// import: "partitions/<topic>-<partition>".
+func actorName(topicName string, partition int32) string {
+	return fmt.Sprintf("partitions/%s-%d", topicName, partition)
+}

@@ -1,0 +1,247 @@
+package metadata
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/messages"
+)
+
+func create(name string, partitions int32, nodeID int32) *messages.MetadataRecord {
+	return CreateTopic(&messages.CreateTopicRequest{Name: name, Partitions: partitions}, nodeID)
+}
+
+func dirRecord(name string, partition, nodeID int32, id string) *messages.MetadataRecord {
+	return &messages.MetadataRecord{Record: &messages.MetadataRecord_PartitionDir{PartitionDir: &messages.PartitionDirRecord{
+		Topic: name, Partition: partition, NodeId: nodeID, DirId: id,
+	}}}
+}
+
+// replay folds recs into a delta over image and applies it.
+func replay(t *testing.T, image *Image, recs ...*messages.MetadataRecord) (*Image, *Delta) {
+	t.Helper()
+	d := NewDelta(image, nil)
+	for _, r := range recs {
+		require.NoError(t, d.Replay(r))
+	}
+	return d.Apply(), d
+}
+
+func dirIDs(t *Topic) []string {
+	var ids []string
+	for _, p := range t.Partitions {
+		ids = append(ids, p.DirID)
+	}
+	return ids
+}
+
+func TestDeltaReplayAndApply(t *testing.T) {
+	base, _ := replay(t, Empty(), create("orders", 2, 1), dirRecord("orders", 0, 1, "a"))
+	orders, ok := base.Topic("orders")
+	require.True(t, ok)
+	require.Equal(t, []string{"a", ""}, dirIDs(orders))
+
+	next, _ := replay(t, base, dirRecord("orders", 1, 1, "b"), create("payments", 1, 1), DeleteTopic("orders"), create("orders", 3, 1))
+	require.Equal(t, []string{"orders", "payments"}, next.TopicNames())
+	recreated, _ := next.Topic("orders")
+	require.Len(t, recreated.Partitions, 3)
+	require.Equal(t, []string{"", "", ""}, dirIDs(recreated), "a topic created again starts with no dirs")
+
+	// The image the delta was made over is a value: unchanged.
+	require.Equal(t, []string{"orders"}, base.TopicNames())
+	orders, _ = base.Topic("orders")
+	require.Equal(t, []string{"a", ""}, dirIDs(orders))
+}
+
+// A directory record changes only the replica it names: another node's, an
+// unknown topic or partition change nothing.
+func TestDirRecordsChangeTheirReplicaOnly(t *testing.T) {
+	base, _ := replay(t, Empty(), create("orders", 2, 1))
+	next, _ := replay(t, base,
+		dirRecord("orders", 1, 2, "other-node"),
+		dirRecord("orders", 5, 1, "no-partition"),
+		dirRecord("missing", 0, 1, "no-topic"),
+		dirRecord("orders", 1, 1, "b"))
+	orders, _ := next.Topic("orders")
+	require.Equal(t, []string{"", "b"}, dirIDs(orders))
+	require.Equal(t, []string{"orders"}, next.TopicNames())
+}
+
+func TestLocalChanges(t *testing.T) {
+	base, _ := replay(t, Empty(), create("orders", 2, 1), create("elsewhere", 1, 2), create("gone", 1, 1))
+	for _, tc := range []struct {
+		name             string
+		recs             []*messages.MetadataRecord
+		created, deleted []string
+	}{
+		{"nothing", nil, nil, nil},
+		{"created here", []*messages.MetadataRecord{create("new", 2, 1)}, []string{"new"}, nil},
+		{"created on another node", []*messages.MetadataRecord{create("new", 2, 2)}, nil, nil},
+		{"deleted", []*messages.MetadataRecord{DeleteTopic("gone")}, nil, []string{"gone"}},
+		{"deleted on another node", []*messages.MetadataRecord{DeleteTopic("elsewhere")}, nil, nil},
+		{"deleted and created again", []*messages.MetadataRecord{DeleteTopic("orders"), create("orders", 2, 1)}, []string{"orders"}, []string{"orders"}},
+		{"created then deleted", []*messages.MetadataRecord{create("brief", 1, 1), DeleteTopic("brief")}, nil, nil},
+		{"a dir chosen", []*messages.MetadataRecord{dirRecord("orders", 0, 1, "a")}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, d := replay(t, base, tc.recs...)
+			changes := d.LocalChanges(1)
+			names := func(ts []*Topic) []string {
+				var out []string
+				for _, t := range ts {
+					out = append(out, t.Name)
+				}
+				return out
+			}
+			require.Equal(t, tc.created, names(changes.Created))
+			require.Equal(t, tc.deleted, names(changes.Deleted))
+		})
+	}
+}
+
+func TestAssignDirs(t *testing.T) {
+	image, _ := replay(t, Empty(), create("orders", 2, 1), dirRecord("orders", 0, 1, "a"))
+	recs := image.AssignDirs([]*messages.PartitionAssignment{
+		{Topic: "orders", Partition: 0, NodeId: 1, DirId: "a"},  // already there
+		{Topic: "orders", Partition: 1, NodeId: 1, DirId: "b"},  // new
+		{Topic: "orders", Partition: 1, NodeId: 2, DirId: "c"},  // not that node's
+		{Topic: "orders", Partition: 0, NodeId: 1},              // no dir
+		{Topic: "missing", Partition: 0, NodeId: 1, DirId: "d"}, // no topic
+	})
+	require.Len(t, recs, 1)
+	require.True(t, proto.Equal(dirRecord("orders", 1, 1, "b"), recs[0]))
+}
+
+func TestValidateCreate(t *testing.T) {
+	image, _ := replay(t, Empty(), create("a.b", 1, 1))
+	for _, tc := range []struct {
+		name string
+		req  *messages.CreateTopicRequest
+		code messages.ErrorCode
+	}{
+		{"fine", &messages.CreateTopicRequest{Name: "orders", Partitions: 3}, messages.ErrorCode_NONE},
+		{"exists", &messages.CreateTopicRequest{Name: "a.b", Partitions: 3}, messages.ErrorCode_TOPIC_ALREADY_EXISTS},
+		{"collides", &messages.CreateTopicRequest{Name: "a_b", Partitions: 3}, messages.ErrorCode_INVALID_TOPIC},
+		{"bad name", &messages.CreateTopicRequest{Name: "bad/name", Partitions: 3}, messages.ErrorCode_INVALID_TOPIC},
+		{"no partitions", &messages.CreateTopicRequest{Name: "orders"}, messages.ErrorCode_INVALID_PARTITIONS},
+		{"too many partitions", &messages.CreateTopicRequest{Name: "orders", Partitions: MaxPartitionsPerTopic + 1}, messages.ErrorCode_INVALID_PARTITIONS},
+		{"bad config", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, Configs: map[string]string{"nope": "1"}}, messages.ErrorCode_INVALID_CONFIG},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, code, msg := image.ValidateCreate(tc.req)
+			require.Equal(t, tc.code, code, msg)
+		})
+	}
+}
+
+// Records written before directory ids name paths: replay resolves them to
+// the ids of the node's directories there, and an unknown path to none.
+func TestLegacyPathsResolveToIDs(t *testing.T) {
+	legacy := func(nodeID int32, path string) string {
+		if nodeID == 1 && path == "/data/logs-0" {
+			return "id0"
+		}
+		return ""
+	}
+	d := NewDelta(Empty(), legacy)
+	require.NoError(t, d.Replay(&messages.MetadataRecord{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{
+		Name: "orders",
+		Partitions: []*messages.PartitionAssignment{
+			{Topic: "orders", Partition: 0, NodeId: 1, LogDir: "/data/logs-0"},
+			{Topic: "orders", Partition: 1, NodeId: 1, LogDir: "/data/logs-1"},
+			{Topic: "orders", Partition: 2, NodeId: 1, LogDir: "/data/logs-1"},
+		},
+	}}}))
+	require.NoError(t, d.Replay(&messages.MetadataRecord{Record: &messages.MetadataRecord_PartitionDir{PartitionDir: &messages.PartitionDirRecord{
+		Topic: "orders", Partition: 2, NodeId: 1, LogDir: "/data/logs-0",
+	}}}))
+	orders, _ := d.Apply().Topic("orders")
+	require.Equal(t, []string{"id0", "", "id0"}, dirIDs(orders))
+}
+
+func TestReplayReportsWhatItCouldNotTake(t *testing.T) {
+	d := NewDelta(Empty(), nil)
+	require.ErrorIs(t, d.Replay(&messages.MetadataRecord{}), ErrRecord)
+	err := d.Replay(&messages.MetadataRecord{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{Name: "bad", Configs: map[string]string{"x": "y"}}}})
+	require.ErrorIs(t, err, ErrRecord)
+	bad, ok := d.Apply().Topic("bad")
+	require.True(t, ok, "the topic is kept, with default configs")
+	require.Equal(t, "1048588", bad.Config.Map()["max.message.bytes"])
+}
+
+func TestDescribe(t *testing.T) {
+	image, _ := replay(t, Empty(), create("orders", 2, 1), dirRecord("orders", 1, 1, "b"))
+	view := View{
+		Address: func(int32) string { return "127.0.0.1:7070" },
+		DirPath: func(nodeID int32, id string) string {
+			if id == "b" {
+				return "/data/logs-1"
+			}
+			return ""
+		},
+	}
+	md := image.Describe(nil, view)
+	require.Len(t, md, 1)
+	require.Equal(t, []*messages.PartitionMetadata{
+		{Partition: 0, Leader: 1, LeaderAddress: "127.0.0.1:7070", ActorName: actors.PartitionActorName("orders", 0)},
+		{Partition: 1, Leader: 1, LeaderAddress: "127.0.0.1:7070", ActorName: actors.PartitionActorName("orders", 1), LogDir: "/data/logs-1", DirId: "b"},
+	}, md[0].Partitions)
+	md = image.Describe([]string{"missing", "bad/name"}, view)
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, md[0].Error)
+	require.Equal(t, messages.ErrorCode_INVALID_TOPIC, md[1].Error)
+}
+
+func TestReserveProducerIDs(t *testing.T) {
+	image, _ := replay(t, Empty(), Empty().ReserveProducerIDs(0))
+	require.Equal(t, int64(ProducerIDBlockSize), image.ProducerIDsEnd())
+	image, _ = replay(t, image, image.ReserveProducerIDs(10))
+	require.Equal(t, int64(2*ProducerIDBlockSize), image.ProducerIDsEnd(), "from the end of the last block")
+}
+
+// FuzzReplay replays arbitrary bytes as metadata records, as a damaged or
+// foreign log would hold, then describes the image and assigns dirs in it:
+// nothing panics, and every topic is described.
+func FuzzReplay(f *testing.F) {
+	seeds := []*messages.MetadataRecord{
+		create("orders", 2, 1),
+		{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{
+			Name: "orders", Configs: map[string]string{"segment.bytes": "4096"},
+			Partitions: []*messages.PartitionAssignment{{Topic: "orders", Partition: 7, NodeId: 1, LogDir: "d0"}},
+		}}},
+		{Record: &messages.MetadataRecord_Topic{Topic: &messages.TopicRecord{Name: "bad", Configs: map[string]string{"x": "y"}}}},
+		{Record: &messages.MetadataRecord_Topic{}},
+		DeleteTopic("orders"),
+		dirRecord("orders", 0, 1, "a"),
+		{Record: &messages.MetadataRecord_ProducerIds{ProducerIds: &messages.ProducerIdBlockRecord{NextProducerId: 1000}}},
+		{},
+	}
+	for _, s := range seeds {
+		b, err := proto.Marshal(s)
+		require.NoError(f, err)
+		f.Add(b, b)
+	}
+	f.Add([]byte{0xff, 0x01}, []byte{})
+	view := View{Address: func(int32) string { return "" }, DirPath: func(int32, string) string { return "" }}
+	f.Fuzz(func(t *testing.T, first, second []byte) {
+		d := NewDelta(Empty(), func(int32, string) string { return "id" })
+		for _, value := range [][]byte{first, second} {
+			var rec messages.MetadataRecord
+			if proto.Unmarshal(value, &rec) == nil {
+				_ = d.Replay(&rec)
+			}
+		}
+		image := d.Apply()
+		require.Len(t, image.Describe(nil, view), len(image.TopicNames()))
+		for _, name := range image.TopicNames() {
+			topic, _ := image.Topic(name)
+			for _, a := range topic.Assignments(1) {
+				a.DirId = "x"
+				_ = image.AssignDirs([]*messages.PartitionAssignment{a})
+			}
+		}
+		_ = d.LocalChanges(1)
+	})
+}
