@@ -58,6 +58,8 @@ type Config struct {
 	// ManagerTimeout bounds each request to the partition manager. Default
 	// DefaultManagerTimeout (10 s).
 	ManagerTimeout time.Duration
+	// Now is the clock of the records' timestamps. Default time.Now.
+	Now func() time.Time
 	// Logger is the actor's logger. Default: a logger that discards.
 	Logger *logrus.Entry
 }
@@ -86,6 +88,9 @@ func NewProps(cfg Config) *actor.Props {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = actors.DiscardLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "metadata", "node": cfg.NodeID})
 	return actors.Props(func() actor.Actor {
@@ -243,7 +248,7 @@ func (a *controllerActor) persist(recs ...*messages.MetadataRecord) (*metadata.D
 		return nil, a.failed
 	}
 	a.builder.Reset(wire.NoProducer)
-	now := time.Now().UnixMilli()
+	now := a.cfg.Now().UnixMilli()
 	for _, rec := range recs {
 		value, err := proto.Marshal(rec)
 		if err != nil {

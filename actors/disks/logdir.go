@@ -82,7 +82,9 @@ type LogDirConfig struct {
 	// CheckpointInterval defaults to 60 s, UsageInterval to 10 s.
 	CheckpointInterval time.Duration
 	UsageInterval      time.Duration
-	Logger             *logrus.Entry
+	// Now is the clock of write rates. Default time.Now.
+	Now    func() time.Time
+	Logger *logrus.Entry
 }
 
 // WriteCheckpoints asks a log-dir actor to write its checkpoint files now;
@@ -128,6 +130,9 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 	}
 	if cfg.UsageInterval <= 0 {
 		cfg.UsageInterval = defaultUsageInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "logdir", "dir": cfg.Path})
 	return actors.Props(func() actor.Actor {
@@ -191,7 +196,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 		a.reportUsage(ctx)
 		return
 	}
-	now := time.Now()
+	now := a.cfg.Now()
 	p := a.partitions[m.TP]
 	if p == nil {
 		p = &partitionState{}

@@ -50,3 +50,40 @@ func TestLogDirGathersSizeChangesIntoOneUsageReport(t *testing.T) {
 	require.Equal(t, int32(partitions), last.Partitions)
 	require.Len(t, last.PartitionUsage, partitions)
 }
+
+// A partition's write rate is its appended bytes over the time between its
+// reports, by the log dir's clock.
+func TestLogDirWriteRateByItsClock(t *testing.T) {
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	usage := make(chan *messages.LogDirInfo, 16)
+	placement := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*logDirUsage); ok {
+			usage <- m.info
+		}
+	}))
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	logger := logrus.New()
+	logger.SetLevel(logrus.WarnLevel)
+	dir := system.Root.Spawn(NewLogDirProps(LogDirConfig{
+		Path: t.TempDir(), FS: disk.OS, Placement: placement, UsageInterval: time.Hour, CheckpointInterval: time.Hour,
+		Now: clock, Logger: logrus.NewEntry(logger),
+	}))
+	<-usage // the report at start
+	tp := disk.TopicPartition{Topic: "t", Partition: 0}
+	system.Root.Send(dir, &PartitionReport{TP: tp, SizeBytes: 1})
+	require.Zero(t, (<-usage).WriteBytesPerS)
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	system.Root.Send(dir, &PartitionReport{TP: tp, SizeBytes: 2 << 20, AppendedBytes: 2 << 20})
+	info := <-usage
+	require.InDelta(t, decayRate(0, 2<<20, 2*time.Second), info.WriteBytesPerS, 1e-6)
+	require.Greater(t, info.WriteBytesPerS, 0.0)
+}

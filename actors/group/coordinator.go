@@ -48,6 +48,8 @@ const (
 
 // GroupsConfig is what the group coordinator needs.
 type GroupsConfig struct {
+	// Now is the clock of commit timestamps. Default time.Now.
+	Now func() time.Time
 	// NodeID and Address identify this node in FindCoordinator answers.
 	NodeID  int32
 	Address string
@@ -82,6 +84,9 @@ type GroupsConfig struct {
 }
 
 func (c GroupsConfig) withDefaults() GroupsConfig {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.OffsetsPartitions <= 0 {
 		c.OffsetsPartitions = DefaultOffsetsTopicPartitions
 	}
@@ -457,6 +462,7 @@ func (c *groupCoordinator) child(ctx actor.Context, group string) (*actor.PID, e
 		metadata:         c.cfg.Metadata,
 		metadataInterval: c.cfg.MetadataInterval,
 		requestTimeout:   c.cfg.RequestTimeout,
+		now:              c.cfg.Now,
 		logger:           c.cfg.Logger.WithFields(logrus.Fields{"actor": "group", "group": group, "node": c.cfg.NodeID}),
 	})
 	pid, err := ctx.SpawnNamed(props, actors.GroupChildName(group))
@@ -521,7 +527,7 @@ func (c *groupCoordinator) onAppend(ctx actor.Context, sender *actor.PID, m *app
 		p.waiting = append(p.waiting, waitingAppend{sender: sender, msg: m})
 		return
 	}
-	batch, sizes, err := buildOffsetBatch(c.builder, time.Now().UnixMilli(), m.keys, m.values)
+	batch, sizes, err := buildOffsetBatch(c.builder, c.cfg.Now().UnixMilli(), m.keys, m.values)
 	if err != nil {
 		ctx.Send(sender, &appendOffsetsResult{code: messages.ErrorCode_UNKNOWN_SERVER_ERROR, message: err.Error()})
 		return
@@ -581,7 +587,7 @@ func (c *groupCoordinator) writeSnapshot(ctx actor.Context, p *offsetsPartition,
 		return
 	}
 	n := min(len(keys), snapshotBatchRecords)
-	batch, _, err := buildOffsetBatch(c.builder, time.Now().UnixMilli(), keys[:n], values[:n])
+	batch, _, err := buildOffsetBatch(c.builder, c.cfg.Now().UnixMilli(), keys[:n], values[:n])
 	if err != nil {
 		c.cleaned(ctx, p, err.Error())
 		return

@@ -51,6 +51,7 @@ type groupConfig struct {
 	metadata         *actor.PID
 	metadataInterval time.Duration
 	requestTimeout   time.Duration
+	now              func() time.Time
 	logger           *logrus.Entry
 }
 
@@ -762,7 +763,7 @@ func (g *groupActor) onCommit(ctx actor.Context, m *messages.OffsetCommitRequest
 		ctx.Respond(&messages.OffsetCommitResponse{})
 		return
 	}
-	now := time.Now().UnixMilli()
+	now := g.cfg.now().UnixMilli()
 	req := &appendOffsets{group: g.cfg.id}
 	for _, r := range results {
 		r.CommitTimestampMs = now
