@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/controller"
@@ -56,10 +55,10 @@ type Node struct {
 	placement *actor.PID
 	groups    *actor.PID
 	logDirs   []*actor.PID
-	mu        sync.Mutex // guards logDirs, which grows when a directory is added
+	mu        sync.Mutex // guards logDirs and locks, which grow when a directory is added
 	http      *http.Server
 	httpAddr  string
-	lock      *os.File
+	locks     []*os.File // guarded by mu
 	registry  *prometheus.Registry
 	stopped   bool
 	stoppedCh chan struct{}
@@ -94,7 +93,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	if cfg.FS == disk.OS {
-		if err := n.lockDataDir(); err != nil {
+		if err := n.lockDir(cfg.DataDir, "data dir"); err != nil {
 			return nil, err
 		}
 	}
@@ -120,8 +119,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 	}
 	for i := range specs {
-		if specs[i].ID, err = disks.EnsureDirID(cfg.FS, specs[i].Path, cfg.NodeID); err != nil {
-			return nil, fmt.Errorf("node: log dir %s: %w", specs[i].Path, err)
+		if specs[i].ID, err = n.openLogDir(specs[i].Path); err != nil {
+			return nil, err
 		}
 	}
 	if err := n.recoverMoves(specs); err != nil {
@@ -174,6 +173,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		AddedLogDirs:     added,
 		Balance:          cfg.Balance,
 		PartitionManager: n.manager,
+		OpenLogDir:       n.openLogDir,
 		StartLogDir:      func(spec disks.LogDirSpec) (*actor.PID, error) { return n.startLogDir(spec, disks.Checkpoints{}) },
 		Logger:           n.logger,
 	}), actors.PlacementActorName)
@@ -258,6 +258,21 @@ func logDirSpecs(configured []LogDir, st disks.DisksState) (specs, added []disks
 	return specs, added
 }
 
+// openLogDir locks the log directory path (on the OS file system) and
+// returns its id, which it first writes when the directory has none.
+func (n *Node) openLogDir(path string) (string, error) {
+	if n.cfg.FS == disk.OS && filepath.Clean(path) != filepath.Clean(n.cfg.DataDir) {
+		if err := n.lockDir(path, "log dir"); err != nil {
+			return "", err
+		}
+	}
+	id, err := disks.EnsureDirID(n.cfg.FS, path, n.cfg.NodeID)
+	if err != nil {
+		return "", fmt.Errorf("node: log dir %s: %w", path, err)
+	}
+	return id, nil
+}
+
 // startLogDir spawns the log-dir actor of one directory.
 func (n *Node) startLogDir(spec disks.LogDirSpec, cp disks.Checkpoints) (*actor.PID, error) {
 	pid, err := n.system.Root.SpawnNamed(disks.NewLogDirProps(disks.LogDirConfig{
@@ -285,24 +300,6 @@ func clone[K comparable, V any](m map[K]V) map[K]V {
 		c[k] = v
 	}
 	return c
-}
-
-// lockDataDir takes an exclusive lock on the data directory so that two
-// nodes never share one. It is taken only on the OS file system: a node on
-// another FS (a test's memory file system) shares no directory with
-// another process.
-func (n *Node) lockDataDir() error {
-	path := filepath.Join(n.cfg.DataDir, ".lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return fmt.Errorf("node: lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		return fmt.Errorf("node: data dir %s is in use by another node (lock %s held)", n.cfg.DataDir, path)
-	}
-	n.lock = f
-	return nil
 }
 
 // mkdirDurable creates dir and its missing parents, and syncs the parent of
@@ -548,9 +545,7 @@ func (n *Node) Stop() error {
 		n.remote.Shutdown(false)
 	}
 	n.system.Shutdown()
-	if n.lock != nil {
-		n.lock.Close()
-	}
+	n.unlock()
 	if len(errs) > 0 {
 		err := fmt.Errorf("node: unclean stop: %w", errors.Join(errs...))
 		n.logger.WithError(err).Error("node stopped")
@@ -569,7 +564,5 @@ func (n *Node) abort() {
 		_ = n.Stop()
 		return
 	}
-	if n.lock != nil {
-		n.lock.Close()
-	}
+	n.unlock()
 }

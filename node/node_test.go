@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -122,4 +123,27 @@ func TestSecondNodeOnSameDataDirRefused(t *testing.T) {
 	startNode(t, cfg)
 	_, err := Start(cfg)
 	require.ErrorContains(t, err, "in use by another node")
+}
+
+// Each log dir is locked, not only the data dir: a second node naming a log
+// dir that a running node uses is refused, in one line naming the holder,
+// and changes nothing there.
+func TestSecondNodeOnSameLogDirRefused(t *testing.T) {
+	shared := t.TempDir()
+	first := testConfig(t, t.TempDir())
+	first.LogDirs = []LogDir{{Path: shared}}
+	startNode(t, first)
+	before, err := os.ReadDir(shared)
+	require.NoError(t, err)
+
+	second := testConfig(t, t.TempDir())
+	second.NodeID = 2
+	second.LogDirs = []LogDir{{Path: filepath.Join(t.TempDir(), "own")}, {Path: shared}}
+	_, err = Start(second)
+	require.ErrorContains(t, err, "log dir "+shared+" is in use by another node")
+	require.ErrorContains(t, err, fmt.Sprintf("pid=%d node=1", os.Getpid()))
+	require.NotContains(t, err.Error(), "\n")
+	after, err := os.ReadDir(shared)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
 }
