@@ -347,9 +347,14 @@ func (x *DescribeLogDirsResponse) GetPolicy() string {
 // restarts.
 type AddLogDirRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// path must exist: a mistyped mount point is refused, not created.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// 0: ask the file system.
 	CapacityBytes int64 `protobuf:"varint,2,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	// force adds a directory on the same file system as another log dir
+	// when neither declares a capacity: they then share it, and balancing
+	// between them means little.
+	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +401,13 @@ func (x *AddLogDirRequest) GetCapacityBytes() int64 {
 		return x.CapacityBytes
 	}
 	return 0
+}
+
+func (x *AddLogDirRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type AddLogDirResponse struct {
@@ -967,10 +979,11 @@ const file_disks_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12%\n" +
 	"\x04dirs\x18\x03 \x03(\v2\x11.depot.LogDirInfoR\x04dirs\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\x05R\x06nodeId\x12\x16\n" +
-	"\x06policy\x18\x05 \x01(\tR\x06policy\"M\n" +
+	"\x06policy\x18\x05 \x01(\tR\x06policy\"c\n" +
 	"\x10AddLogDirRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12%\n" +
-	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes\"`\n" +
+	"\x0ecapacity_bytes\x18\x02 \x01(\x03R\rcapacityBytes\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"`\n" +
 	"\x11AddLogDirResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"(\n" +

@@ -113,6 +113,7 @@ func runScenario(t *testing.T, policy string, balance bool) (written, balanced [
 	fill(t, c, "events", 6, 4*mib)
 	waitReported(t, n, 24*mib)
 	for _, name := range []string{"new1", "new2"} {
+		require.NoError(t, os.Mkdir(filepath.Join(root, name), 0o755))
 		require.NoError(t, c.AddLogDir(ctx, "", filepath.Join(root, name), 1<<30))
 	}
 	_, err = c.CreateTopic(ctx, "orders", 12, nil)
@@ -281,6 +282,7 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 	fill(t, c, "logs", 4, mib)
 
 	// Hot add: the new directory serves at once and survives a restart.
+	require.NoError(t, os.Mkdir(second, 0o755))
 	require.NoError(t, c.AddLogDir(ctx, "", second, 1<<30))
 	require.Error(t, c.AddLogDir(ctx, "", second, 1<<30), "adding twice is refused")
 	// Drain the first: everything moves to the second.
@@ -349,4 +351,42 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 		total += len(rs)
 	}
 	require.Equal(t, 4*mib/1024, total)
+}
+
+// disks add refuses a path that does not exist, rather than create it on
+// whatever file system holds its parent, and one on the file system of
+// another log dir when neither declares a capacity, unless forced; a
+// refusal changes nothing.
+func TestAddLogDirRefusals(t *testing.T) {
+	root := t.TempDir()
+	cfg := diskTestConfig(t, disks.PolicyLoad, LogDir{Path: filepath.Join(root, "first")})
+	n := startNode(t, cfg)
+	add := func(path string, capacity int64, force bool) *messages.AddLogDirResponse {
+		return request[*messages.AddLogDirResponse](t, n, n.Placement(), &messages.AddLogDirRequest{Path: path, CapacityBytes: capacity, Force: force})
+	}
+	stateBefore, _ := os.ReadFile(filepath.Join(cfg.DataDir, disks.DisksStateFile))
+
+	missing := filepath.Join(root, "mnt", "typo")
+	resp := add(missing, 0, false)
+	require.Equal(t, messages.ErrorCode_LOG_DIR_NOT_FOUND, resp.Error)
+	require.Contains(t, resp.ErrorMessage, missing+" does not exist")
+	require.NoDirExists(t, missing)
+	require.NoDirExists(t, filepath.Dir(missing))
+
+	same := filepath.Join(root, "same")
+	require.NoError(t, os.Mkdir(same, 0o755))
+	resp = add(same, 0, false)
+	require.Equal(t, messages.ErrorCode_INVALID_REQUEST, resp.Error)
+	require.Contains(t, resp.ErrorMessage, "same file system as log dir "+filepath.Join(root, "first"))
+	require.Contains(t, resp.ErrorMessage, "--force")
+	stateAfter, _ := os.ReadFile(filepath.Join(cfg.DataDir, disks.DisksStateFile))
+	require.Equal(t, stateBefore, stateAfter, "a refused add records nothing")
+	require.Len(t, describeDirs(t, n), 1)
+
+	require.Equal(t, messages.ErrorCode_NONE, add(same, 1<<30, false).Error, "a declared capacity is enough")
+	forced := filepath.Join(root, "forced")
+	require.NoError(t, os.Mkdir(forced, 0o755))
+	require.Equal(t, messages.ErrorCode_INVALID_REQUEST, add(forced, 0, false).Error)
+	require.Equal(t, messages.ErrorCode_NONE, add(forced, 0, true).Error)
+	require.Len(t, describeDirs(t, n), 3)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -158,6 +159,10 @@ type PlacementConfig struct {
 	Balance      BalanceSettings
 	// PartitionManager is told about directories added at run time.
 	PartitionManager *actor.PID
+	// OpenLogDir prepares a directory added at run time, before anything is
+	// recorded of it: the node locks it and returns its id. Default: no
+	// lock, and EnsureDirID.
+	OpenLogDir func(path string) (string, error)
 	// StartLogDir starts the log-dir actor of a directory added at run time.
 	StartLogDir func(spec LogDirSpec) (*actor.PID, error)
 	Logger      *logrus.Entry
@@ -176,15 +181,18 @@ type moveDone struct {
 // keeps the node's directories balanced by moving partitions between them
 // online. It knows the directories from their log-dir actors' reports.
 type placementActor struct {
-	cfg     PlacementConfig
-	order   []string // directory paths in configured, then added, order
-	dirs    map[string]*messages.LogDirInfo
-	ids     map[string]string // directory ids by path
-	added   []LogDirSpec
-	running *placement.Move
-	queue   []placement.Move
-	stop    scheduler.CancelFunc
-	logger  *logrus.Entry
+	cfg   PlacementConfig
+	order []string // directory paths in configured, then added, order
+	dirs  map[string]*messages.LogDirInfo
+	ids   map[string]string // directory ids by path
+	// declared are the directories whose capacity is declared, not the
+	// file system's.
+	declared map[string]bool
+	added    []LogDirSpec
+	running  *placement.Move
+	queue    []placement.Move
+	stop     scheduler.CancelFunc
+	logger   *logrus.Entry
 }
 
 // NewPlacementProps returns the props of the placement actor.
@@ -192,13 +200,17 @@ func NewPlacementProps(cfg PlacementConfig) *actor.Props {
 	if cfg.Policy == "" {
 		cfg.Policy = PolicyLoad
 	}
+	if cfg.OpenLogDir == nil {
+		cfg.OpenLogDir = func(path string) (string, error) { return EnsureDirID(cfg.FS, path, cfg.NodeID) }
+	}
 	cfg.Balance = cfg.Balance.withDefaults()
 	logger := cfg.Logger.WithField("actor", "placement")
 	return actors.Props(func() actor.Actor {
-		a := &placementActor{cfg: cfg, dirs: map[string]*messages.LogDirInfo{}, ids: map[string]string{}, added: append([]LogDirSpec(nil), cfg.AddedLogDirs...), logger: logger}
+		a := &placementActor{cfg: cfg, dirs: map[string]*messages.LogDirInfo{}, ids: map[string]string{}, declared: map[string]bool{}, added: append([]LogDirSpec(nil), cfg.AddedLogDirs...), logger: logger}
 		for _, d := range cfg.LogDirs {
 			a.order = append(a.order, d.Path)
 			a.ids[d.Path] = d.ID
+			a.declared[d.Path] = d.Capacity > 0
 			state := LogDirOnline
 			if d.Draining {
 				state = LogDirDraining
@@ -320,10 +332,25 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 			return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s is already in use", path)}
 		}
 	}
-	if err := a.cfg.FS.MkdirAll(path, 0o755); err != nil {
+	info, err := a.cfg.FS.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_LOG_DIR_NOT_FOUND, ErrorMessage: fmt.Sprintf("%s does not exist: create the directory (or mount its disk) first", path)}
+	case err != nil:
 		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+	case !info.IsDir():
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("%s is not a directory", path)}
 	}
-	id, err := EnsureDirID(a.cfg.FS, path, a.cfg.NodeID)
+	if m.CapacityBytes == 0 {
+		if shared := a.sharedFileSystem(info); shared != "" {
+			if !m.Force {
+				return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf(
+					"%s is on the same file system as log dir %s and neither declares a capacity, so they would share it and balancing between them means little: declare capacities (PATH=CAP) or add it with --force", path, shared)}
+			}
+			a.logger.WithFields(logrus.Fields{"dir": path, "shares_with": shared}).Warn("log directory added on the file system of another, with no capacity declared: they share its space")
+		}
+	}
+	id, err := a.cfg.OpenLogDir(path)
 	if err != nil {
 		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
 	}
@@ -340,10 +367,43 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 	a.added = append(a.added, spec)
 	a.order = append(a.order, path)
 	a.ids[path] = id
+	a.declared[path] = m.CapacityBytes > 0
 	a.dirs[path] = &messages.LogDirInfo{Path: path, State: LogDirOnline, CapacityBytes: m.CapacityBytes}
 	ctx.Send(a.cfg.PartitionManager, &LogDirAdded{Path: path, ID: id, PID: pid})
 	a.logger.WithField("dir", path).Info("log directory added")
 	return &messages.AddLogDirResponse{}
+}
+
+// sharedFileSystem returns a log dir without a declared capacity on the
+// file system of info (a directory's), or "" when there is none or the
+// file systems cannot be told apart (not the OS's).
+func (a *placementActor) sharedFileSystem(info os.FileInfo) string {
+	dev, ok := deviceOf(info)
+	if !ok {
+		return ""
+	}
+	for _, path := range a.order {
+		if a.declared[path] {
+			continue
+		}
+		other, err := a.cfg.FS.Stat(path)
+		if err != nil {
+			continue
+		}
+		if d, ok := deviceOf(other); ok && d == dev {
+			return path
+		}
+	}
+	return ""
+}
+
+// deviceOf is the device of the file system that holds a file of the OS.
+func deviceOf(info os.FileInfo) (uint64, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return uint64(st.Dev), true
 }
 
 // state is the disks state to persist.
