@@ -197,7 +197,7 @@ func TestUnknownMessageTypeFromPeer(t *testing.T) {
 	require.NoError(t, stream.Send(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{
 		MessageBatch: &remote.MessageBatch{
 			TypeNames: []string{"evil.NoSuchMessage"},
-			Targets:   []*actor.PID{{Address: n.Address(), Id: MetadataActorName}},
+			Targets:   []*actor.PID{{Address: n.Address(), Id: actors.MetadataActorName}},
 			Envelopes: []*remote.MessageEnvelope{{TypeId: 0, MessageData: []byte{0x0a, 0x01, 'x'}, Target: 0}},
 		},
 	}}))

@@ -34,10 +34,6 @@ import (
 	"github.com/depot-dev/depot/messages"
 )
 
-// MetadataActorName is the name the metadata actor is spawned under; any
-// process reaches it as actor.NewPID(nodeAddress, MetadataActorName).
-const MetadataActorName = actors.MetadataActorName
-
 // startTimeout bounds each step of start-up and shut-down that waits on an
 // actor.
 const startTimeout = 30 * time.Second
@@ -199,7 +195,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		LogDirs:          dirPaths,
 		PartitionManager: n.manager,
 		Logger:           n.logger,
-	}), MetadataActorName)
+	}), actors.MetadataActorName)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

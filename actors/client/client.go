@@ -44,9 +44,6 @@ import (
 	"github.com/depot-dev/depot/messages"
 )
 
-// MetadataActorName is the name of every node's metadata actor.
-const MetadataActorName = "metadata"
-
 // Errors that do not come from a broker's error code.
 var (
 	// ErrUnreachable means no broker answered within the first-contact
@@ -298,7 +295,7 @@ func (c *Client) Close() {
 func (c *Client) metadataPID() (*actor.PID, string) {
 	i := c.nextBroker.Add(1) - 1
 	addr := c.cfg.brokers[int(i)%len(c.cfg.brokers)]
-	return actor.NewPID(addr, MetadataActorName), addr
+	return actor.NewPID(addr, actors.MetadataActorName), addr
 }
 
 // contactTimeout is the timeout for a metadata request: short until some

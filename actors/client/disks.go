@@ -7,12 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/messages"
 )
-
-// PlacementActorName is the name of every node's placement actor, which
-// answers for the node's log directories.
-const PlacementActorName = "placement"
 
 // nodeRequest sends msg to the actor named name on the node at addr (the
 // first broker when addr is empty) and checks the answer's type.
@@ -40,7 +37,7 @@ func nodeRequest[T any](ctx context.Context, c *Client, addr, name string, msg a
 // first broker when empty): state, partitions, bytes, capacity, free bytes
 // and write rate of each.
 func (c *Client) DescribeLogDirs(ctx context.Context, addr string) (*messages.DescribeLogDirsResponse, error) {
-	resp, err := nodeRequest[*messages.DescribeLogDirsResponse](ctx, c, addr, PlacementActorName, &messages.DescribeLogDirsRequest{})
+	resp, err := nodeRequest[*messages.DescribeLogDirsResponse](ctx, c, addr, actors.PlacementActorName, &messages.DescribeLogDirsRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +47,7 @@ func (c *Client) DescribeLogDirs(ctx context.Context, addr string) (*messages.De
 // AddLogDir adds the directory path (capacity 0: as the file system says)
 // to the running node at addr.
 func (c *Client) AddLogDir(ctx context.Context, addr, path string, capacity int64) error {
-	resp, err := nodeRequest[*messages.AddLogDirResponse](ctx, c, addr, PlacementActorName, &messages.AddLogDirRequest{Path: path, CapacityBytes: capacity})
+	resp, err := nodeRequest[*messages.AddLogDirResponse](ctx, c, addr, actors.PlacementActorName, &messages.AddLogDirRequest{Path: path, CapacityBytes: capacity})
 	if err != nil {
 		return err
 	}
@@ -60,7 +57,7 @@ func (c *Client) AddLogDir(ctx context.Context, addr, path string, capacity int6
 // DrainLogDir starts moving every partition off the directory path of the
 // node at addr, and returns the moves planned.
 func (c *Client) DrainLogDir(ctx context.Context, addr, path string) ([]*messages.PartitionMove, error) {
-	resp, err := nodeRequest[*messages.DrainLogDirResponse](ctx, c, addr, PlacementActorName, &messages.DrainLogDirRequest{Path: path})
+	resp, err := nodeRequest[*messages.DrainLogDirResponse](ctx, c, addr, actors.PlacementActorName, &messages.DrainLogDirRequest{Path: path})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +67,7 @@ func (c *Client) DrainLogDir(ctx context.Context, addr, path string) ([]*message
 // Balance returns the balancing plan of the node at addr; unless dryRun,
 // the node starts carrying it out.
 func (c *Client) Balance(ctx context.Context, addr string, dryRun bool) (*messages.BalanceResponse, error) {
-	resp, err := nodeRequest[*messages.BalanceResponse](ctx, c, addr, PlacementActorName, &messages.BalanceRequest{DryRun: dryRun})
+	resp, err := nodeRequest[*messages.BalanceResponse](ctx, c, addr, actors.PlacementActorName, &messages.BalanceRequest{DryRun: dryRun})
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ type fakeCluster struct {
 func newFakeCluster(t testing.TB, system *actor.ActorSystem) *fakeCluster {
 	t.Helper()
 	fc := &fakeCluster{system: system, topics: map[string][]*fakePartition{}}
-	_, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeMetadata{fc: fc} }), MetadataActorName)
+	_, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeMetadata{fc: fc} }), actors.MetadataActorName)
 	require.NoError(t, err)
 	_, err = system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeManager{fc: fc, slots: map[int64]fakeSlot{}} }), actors.PartitionManagerName)
 	require.NoError(t, err)
