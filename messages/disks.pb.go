@@ -570,6 +570,203 @@ func (x *DrainLogDirResponse) GetMoves() []*PartitionMove {
 	return nil
 }
 
+// UndrainLogDirRequest undoes a drain: the directory takes partitions
+// again, and the moves off it not yet started are dropped.
+type UndrainLogDirRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainLogDirRequest) Reset() {
+	*x = UndrainLogDirRequest{}
+	mi := &file_disks_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainLogDirRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainLogDirRequest) ProtoMessage() {}
+
+func (x *UndrainLogDirRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainLogDirRequest.ProtoReflect.Descriptor instead.
+func (*UndrainLogDirRequest) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UndrainLogDirRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type UndrainLogDirResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainLogDirResponse) Reset() {
+	*x = UndrainLogDirResponse{}
+	mi := &file_disks_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainLogDirResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainLogDirResponse) ProtoMessage() {}
+
+func (x *UndrainLogDirResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainLogDirResponse.ProtoReflect.Descriptor instead.
+func (*UndrainLogDirResponse) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UndrainLogDirResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *UndrainLogDirResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+// RemoveLogDirRequest removes a drained directory that holds no partition
+// from the node: its files stay where they are, and a start that still
+// names it is refused.
+type RemoveLogDirRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveLogDirRequest) Reset() {
+	*x = RemoveLogDirRequest{}
+	mi := &file_disks_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveLogDirRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveLogDirRequest) ProtoMessage() {}
+
+func (x *RemoveLogDirRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveLogDirRequest.ProtoReflect.Descriptor instead.
+func (*RemoveLogDirRequest) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RemoveLogDirRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type RemoveLogDirResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveLogDirResponse) Reset() {
+	*x = RemoveLogDirResponse{}
+	mi := &file_disks_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveLogDirResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveLogDirResponse) ProtoMessage() {}
+
+func (x *RemoveLogDirResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveLogDirResponse.ProtoReflect.Descriptor instead.
+func (*RemoveLogDirResponse) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RemoveLogDirResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *RemoveLogDirResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 // PartitionMove is one planned or running move of a partition between log
 // directories of one node.
 type PartitionMove struct {
@@ -585,7 +782,7 @@ type PartitionMove struct {
 
 func (x *PartitionMove) Reset() {
 	*x = PartitionMove{}
-	mi := &file_disks_proto_msgTypes[8]
+	mi := &file_disks_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +794,7 @@ func (x *PartitionMove) String() string {
 func (*PartitionMove) ProtoMessage() {}
 
 func (x *PartitionMove) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[8]
+	mi := &file_disks_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +807,7 @@ func (x *PartitionMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMove.ProtoReflect.Descriptor instead.
 func (*PartitionMove) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{8}
+	return file_disks_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionMove) GetTopic() string {
@@ -659,7 +856,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_disks_proto_msgTypes[9]
+	mi := &file_disks_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +868,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[9]
+	mi := &file_disks_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +881,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{9}
+	return file_disks_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BalanceRequest) GetDryRun() bool {
@@ -710,7 +907,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_disks_proto_msgTypes[10]
+	mi := &file_disks_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +919,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[10]
+	mi := &file_disks_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +932,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{10}
+	return file_disks_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BalanceResponse) GetError() ErrorCode {
@@ -796,7 +993,7 @@ type MovePartitionRequest struct {
 
 func (x *MovePartitionRequest) Reset() {
 	*x = MovePartitionRequest{}
-	mi := &file_disks_proto_msgTypes[11]
+	mi := &file_disks_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1005,7 @@ func (x *MovePartitionRequest) String() string {
 func (*MovePartitionRequest) ProtoMessage() {}
 
 func (x *MovePartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[11]
+	mi := &file_disks_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1018,7 @@ func (x *MovePartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovePartitionRequest.ProtoReflect.Descriptor instead.
 func (*MovePartitionRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{11}
+	return file_disks_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MovePartitionRequest) GetTargetDir() string {
@@ -861,7 +1058,7 @@ type MovePartitionResponse struct {
 
 func (x *MovePartitionResponse) Reset() {
 	*x = MovePartitionResponse{}
-	mi := &file_disks_proto_msgTypes[12]
+	mi := &file_disks_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1070,7 @@ func (x *MovePartitionResponse) String() string {
 func (*MovePartitionResponse) ProtoMessage() {}
 
 func (x *MovePartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[12]
+	mi := &file_disks_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1083,7 @@ func (x *MovePartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovePartitionResponse.ProtoReflect.Descriptor instead.
 func (*MovePartitionResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{12}
+	return file_disks_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MovePartitionResponse) GetError() ErrorCode {
@@ -992,7 +1189,17 @@ const file_disks_proto_rawDesc = "" +
 	"\x13DrainLogDirResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12*\n" +
-	"\x05moves\x18\x03 \x03(\v2\x14.depot.PartitionMoveR\x05moves\"\x8b\x01\n" +
+	"\x05moves\x18\x03 \x03(\v2\x14.depot.PartitionMoveR\x05moves\"*\n" +
+	"\x14UndrainLogDirRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"d\n" +
+	"\x15UndrainLogDirResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\")\n" +
+	"\x13RemoveLogDirRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"c\n" +
+	"\x14RemoveLogDirResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x8b\x01\n" +
 	"\rPartitionMove\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x19\n" +
@@ -1036,7 +1243,7 @@ func file_disks_proto_rawDescGZIP() []byte {
 	return file_disks_proto_rawDescData
 }
 
-var file_disks_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_disks_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_disks_proto_goTypes = []any{
 	(*LogDirInfo)(nil),              // 0: depot.LogDirInfo
 	(*PartitionUsage)(nil),          // 1: depot.PartitionUsage
@@ -1046,31 +1253,37 @@ var file_disks_proto_goTypes = []any{
 	(*AddLogDirResponse)(nil),       // 5: depot.AddLogDirResponse
 	(*DrainLogDirRequest)(nil),      // 6: depot.DrainLogDirRequest
 	(*DrainLogDirResponse)(nil),     // 7: depot.DrainLogDirResponse
-	(*PartitionMove)(nil),           // 8: depot.PartitionMove
-	(*BalanceRequest)(nil),          // 9: depot.BalanceRequest
-	(*BalanceResponse)(nil),         // 10: depot.BalanceResponse
-	(*MovePartitionRequest)(nil),    // 11: depot.MovePartitionRequest
-	(*MovePartitionResponse)(nil),   // 12: depot.MovePartitionResponse
-	(ErrorCode)(0),                  // 13: depot.ErrorCode
+	(*UndrainLogDirRequest)(nil),    // 8: depot.UndrainLogDirRequest
+	(*UndrainLogDirResponse)(nil),   // 9: depot.UndrainLogDirResponse
+	(*RemoveLogDirRequest)(nil),     // 10: depot.RemoveLogDirRequest
+	(*RemoveLogDirResponse)(nil),    // 11: depot.RemoveLogDirResponse
+	(*PartitionMove)(nil),           // 12: depot.PartitionMove
+	(*BalanceRequest)(nil),          // 13: depot.BalanceRequest
+	(*BalanceResponse)(nil),         // 14: depot.BalanceResponse
+	(*MovePartitionRequest)(nil),    // 15: depot.MovePartitionRequest
+	(*MovePartitionResponse)(nil),   // 16: depot.MovePartitionResponse
+	(ErrorCode)(0),                  // 17: depot.ErrorCode
 }
 var file_disks_proto_depIdxs = []int32{
 	1,  // 0: depot.LogDirInfo.partition_usage:type_name -> depot.PartitionUsage
-	13, // 1: depot.DescribeLogDirsResponse.error:type_name -> depot.ErrorCode
+	17, // 1: depot.DescribeLogDirsResponse.error:type_name -> depot.ErrorCode
 	0,  // 2: depot.DescribeLogDirsResponse.dirs:type_name -> depot.LogDirInfo
-	13, // 3: depot.AddLogDirResponse.error:type_name -> depot.ErrorCode
-	13, // 4: depot.DrainLogDirResponse.error:type_name -> depot.ErrorCode
-	8,  // 5: depot.DrainLogDirResponse.moves:type_name -> depot.PartitionMove
-	13, // 6: depot.BalanceResponse.error:type_name -> depot.ErrorCode
-	8,  // 7: depot.BalanceResponse.moves:type_name -> depot.PartitionMove
-	0,  // 8: depot.BalanceResponse.before:type_name -> depot.LogDirInfo
-	0,  // 9: depot.BalanceResponse.after:type_name -> depot.LogDirInfo
-	8,  // 10: depot.BalanceResponse.running:type_name -> depot.PartitionMove
-	13, // 11: depot.MovePartitionResponse.error:type_name -> depot.ErrorCode
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	17, // 3: depot.AddLogDirResponse.error:type_name -> depot.ErrorCode
+	17, // 4: depot.DrainLogDirResponse.error:type_name -> depot.ErrorCode
+	12, // 5: depot.DrainLogDirResponse.moves:type_name -> depot.PartitionMove
+	17, // 6: depot.UndrainLogDirResponse.error:type_name -> depot.ErrorCode
+	17, // 7: depot.RemoveLogDirResponse.error:type_name -> depot.ErrorCode
+	17, // 8: depot.BalanceResponse.error:type_name -> depot.ErrorCode
+	12, // 9: depot.BalanceResponse.moves:type_name -> depot.PartitionMove
+	0,  // 10: depot.BalanceResponse.before:type_name -> depot.LogDirInfo
+	0,  // 11: depot.BalanceResponse.after:type_name -> depot.LogDirInfo
+	12, // 12: depot.BalanceResponse.running:type_name -> depot.PartitionMove
+	17, // 13: depot.MovePartitionResponse.error:type_name -> depot.ErrorCode
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_disks_proto_init() }
@@ -1085,7 +1298,7 @@ func file_disks_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_disks_proto_rawDesc), len(file_disks_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -390,3 +390,65 @@ func TestAddLogDirRefusals(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, add(forced, 0, true).Error)
 	require.Len(t, describeDirs(t, n), 3)
 }
+
+// A drain is undone by undrain, survives a restart either way, and a
+// drained, empty dir is removed; a start that still names it is refused,
+// saying what to do.
+func TestDrainUndrainRemove(t *testing.T) {
+	root := t.TempDir()
+	first, second := filepath.Join(root, "first"), filepath.Join(root, "second")
+	cfg := diskTestConfig(t, disks.PolicyLoad, LogDir{Path: first, Capacity: 1 << 30}, LogDir{Path: second, Capacity: 1 << 30})
+	n := startNode(t, cfg)
+	c := newClient(t, n.Address())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.CreateTopic(ctx, "logs", 4, nil)
+	require.NoError(t, err)
+	fill(t, c, "logs", 4, mib)
+
+	require.ErrorContains(t, c.UndrainLogDir(ctx, "", first), "not draining")
+	require.ErrorContains(t, c.RemoveLogDir(ctx, "", first), "drain it first")
+	_, err = c.DrainLogDir(ctx, "", first)
+	require.NoError(t, err)
+	require.NoError(t, c.UndrainLogDir(ctx, "", first))
+	require.Equal(t, disks.LogDirOnline, describeDirs(t, n)[0].State)
+	_, err = c.DrainLogDir(ctx, "", first)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		dirs := describeDirs(t, n)
+		return dirs[0].Partitions == 0 && dirs[0].State == disks.LogDirDraining
+	}, 30*time.Second, 20*time.Millisecond)
+
+	// Across a restart the drain stays, and is still undone by undrain.
+	require.NoError(t, n.Stop())
+	n = startNode(t, cfg)
+	c = newClient(t, n.Address())
+	require.Equal(t, disks.LogDirDraining, describeDirs(t, n)[0].State)
+	require.NoError(t, c.UndrainLogDir(ctx, "", first))
+	require.NoError(t, n.Stop())
+	n = startNode(t, cfg)
+	c = newClient(t, n.Address())
+	require.Equal(t, disks.LogDirOnline, describeDirs(t, n)[0].State)
+
+	// Drained and empty, it is removed: the node runs on without it, its
+	// files left where they were.
+	_, err = c.DrainLogDir(ctx, "", first)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return describeDirs(t, n)[0].Partitions == 0 && c.RemoveLogDir(ctx, "", first) == nil
+	}, 30*time.Second, 20*time.Millisecond)
+	dirs := describeDirs(t, n)
+	require.Len(t, dirs, 1)
+	require.Equal(t, second, dirs[0].Path)
+	require.FileExists(t, filepath.Join(first, disks.MetaPropertiesFile))
+	records := consumeAll(t, c, "logs", 4)
+	require.NoError(t, n.Stop())
+
+	_, err = Start(cfg)
+	require.ErrorContains(t, err, "log dir "+first+" was removed")
+	require.ErrorContains(t, err, "drop it from --log-dirs")
+	cfg.LogDirs = cfg.LogDirs[1:]
+	n = startNode(t, cfg)
+	c = newClient(t, n.Address())
+	require.Equal(t, records, consumeAll(t, c, "logs", 4), "every record is still there")
+}

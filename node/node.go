@@ -68,6 +68,7 @@ type Node struct {
 // Start starts a node with cfg and returns once it serves: every topic in
 // its metadata has its partitions open.
 func Start(cfg Config) (_ *Node, err error) {
+	named := len(cfg.LogDirs) > 0
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -108,7 +109,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	specs, added := logDirSpecs(cfg.LogDirs, disksState)
+	specs, added, err := logDirSpecs(cfg.LogDirs, named, disksState)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range added {
 		if err := cfg.FS.MkdirAll(d.Path, 0o755); err != nil {
 			return nil, fmt.Errorf("node: log dir %s: %w", d.Path, err)
@@ -170,6 +174,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		Balance:          cfg.Balance,
 		PartitionManager: n.manager,
 		OpenLogDir:       n.openLogDir,
+		StopLogDir:       n.stopLogDir,
+		Removed:          disksState.Removed,
 		StartLogDir:      func(spec disks.LogDirSpec) (*actor.PID, error) { return n.startLogDir(spec, disks.Checkpoints{}) },
 		Logger:           n.logger,
 	}), actors.PlacementActorName)
@@ -230,14 +236,24 @@ func Start(cfg Config) (_ *Node, err error) {
 // logDirSpecs returns the log directories to run: the configured ones (in
 // their order, draining when the state says so), then those added at run
 // time; added lists the latter.
-func logDirSpecs(configured []LogDir, st disks.DisksState) (specs, added []disks.LogDirSpec) {
+func logDirSpecs(configured []LogDir, named bool, st disks.DisksState) (specs, added []disks.LogDirSpec, err error) {
 	draining := map[string]bool{}
 	for _, path := range st.Draining {
 		draining[filepath.Clean(path)] = true
 	}
+	removed := map[string]bool{}
+	for _, path := range st.Removed {
+		removed[filepath.Clean(path)] = true
+	}
 	seen := map[string]bool{}
 	for _, d := range configured {
 		path := filepath.Clean(d.Path)
+		if removed[path] {
+			if named {
+				return nil, nil, fmt.Errorf("node: log dir %s was removed (depot disks remove): drop it from --log-dirs, or add it back with depot disks add", path)
+			}
+			continue // a default dir, removed: the node goes on without it
+		}
 		seen[path] = true
 		specs = append(specs, disks.LogDirSpec{Path: path, Capacity: d.Capacity, Draining: draining[path]})
 	}
@@ -251,7 +267,7 @@ func logDirSpecs(configured []LogDir, st disks.DisksState) (specs, added []disks
 		specs = append(specs, spec)
 		added = append(added, spec)
 	}
-	return specs, added
+	return specs, added, nil
 }
 
 // openLogDir locks the log directory path (on the OS file system) and
@@ -267,6 +283,28 @@ func (n *Node) openLogDir(path string) (string, error) {
 		return "", fmt.Errorf("node: log dir %s: %w", path, err)
 	}
 	return id, nil
+}
+
+// stopLogDir stops the log-dir actor of a removed directory and lets go of
+// its lock. It runs on the placement actor's goroutine and does not wait.
+func (n *Node) stopLogDir(path string) {
+	name := actors.LogDirActorName(path)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, pid := range n.logDirs {
+		if pid.Id == name {
+			n.system.Root.Stop(pid)
+			n.logDirs = append(n.logDirs[:i], n.logDirs[i+1:]...)
+			break
+		}
+	}
+	for i, f := range n.locks {
+		if f.Name() == filepath.Join(path, lockFile) {
+			f.Close()
+			n.locks = append(n.locks[:i], n.locks[i+1:]...)
+			break
+		}
+	}
 }
 
 // startLogDir spawns the log-dir actor of one directory.

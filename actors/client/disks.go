@@ -73,3 +73,24 @@ func (c *Client) Balance(ctx context.Context, addr string, dryRun bool) (*messag
 	}
 	return resp, codeError(resp.Error, resp.ErrorMessage)
 }
+
+// UndrainLogDir undoes a drain of the directory path of the node at addr:
+// it takes partitions again, and the moves off it not yet started are
+// dropped.
+func (c *Client) UndrainLogDir(ctx context.Context, addr, path string) error {
+	resp, err := nodeRequest[*messages.UndrainLogDirResponse](ctx, c, addr, actors.PlacementActorName, &messages.UndrainLogDirRequest{Path: path})
+	if err != nil {
+		return err
+	}
+	return codeError(resp.Error, resp.ErrorMessage)
+}
+
+// RemoveLogDir removes the drained, empty directory path from the node at
+// addr. Its files stay where they are.
+func (c *Client) RemoveLogDir(ctx context.Context, addr, path string) error {
+	resp, err := nodeRequest[*messages.RemoveLogDirResponse](ctx, c, addr, actors.PlacementActorName, &messages.RemoveLogDirRequest{Path: path})
+	if err != nil {
+		return err
+	}
+	return codeError(resp.Error, resp.ErrorMessage)
+}

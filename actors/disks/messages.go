@@ -47,6 +47,12 @@ type LogDirAdded struct {
 	PID *actor.PID
 }
 
+// LogDirRemoved tells the partition manager that a directory is no longer
+// the node's.
+type LogDirRemoved struct {
+	Path string
+}
+
 // ChooseLogDirs asks the placement actor for a directory for each of a
 // topic's new partitions on this node; it answers ChooseLogDirsResult.
 type ChooseLogDirs struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -46,6 +47,9 @@ type DisksState struct {
 	Added []LogDirSpec `json:"added"`
 	// Draining are directories being emptied with `depot disks drain`.
 	Draining []string `json:"draining"`
+	// Removed are directories removed with `depot disks remove`: a start
+	// that names one is refused.
+	Removed []string `json:"removed,omitempty"`
 }
 
 // ReadDisksState reads the disks state of the data directory dataDir; a
@@ -165,7 +169,12 @@ type PlacementConfig struct {
 	OpenLogDir func(path string) (string, error)
 	// StartLogDir starts the log-dir actor of a directory added at run time.
 	StartLogDir func(spec LogDirSpec) (*actor.PID, error)
-	Logger      *logrus.Entry
+	// StopLogDir stops the log-dir actor of a removed directory and lets go
+	// of it. May be nil.
+	StopLogDir func(path string)
+	// Removed are the directories removed before the start (DisksState).
+	Removed []string
+	Logger  *logrus.Entry
 }
 
 type balanceTick struct{}
@@ -189,6 +198,7 @@ type placementActor struct {
 	// file system's.
 	declared map[string]bool
 	added    []LogDirSpec
+	removed  []string
 	running  *placement.Move
 	queue    []placement.Move
 	stop     scheduler.CancelFunc
@@ -206,7 +216,7 @@ func NewPlacementProps(cfg PlacementConfig) *actor.Props {
 	cfg.Balance = cfg.Balance.withDefaults()
 	logger := cfg.Logger.WithField("actor", "placement")
 	return actors.Props(func() actor.Actor {
-		a := &placementActor{cfg: cfg, dirs: map[string]*messages.LogDirInfo{}, ids: map[string]string{}, declared: map[string]bool{}, added: append([]LogDirSpec(nil), cfg.AddedLogDirs...), logger: logger}
+		a := &placementActor{cfg: cfg, dirs: map[string]*messages.LogDirInfo{}, ids: map[string]string{}, declared: map[string]bool{}, added: append([]LogDirSpec(nil), cfg.AddedLogDirs...), removed: append([]string(nil), cfg.Removed...), logger: logger}
 		for _, d := range cfg.LogDirs {
 			a.order = append(a.order, d.Path)
 			a.ids[d.Path] = d.ID
@@ -240,6 +250,10 @@ func (a *placementActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.onAdd(ctx, m))
 	case *messages.DrainLogDirRequest:
 		ctx.Respond(a.onDrain(ctx, m))
+	case *messages.UndrainLogDirRequest:
+		ctx.Respond(a.onUndrain(ctx, m))
+	case *messages.RemoveLogDirRequest:
+		ctx.Respond(a.onRemove(ctx, m))
 	case *messages.BalanceRequest:
 		ctx.Respond(a.onBalance(ctx, m))
 	case *balanceTick:
@@ -357,6 +371,7 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 	spec := LogDirSpec{Path: path, Capacity: m.CapacityBytes, ID: id}
 	st := a.state()
 	st.Added = append(st.Added, spec)
+	st.Removed = slices.DeleteFunc(st.Removed, func(p string) bool { return p == path })
 	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, st); err != nil {
 		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("recording the new log dir: %v", err)}
 	}
@@ -365,6 +380,7 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 		return &messages.AddLogDirResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}
 	}
 	a.added = append(a.added, spec)
+	a.removed = st.Removed
 	a.order = append(a.order, path)
 	a.ids[path] = id
 	a.declared[path] = m.CapacityBytes > 0
@@ -408,7 +424,7 @@ func deviceOf(info os.FileInfo) (uint64, bool) {
 
 // state is the disks state to persist.
 func (a *placementActor) state() DisksState {
-	st := DisksState{Added: append([]LogDirSpec(nil), a.added...)}
+	st := DisksState{Added: append([]LogDirSpec(nil), a.added...), Removed: append([]string(nil), a.removed...)}
 	for _, path := range a.order {
 		if a.dirs[path].State == LogDirDraining {
 			st.Draining = append(st.Draining, path)
@@ -446,6 +462,61 @@ func (a *placementActor) onDrain(ctx actor.Context, m *messages.DrainLogDirReque
 	a.queue = moves
 	a.next(ctx)
 	return &messages.DrainLogDirResponse{Moves: toMessages(moves)}
+}
+
+func (a *placementActor) onUndrain(ctx actor.Context, m *messages.UndrainLogDirRequest) *messages.UndrainLogDirResponse {
+	path := filepath.Clean(m.Path)
+	info, ok := a.dirs[path]
+	switch {
+	case !ok:
+		return &messages.UndrainLogDirResponse{Error: messages.ErrorCode_LOG_DIR_NOT_FOUND, ErrorMessage: fmt.Sprintf("no log dir %s on this node", path)}
+	case info.State != LogDirDraining:
+		return &messages.UndrainLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s is %s, not draining", path, info.State)}
+	}
+	info.State = LogDirOnline
+	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, a.state()); err != nil {
+		info.State = LogDirDraining
+		return &messages.UndrainLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+	}
+	ctx.Send(actor.NewPID(ctx.Self().Address, actors.LogDirActorName(path)), &setDraining{draining: false})
+	queued := len(a.queue)
+	a.queue = slices.DeleteFunc(a.queue, func(mv placement.Move) bool { return mv.From == path })
+	a.logger.WithFields(logrus.Fields{"dir": path, "moves_dropped": queued - len(a.queue)}).Info("log directory no longer draining")
+	return &messages.UndrainLogDirResponse{}
+}
+
+// onRemove forgets a drained directory that holds no partition: its
+// log-dir actor stops, and the node no longer uses it. Its files stay.
+func (a *placementActor) onRemove(ctx actor.Context, m *messages.RemoveLogDirRequest) *messages.RemoveLogDirResponse {
+	path := filepath.Clean(m.Path)
+	info, ok := a.dirs[path]
+	moving := func(mv placement.Move) bool { return mv.From == path || mv.To == path }
+	switch {
+	case !ok:
+		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_LOG_DIR_NOT_FOUND, ErrorMessage: fmt.Sprintf("no log dir %s on this node", path)}
+	case info.State != LogDirDraining:
+		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s is %s: drain it first (depot disks drain %s)", path, info.State, path)}
+	case info.Partitions > 0 || (a.running != nil && moving(*a.running)) || slices.ContainsFunc(a.queue, moving):
+		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s still holds %d partitions: wait for its drain to finish", path, info.Partitions)}
+	}
+	st := a.state()
+	st.Added = slices.DeleteFunc(st.Added, func(d LogDirSpec) bool { return d.Path == path })
+	st.Draining = slices.DeleteFunc(st.Draining, func(p string) bool { return p == path })
+	st.Removed = append(st.Removed, path)
+	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, st); err != nil {
+		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("recording the removal: %v", err)}
+	}
+	a.added, a.removed = st.Added, st.Removed
+	a.order = slices.DeleteFunc(a.order, func(p string) bool { return p == path })
+	delete(a.dirs, path)
+	delete(a.ids, path)
+	delete(a.declared, path)
+	ctx.Send(a.cfg.PartitionManager, &LogDirRemoved{Path: path})
+	if a.cfg.StopLogDir != nil {
+		a.cfg.StopLogDir(path)
+	}
+	a.logger.WithField("dir", path).Info("log directory removed; its files are left in place")
+	return &messages.RemoveLogDirResponse{}
 }
 
 func (a *placementActor) onBalance(ctx actor.Context, m *messages.BalanceRequest) *messages.BalanceResponse {

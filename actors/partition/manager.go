@@ -103,6 +103,9 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	case *disks.LogDirAdded:
 		m.cfg.LogDirs[msg.Path] = msg.PID
 		m.cfg.DirIDs[msg.Path] = msg.ID
+	case *disks.LogDirRemoved:
+		delete(m.cfg.LogDirs, msg.Path)
+		delete(m.cfg.DirIDs, msg.Path)
 	case *actor.Started:
 		m.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
 	case *actor.Stopping:
