@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/placement"
@@ -541,20 +542,54 @@ func (a *placementActor) onBalance(ctx actor.Context, m *messages.BalanceRequest
 	return resp
 }
 
-// describeLoads turns simulated loads into LogDirInfo for display.
+// describeLoads describes the directories as simulated loads leave them:
+// the live figures of now, changed only by the partitions the loads moved
+// (their bytes, projected bytes and write rates), so that a plan with no
+// move describes the directories exactly as they are.
 func describeLoads(loads []placement.DirLoad, now map[string]*messages.LogDirInfo) []*messages.LogDirInfo {
+	usage := map[disk.TopicPartition]*messages.PartitionUsage{}
+	for _, info := range now {
+		for _, p := range info.PartitionUsage {
+			usage[disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p
+		}
+	}
 	out := make([]*messages.LogDirInfo, 0, len(loads))
 	for _, l := range loads {
-		info := &messages.LogDirInfo{Path: l.Path, CapacityBytes: l.Capacity, Partitions: int32(len(l.Partitions))}
+		info := &messages.LogDirInfo{Path: l.Path, CapacityBytes: l.Capacity}
 		if cur, ok := now[l.Path]; ok {
-			info.State = cur.State
+			info = proto.Clone(cur).(*messages.LogDirInfo)
 		}
+		before := map[disk.TopicPartition]bool{}
+		for _, p := range info.PartitionUsage {
+			before[disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = true
+		}
+		after := make([]*messages.PartitionUsage, 0, len(l.Partitions))
 		for _, p := range l.Partitions {
-			info.Bytes += p.Bytes
+			tp := disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+			u := usage[tp]
+			if u == nil {
+				u = &messages.PartitionUsage{Topic: p.Topic, Partition: p.Partition, Bytes: p.Bytes}
+			}
+			after = append(after, u)
+			if !before[tp] {
+				info.Bytes += u.Bytes
+				info.FreeBytes -= u.Bytes
+				info.WriteBytesPerS += u.WriteBytesPerS
+				info.ProjectedBytes += placement.Projection(u.Bytes, u.WriteBytesPerS, u.RetentionBytes, u.RetentionMs)
+			}
+			delete(before, tp)
 		}
-		if l.Capacity > 0 {
-			info.FreeBytes = max(l.Capacity-info.Bytes, 0)
+		for tp := range before {
+			u := usage[tp]
+			info.Bytes -= u.Bytes
+			info.FreeBytes += u.Bytes
+			info.WriteBytesPerS -= u.WriteBytesPerS
+			info.ProjectedBytes -= placement.Projection(u.Bytes, u.WriteBytesPerS, u.RetentionBytes, u.RetentionMs)
 		}
+		info.FreeBytes = max(info.FreeBytes, 0)
+		info.WriteBytesPerS = max(info.WriteBytesPerS, 0)
+		info.PartitionUsage = after
+		info.Partitions = int32(len(after))
 		out = append(out, info)
 	}
 	return out
