@@ -330,6 +330,8 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		if a.logErr != nil {
 			a.log = nil
 			a.logger.WithError(a.logErr).Error("cannot reopen partition log after a failed move; partition offline")
+		} else {
+			a.core.Opened(a.log.StartOffset(), a.log.EndOffset(), a.log.RecoveryPoint())
 		}
 		a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, cause.Error())
 	}
@@ -387,6 +389,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		ctx.Send(mv.sender, resp)
 		return
 	}
+	a.core.Opened(a.log.StartOffset(), a.log.EndOffset(), a.log.RecoveryPoint())
 	a.report(ctx, false)
 
 	// S4: the old copy goes.

@@ -93,43 +93,41 @@ type flushDone struct{ run *flushRun }
 // fetchExpired ends the wait of a parked fetch.
 type fetchExpired struct{ id uint64 }
 
-// parkedProduce is an acks=all answer waiting for a flush that covers the
-// offsets below end.
+// parkedProduce is an acks=all answer waiting in state.ParkedProduces.
 type parkedProduce struct {
 	sender   *actor.PID
 	response *messages.ProduceResponse
-	end      int64
 }
 
-// parkedFetch is a fetch waiting for min_bytes or max_wait_ms, as in
-// Kafka's fetch purgatory.
+// parkedFetch is a fetch waiting in state.ParkedFetches; cancel stops the
+// timer of its max_wait_ms.
 type parkedFetch struct {
-	id        uint64
-	sender    *actor.PID
-	request   *messages.FetchRequest
-	available int
-	cancel    scheduler.CancelFunc
+	sender  *actor.PID
+	request *messages.FetchRequest
+	cancel  scheduler.CancelFunc
 }
 
-// partitionActor owns one partition's log. Not shared: all access is
-// through its mailbox.
+// partitionActor owns one partition's log and drives its state.Partition:
+// the core decides (validation, idempotence, the high watermark, which
+// parked requests to answer) and the actor does the I/O (the disk.Log, the
+// sends, the timers). Not shared: all access is through its mailbox.
 type partitionActor struct {
-	cfg       PartitionConfig
-	tp        disk.TopicPartition
-	log       *disk.Log
-	logErr    error // why the log is not open, when log is nil
-	producers state.Producers
-	logger    *logrus.Entry
-	timers    *scheduler.TimerScheduler
-	stopTick  scheduler.CancelFunc
+	cfg    PartitionConfig
+	tp     disk.TopicPartition
+	log    *disk.Log
+	logErr error // why the log is not open, when log is nil
+	core   *state.Partition
+	logger *logrus.Entry
+	timers *scheduler.TimerScheduler
+	// stopTick stops the partitionTicks.
+	stopTick scheduler.CancelFunc
 
 	// syncing is set while a syncParked is on its way; flushing is the
 	// flush in flight, if any.
 	syncing        bool
 	flushing       *flushRun
-	parkedProduces []parkedProduce
-	parkedFetches  []*parkedFetch
-	nextFetchID    uint64
+	parkedProduces state.ParkedProduces[parkedProduce]
+	parkedFetches  state.ParkedFetches[*parkedFetch]
 	deleted        bool
 	// appendedBytes counts the bytes appended since the actor started; the
 	// log-dir actor derives the write rate from it.
@@ -155,11 +153,11 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 	home := &cfg
 	return actors.Props(func() actor.Actor {
 		return &partitionActor{
-			cfg:       *home,
-			home:      home,
-			tp:        disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
-			producers: state.Producers{},
-			logger:    home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
+			cfg:    *home,
+			home:   home,
+			tp:     disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
+			core:   state.NewPartition(home.Config.MaxMessageBytes),
+			logger: home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
 		}
 	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
 }
@@ -248,8 +246,9 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 		return
 	}
 	a.log = log
+	a.core.Opened(log.StartOffset(), log.EndOffset(), log.RecoveryPoint())
 	if err := log.ScanHeaders(log.StartOffset(), func(h wire.Header) error {
-		a.producers.Update(&h)
+		a.core.Recovered(&h)
 		return nil
 	}); err != nil {
 		a.logger.WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
@@ -257,7 +256,7 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	a.logger.WithFields(logrus.Fields{
 		"start_offset": log.StartOffset(),
 		"end_offset":   log.EndOffset(),
-		"producers":    len(a.producers),
+		"producers":    a.core.ProducerCount(),
 		"took":         time.Since(started).Round(time.Millisecond),
 	}).Debug("partition log opened")
 	a.report(ctx, false)
@@ -290,35 +289,29 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		answer()
 		return
 	}
-	resp.LogStartOffset = a.log.StartOffset()
-	if m.Acks != 0 && m.Acks != 1 && m.Acks != -1 {
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_REQUIRED_ACKS, fmt.Sprintf("acks %d: want 0, 1 or -1", m.Acks)
-		ctx.Respond(resp)
-		return
-	}
-	if code, msg := validateProduce(m.Records, a.cfg.Config.MaxMessageBytes); code != messages.ErrorCode_NONE {
-		resp.Error, resp.ErrorMessage = code, msg
-		if code == messages.ErrorCode_MESSAGE_TOO_LARGE {
-			resp.MaxMessageBytes = a.cfg.Config.MaxMessageBytes
+	resp.LogStartOffset = a.core.LogStartOffset()
+	if refusal := a.core.ValidateProduce(m.Acks, m.Records); refusal.Refused() {
+		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		if refusal.Code == messages.ErrorCode_MESSAGE_TOO_LARGE {
+			resp.MaxMessageBytes = a.core.MaxMessageBytes()
 		}
 		answer()
 		return
 	}
-	appended := false
+	appended, readable := false, 0
 	for rest := m.Records; len(rest) > 0; {
 		size, _ := wire.PeekSize(rest) // validated above
 		batch := rest[:size]
 		rest = rest[size:]
 		h, _ := wire.ParseHeader(batch) // validated above, CRC included
-		code, dup := a.producers.Check(&h)
-		if code != messages.ErrorCode_NONE {
-			resp.Error = code
-			resp.ErrorMessage = fmt.Sprintf("producer %d epoch %d sequence %d refused", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		check := a.core.CheckBatch(&h)
+		if check.Refused() {
+			resp.Error, resp.ErrorMessage = check.Code, check.Message
 			break
 		}
-		if dup != nil {
+		if check.Duplicate != nil {
 			if resp.BaseOffset < 0 {
-				resp.BaseOffset = dup.FirstOffset
+				resp.BaseOffset = check.Duplicate.FirstOffset
 			}
 			continue
 		}
@@ -332,13 +325,13 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		appended = true
 		a.appendedBytes += int64(len(batch))
 		h.BaseOffset = res.BaseOffset
-		a.producers.Update(&h)
+		readable += a.core.Appended(&h, len(batch))
 		if resp.BaseOffset < 0 {
 			resp.BaseOffset = res.BaseOffset
 		}
 	}
 	if appended {
-		a.wakeFetches(ctx, len(m.Records))
+		a.wakeFetches(ctx, readable)
 		switch {
 		case a.appendedBytes-a.reportedBytes >= reportStepBytes:
 			a.report(ctx, false)
@@ -348,7 +341,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		}
 	}
 	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
-		a.parkedProduces = append(a.parkedProduces, parkedProduce{sender: ctx.Sender(), response: resp, end: a.log.EndOffset()})
+		a.parkedProduces.Park(a.core.LogEndOffset(), parkedProduce{sender: ctx.Sender(), response: resp})
 		if !a.syncing && a.flushing == nil {
 			a.syncing = true
 			ctx.Send(ctx.Self(), &syncParked{})
@@ -356,32 +349,6 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		return
 	}
 	answer()
-}
-
-// validateProduce checks every batch of a produce request before any is
-// appended, so that a bad batch changes nothing.
-func validateProduce(records []byte, maxMessageBytes int32) (messages.ErrorCode, string) {
-	if len(records) == 0 {
-		return messages.ErrorCode_CORRUPT_MESSAGE, "no record batch in request"
-	}
-	for i, rest := 0, records; len(rest) > 0; i++ {
-		size, err := wire.PeekSize(rest)
-		if err != nil || size > len(rest) {
-			return messages.ErrorCode_CORRUPT_MESSAGE, fmt.Sprintf("batch %d: truncated or bad length", i)
-		}
-		if size > int(maxMessageBytes) {
-			return messages.ErrorCode_MESSAGE_TOO_LARGE, fmt.Sprintf("batch %d of %d bytes exceeds max.message.bytes %d", i, size, maxMessageBytes)
-		}
-		h, err := wire.Validate(rest[:size])
-		if err != nil {
-			return messages.ErrorCode_CORRUPT_MESSAGE, fmt.Sprintf("batch %d: %v", i, err)
-		}
-		if h.Compression() > wire.CompressionZstd {
-			return messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, fmt.Sprintf("batch %d: %s", i, h.Compression())
-		}
-		rest = rest[size:]
-	}
-	return messages.ErrorCode_NONE, ""
 }
 
 // appendError classifies an append failure.
@@ -420,16 +387,8 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 	a.logErr = errors.New(m.Reason)
 	log := a.log
 	a.log = nil
-	for _, p := range a.parkedProduces {
-		p.response.Error, p.response.ErrorMessage = a.unavailable()
-		ctx.Send(p.sender, p.response)
-	}
-	a.parkedProduces = nil
-	for _, p := range a.parkedFetches {
-		p.cancel()
-		a.answerParkedFetch(ctx, p)
-	}
-	a.parkedFetches = nil
+	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
+	a.answerParked(ctx)
 	_ = log.Close()
 	a.logger.WithField("reason", m.Reason).Error("partition offline")
 }
@@ -438,11 +397,11 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 // far: one fsync covers them all. It runs beside the partition, which
 // appends the next group meanwhile; flushDone brings the result back.
 func (a *partitionActor) startFlush(ctx actor.Context) {
-	if a.flushing != nil || len(a.parkedProduces) == 0 {
+	if a.flushing != nil || a.parkedProduces.Len() == 0 {
 		return
 	}
 	if a.log == nil {
-		a.answerParkedProduces(ctx, -1, nil)
+		a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
 		return
 	}
 	job, err := a.log.StartFlush()
@@ -476,46 +435,47 @@ func (a *partitionActor) finishFlush(ctx actor.Context) {
 		a.flushFailed(ctx, err)
 		return
 	}
-	a.answerParkedProduces(ctx, run.job.UpTo(), nil)
+	a.flushed(ctx, run.job.UpTo())
 }
 
 // flushParkedNow makes every parked produce durable with a flush on the
 // partition's own goroutine and answers them; for a log about to close.
 func (a *partitionActor) flushParkedNow(ctx actor.Context) {
 	a.finishFlush(ctx)
-	if len(a.parkedProduces) == 0 {
+	if a.parkedProduces.Len() == 0 {
 		return
 	}
 	if a.log == nil {
-		a.answerParkedProduces(ctx, -1, nil)
+		a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
 		return
 	}
 	if err := a.log.Sync(); err != nil {
 		a.flushFailed(ctx, err)
 		return
 	}
-	a.answerParkedProduces(ctx, a.log.EndOffset(), nil)
+	a.flushed(ctx, a.log.EndOffset())
 }
 
 // flushFailed answers every parked produce with a storage error and takes
 // the directory offline, as Kafka does on a failed fsync.
 func (a *partitionActor) flushFailed(ctx actor.Context, err error) {
 	a.logger.WithError(err).Error("fsync failed")
-	a.answerParkedProduces(ctx, -1, err)
+	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), err)
 	a.dirFailed(ctx, err)
 }
 
-// answerParkedProduces answers the parked produces whose batches end at or
-// below upTo, all of them when upTo is -1: with err when it is not nil,
-// with the partition's state when the log is gone, and as they are
-// otherwise.
-func (a *partitionActor) answerParkedProduces(ctx actor.Context, upTo int64, err error) {
-	kept := a.parkedProduces[:0]
-	for _, p := range a.parkedProduces {
-		if upTo >= 0 && p.end > upTo {
-			kept = append(kept, p)
-			continue
-		}
+// flushed takes an fsync that made the log durable below upTo, and answers
+// the parked produces it acknowledges.
+func (a *partitionActor) flushed(ctx actor.Context, upTo int64) {
+	a.core.Flushed(upTo)
+	a.answerParkedProduces(ctx, a.parkedProduces.Ready(a.core.AcknowledgedOffset()), nil)
+}
+
+// answerParkedProduces sends the answers of parked produces: with err when
+// it is not nil, with the partition's state when the log is gone, and as
+// they are otherwise.
+func (a *partitionActor) answerParkedProduces(ctx actor.Context, parked []parkedProduce, err error) {
+	for _, p := range parked {
 		switch {
 		case err != nil:
 			p.response.Error, p.response.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
@@ -524,17 +484,14 @@ func (a *partitionActor) answerParkedProduces(ctx actor.Context, upTo int64, err
 		}
 		ctx.Send(p.sender, p.response)
 	}
-	clear(a.parkedProduces[len(kept):])
-	a.parkedProduces = kept
 }
 
 func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 	resp, frame, ok := a.fetch(m)
-	if !ok && m.MaxWaitMs > 0 && len(resp.Records) < int(m.MinBytes) {
-		a.nextFetchID++
-		p := &parkedFetch{id: a.nextFetchID, sender: ctx.Sender(), request: m, available: len(resp.Records)}
-		p.cancel = a.timers.SendOnce(time.Duration(m.MaxWaitMs)*time.Millisecond, ctx.Self(), &fetchExpired{id: p.id})
-		a.parkedFetches = append(a.parkedFetches, p)
+	if !ok && state.FetchMayWait(m.MaxWaitMs, m.MinBytes, len(resp.Records)) {
+		p := &parkedFetch{sender: ctx.Sender(), request: m}
+		id := a.parkedFetches.Park(len(resp.Records), int(m.MinBytes), p)
+		p.cancel = a.timers.SendOnce(time.Duration(m.MaxWaitMs)*time.Millisecond, ctx.Self(), &fetchExpired{id: id})
 		return
 	}
 	a.answerFetch(ctx, ctx.Sender(), m, resp, frame)
@@ -552,7 +509,7 @@ func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messag
 	left := int(m.MaxBytes) - len(resp.Records)
 	for m.ChunkBytes > 0 && m.ChunkBytes < m.MaxBytes && resp.Error == messages.ErrorCode_NONE && len(resp.Records) > 0 && left > 0 {
 		next, ok := nextOffset(resp.Records)
-		if !ok || next >= a.log.EndOffset() {
+		if !ok || next >= a.core.HighWatermark() {
 			break
 		}
 		resp.More = true
@@ -597,10 +554,11 @@ func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchRespons
 	return a.fetchAt(m, m.Offset, maxBytes)
 }
 
-// fetchAt is fetch from offset, up to maxBytes. The records are read into a
-// frame: a buffer of remoteBuffers holding remote.FetchRecordsReserve bytes of
-// room and then the records, which sendFetch turns into the response's
-// wire form in place. frame is nil when there are no records.
+// fetchAt is fetch from offset, up to maxBytes, of the records below the
+// high watermark. The records are read into a frame: a buffer of
+// remoteBuffers holding remote.FetchRecordsReserve bytes of room and then
+// the records, which sendFetch turns into the response's wire form in
+// place. frame is nil when there are no records.
 func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxBytes int) (*messages.FetchResponse, []byte, bool) {
 	resp := &messages.FetchResponse{
 		Topic:         m.Topic,
@@ -612,16 +570,21 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return resp, nil, true
 	}
-	resp.HighWatermark = a.log.EndOffset()
-	resp.LogStartOffset = a.log.StartOffset()
+	resp.HighWatermark = a.core.HighWatermark()
+	resp.LogStartOffset = a.core.LogStartOffset()
 	if maxBytes == 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
-	if maxBytes < 0 || m.ChunkBytes < 0 {
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_FETCH_SIZE, fmt.Sprintf("max_bytes %d, chunk_bytes %d", m.MaxBytes, m.ChunkBytes)
+	if refusal := state.ValidateFetchSize(m.MaxBytes, m.ChunkBytes); refusal.Refused() {
+		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
 		return resp, nil, true
 	}
-	if offset == resp.HighWatermark {
+	below, readable, refusal := a.core.FetchFrom(offset)
+	if refusal.Refused() {
+		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		return resp, nil, true
+	}
+	if !readable {
 		return resp, nil, false
 	}
 	// The response owns the frame, since it may cross to another node or
@@ -630,6 +593,9 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	// frame past maxFramePool when the data does.
 	buf := a.cfg.Transport.Frame(remote.FetchRecordsReserve + min(maxBytes, maxFramePool) + wire.HeaderSize)
 	frame, err := a.log.Read(offset, maxBytes, (*buf)[:remote.FetchRecordsReserve])
+	if err == nil && below < a.core.LogEndOffset() {
+		frame = frame[:remote.FetchRecordsReserve+len(state.RecordsBelow(frame[remote.FetchRecordsReserve:], below))]
+	}
 	switch {
 	case errors.Is(err, disk.ErrOffsetOutOfRange):
 		a.cfg.Transport.PutFrame(buf)
@@ -656,30 +622,18 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	return resp, frame, false
 }
 
-// wakeFetches answers parked fetches that now have enough bytes.
-func (a *partitionActor) wakeFetches(ctx actor.Context, appendedBytes int) {
-	kept := a.parkedFetches[:0]
-	for _, p := range a.parkedFetches {
-		p.available += appendedBytes
-		if p.available < int(p.request.MinBytes) {
-			kept = append(kept, p)
-			continue
-		}
+// wakeFetches answers the parked fetches that have their min_bytes now
+// that readable more bytes can be read.
+func (a *partitionActor) wakeFetches(ctx actor.Context, readable int) {
+	for _, p := range a.parkedFetches.Readable(readable) {
 		p.cancel()
 		a.answerParkedFetch(ctx, p)
 	}
-	clear(a.parkedFetches[len(kept):])
-	a.parkedFetches = kept
 }
 
 func (a *partitionActor) onFetchExpired(ctx actor.Context, m *fetchExpired) {
-	for i, p := range a.parkedFetches {
-		if p.id != m.id {
-			continue
-		}
-		a.parkedFetches = append(a.parkedFetches[:i], a.parkedFetches[i+1:]...)
+	if p, ok := a.parkedFetches.Expire(m.id); ok {
 		a.answerParkedFetch(ctx, p)
-		return
 	}
 }
 
@@ -690,21 +644,18 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return
 	}
-	switch m.Timestamp {
-	case -2:
-		resp.Offset = a.log.StartOffset()
-	case -1:
-		resp.Offset = a.log.EndOffset()
+	if offset, ok := a.core.ListOffset(m.Timestamp); ok {
+		resp.Offset = offset
+		return
+	}
+	offset, ts, err := a.log.OffsetForTimestamp(m.Timestamp)
+	switch {
+	case errors.Is(err, disk.ErrNotFound):
+		// No record at or after the timestamp: -1, as Kafka answers.
+	case err != nil:
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
 	default:
-		offset, ts, err := a.log.OffsetForTimestamp(m.Timestamp)
-		switch {
-		case errors.Is(err, disk.ErrNotFound):
-			// No record at or after the timestamp: -1, as Kafka answers.
-		case err != nil:
-			resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
-		default:
-			resp.Offset, resp.Timestamp = offset, ts
-		}
+		resp.Offset, resp.Timestamp = offset, ts
 	}
 }
 
@@ -718,14 +669,10 @@ func (a *partitionActor) onDeleteRecords(ctx actor.Context, m *messages.DeleteRe
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return
 	}
-	offset := m.Offset
-	if offset == -1 {
-		offset = a.log.EndOffset()
-	}
-	if offset < 0 || offset > a.log.EndOffset() {
-		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
-		resp.ErrorMessage = fmt.Sprintf("delete before %d: outside [0, %d]", m.Offset, a.log.EndOffset())
-		resp.LowWatermark = a.log.StartOffset()
+	offset, refusal := a.core.DeleteRecordsOffset(m.Offset)
+	if refusal.Refused() {
+		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		resp.LowWatermark = a.core.LogStartOffset()
 		return
 	}
 	a.finishFlush(ctx)
@@ -739,7 +686,8 @@ func (a *partitionActor) onDeleteRecords(ctx actor.Context, m *messages.DeleteRe
 		a.dirFailed(ctx, err)
 		return
 	}
-	resp.LowWatermark = a.log.StartOffset()
+	a.core.StartMoved(a.log.StartOffset())
+	resp.LowWatermark = a.core.LogStartOffset()
 	a.report(ctx, false)
 }
 
@@ -749,9 +697,9 @@ func (a *partitionActor) status() *messages.PartitionStatusResponse {
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return resp
 	}
-	resp.LogStartOffset = a.log.StartOffset()
-	resp.LogEndOffset = a.log.EndOffset()
-	resp.HighWatermark = a.log.EndOffset()
+	resp.LogStartOffset = a.core.LogStartOffset()
+	resp.LogEndOffset = a.core.LogEndOffset()
+	resp.HighWatermark = a.core.HighWatermark()
 	resp.SizeBytes = a.log.Size()
 	resp.Segments = int32(len(a.log.Segments()))
 	resp.RecoveryPoint = a.log.RecoveryPoint()
@@ -777,8 +725,9 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	if err != nil {
 		a.logger.WithError(err).Error("retention failed")
 	}
+	a.core.StartMoved(a.log.StartOffset())
 	if deleted > 0 {
-		a.logger.WithFields(logrus.Fields{"segments": deleted, "start_offset": a.log.StartOffset()}).Info("retention deleted segments")
+		a.logger.WithFields(logrus.Fields{"segments": deleted, "start_offset": a.core.LogStartOffset()}).Info("retention deleted segments")
 	}
 	a.report(ctx, false)
 }
@@ -810,11 +759,10 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 	}
 	a.finishFlush(ctx)
 	a.answerParked(ctx)
-	for _, p := range a.parkedProduces {
+	for _, p := range a.parkedProduces.TakeAll() {
 		p.response.Error, p.response.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
 		ctx.Send(p.sender, p.response)
 	}
-	a.parkedProduces = nil
 	if err := a.log.Delete(); err != nil {
 		a.logger.WithError(err).Error("deleting partition log failed")
 	}
@@ -852,9 +800,8 @@ func (a *partitionActor) closeLog(ctx actor.Context) {
 
 // answerParked answers every parked fetch with what is there now.
 func (a *partitionActor) answerParked(ctx actor.Context) {
-	for _, p := range a.parkedFetches {
+	for _, p := range a.parkedFetches.TakeAll() {
 		p.cancel()
 		a.answerParkedFetch(ctx, p)
 	}
-	a.parkedFetches = nil
 }
