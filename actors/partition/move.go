@@ -210,6 +210,11 @@ func (a *partitionActor) onCopyStep(ctx actor.Context, m *copyStep) {
 		return
 	}
 	if mv.future.EndOffset() == a.log.EndOffset() {
+		if a.flushing != nil {
+			// The source closes in the swap, which waits for the flush.
+			a.after.swapMove = mv.id
+			return
+		}
 		a.swapMove(ctx)
 		return
 	}
@@ -221,6 +226,29 @@ func (a *partitionActor) onCopyStep(ctx actor.Context, m *copyStep) {
 		}
 	}
 	ctx.Send(ctx.Self(), &copyStep{id: mv.id})
+}
+
+// catchUpAndSwap copies what was appended since the move caught up, while
+// a flush was in flight, whatever the throttle (one fsync's worth of
+// appends), and swaps; with no flush in flight.
+func (a *partitionActor) catchUpAndSwap(ctx actor.Context) {
+	mv := a.move
+	if a.log == nil {
+		code, msg := a.unavailable()
+		a.abortMove(ctx, code, msg)
+		return
+	}
+	for mv.future.EndOffset() < a.log.EndOffset() {
+		if err := a.copyChunk(mv); err != nil {
+			a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("copying to future log: %v", err))
+			return
+		}
+		if err := a.moveHook(moveStepCopy); err != nil {
+			a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error())
+			return
+		}
+	}
+	a.swapMove(ctx)
 }
 
 // copyChunk appends the source's next batches, up to the move's chunk size,
@@ -285,9 +313,9 @@ func (a *partitionActor) abortMove(ctx actor.Context, code messages.ErrorCode, m
 }
 
 // swapMove puts the caught-up future log in the source's place, all in one
-// message so that no append slips in between. Parked fetches and acks=all
-// produces stay parked: they are answered from the new log, which holds
-// every batch the old one had, synced.
+// message so that no append slips in between, with no flush in flight.
+// Parked fetches stay parked: they are answered from the new log, which
+// holds every batch the old one had, synced.
 func (a *partitionActor) swapMove(ctx actor.Context) {
 	mv := a.move
 	fs := a.cfg.FS

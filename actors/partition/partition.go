@@ -80,15 +80,57 @@ type reportSoon struct{}
 type syncParked struct{}
 
 // flushRun is a disk.FlushJob running on a goroutine of its own, so that
-// the partition goes on appending during the fsync; done receives the
-// job's result.
+// the partition goes on appending during the fsync. When the fsync returns,
+// the goroutine sets err, closes done and sends flushDone: the partition
+// learns of the end from the message, and only waitForFlush, for a
+// partition that stops, waits on done.
 type flushRun struct {
+	log  *disk.Log // the log the job flushes
 	job  *disk.FlushJob
-	done chan error
+	done chan struct{}
+	err  error // the job's result, once done is closed
+	// release is what becomes of log when the job ends, for a log the
+	// partition let go of while the fsync ran.
+	release logRelease
 }
 
-// flushDone tells the partition that run's fsync has returned.
-type flushDone struct{ run *flushRun }
+// flushDone tells the partition that run's fsync has returned err.
+type flushDone struct {
+	run *flushRun
+	err error
+}
+
+// logRelease is what becomes of a log the partition lets go of.
+type logRelease int
+
+const (
+	releaseNone   logRelease = iota
+	releaseClose             // the directory failed: close the files
+	releaseRemove            // the partition is deleted: remove its directory
+)
+
+// afterFlush is the work that waits for the flush in flight to end,
+// because the log refuses to close or remove a segment file while a
+// disk.FlushJob runs. flushDone does it after finishing the flush and
+// before starting the next one, so that a stream of acks=all produces, which
+// keeps a flush in flight almost all the time, delays it by one fsync at
+// most. Appends, fetches and rolls do not wait.
+type afterFlush struct {
+	// swapMove is the id of a move whose future caught up with the log
+	// while a flush was in flight: it catches up again and swaps.
+	swapMove uint64
+	// deleteRecords are DeleteRecordsRequests, answered once done.
+	deleteRecords []deferredDeleteRecords
+	// retention is a partitionTick's retention and report.
+	retention bool
+}
+
+// deferredDeleteRecords is a valid DeleteRecordsRequest waiting in
+// afterFlush: offset is what the log start offset is raised to.
+type deferredDeleteRecords struct {
+	sender *actor.PID
+	offset int64
+}
 
 // fetchExpired ends the wait of a parked fetch.
 type fetchExpired struct{ id uint64 }
@@ -123,9 +165,10 @@ type partitionActor struct {
 	stopTick scheduler.CancelFunc
 
 	// syncing is set while a syncParked is on its way; flushing is the
-	// flush in flight, if any.
+	// flush in flight, if any, and after the work waiting for its end.
 	syncing        bool
 	flushing       *flushRun
+	after          afterFlush
 	parkedProduces state.ParkedProduces[parkedProduce]
 	parkedFetches  state.ParkedFetches[*parkedFetch]
 	deleted        bool
@@ -184,10 +227,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.syncing = false
 		a.startFlush(ctx)
 	case *flushDone:
-		if m.run == a.flushing {
-			a.finishFlush(ctx)
-			a.startFlush(ctx)
-		}
+		a.onFlushDone(ctx, m)
 	case *messages.FetchRequest:
 		a.onFetch(ctx, m)
 	case *fetchExpired:
@@ -383,13 +423,13 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 		return
 	}
 	a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, m.Reason)
-	a.finishFlush(ctx)
 	a.logErr = errors.New(m.Reason)
 	log := a.log
 	a.log = nil
 	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
 	a.answerParked(ctx)
-	_ = log.Close()
+	a.runDeferred(ctx)
+	a.releaseLog(ctx, log, releaseClose)
 	a.logger.WithField("reason", m.Reason).Error("partition offline")
 }
 
@@ -409,27 +449,53 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 		a.flushFailed(ctx, err)
 		return
 	}
-	run := &flushRun{job: job, done: make(chan error, 1)}
+	run := &flushRun{log: a.log, job: job, done: make(chan struct{})}
 	a.flushing = run
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
-		run.done <- job.Run()
-		root.Send(self, &flushDone{run: run})
+		err := job.Run()
+		run.err = err
+		close(run.done)
+		root.Send(self, &flushDone{run: run, err: err})
 	}()
 }
 
-// finishFlush waits for the flush in flight, if any, and answers the
-// parked produces it covers. Everything that closes or removes segment
-// files calls it first: the log refuses to while a flush is in flight.
-func (a *partitionActor) finishFlush(ctx actor.Context) {
+// onFlushDone finishes the flush that ended, does the work that waited for
+// it, and starts the next flush if acks=all produces wait for one.
+func (a *partitionActor) onFlushDone(ctx actor.Context, m *flushDone) {
+	if m.run != a.flushing {
+		return // finished by waitForFlush, or an earlier incarnation's
+	}
+	a.flushing = nil
+	a.finishFlush(ctx, m.run, m.err)
+	a.runDeferred(ctx)
+	a.startFlush(ctx)
+}
+
+// waitForFlush blocks until the fsync in flight, if any, returns, then does
+// what onFlushDone does but start another. Only closeLog calls it: a
+// partition that stops or restarts gets no later message to finish the
+// flush in, and its log cannot close with a flush in flight. The wait is
+// bounded by that one fsync.
+func (a *partitionActor) waitForFlush(ctx actor.Context) {
 	run := a.flushing
 	if run == nil {
 		return
 	}
+	<-run.done
 	a.flushing = nil
-	err := <-run.done
-	if a.log != nil {
-		err = a.log.FinishFlush(run.job, err)
+	a.finishFlush(ctx, run, run.err)
+	a.runDeferred(ctx)
+}
+
+// finishFlush ends run, whose fsync returned err: the recovery point rises
+// and the parked produces it acknowledges are answered, or the failure is
+// reported. A log let go of during the fsync is closed or removed now.
+func (a *partitionActor) finishFlush(ctx actor.Context, run *flushRun, err error) {
+	err = run.log.FinishFlush(run.job, err)
+	if run.release != releaseNone {
+		a.releaseLog(ctx, run.log, run.release)
+		return
 	}
 	if err != nil {
 		a.flushFailed(ctx, err)
@@ -438,10 +504,51 @@ func (a *partitionActor) finishFlush(ctx actor.Context) {
 	a.flushed(ctx, run.job.UpTo())
 }
 
+// runDeferred does the work in afterFlush. It is called when no flush is in
+// flight on a.log: after one ended, or once a.log is gone (and then the
+// work finds it gone).
+func (a *partitionActor) runDeferred(ctx actor.Context) {
+	after := a.after
+	a.after = afterFlush{}
+	if after.swapMove != 0 && a.move != nil && a.move.id == after.swapMove {
+		a.catchUpAndSwap(ctx)
+	}
+	for _, d := range after.deleteRecords {
+		resp := a.deleteRecords(ctx, d.offset)
+		if d.sender != nil {
+			ctx.Send(d.sender, resp)
+		}
+	}
+	if after.retention {
+		a.applyRetention(ctx)
+	}
+}
+
+// releaseLog closes or removes log, which the partition has let go of: now,
+// or when the fsync in flight on it ends.
+func (a *partitionActor) releaseLog(ctx actor.Context, log *disk.Log, release logRelease) {
+	if run := a.flushing; run != nil && run.log == log {
+		run.release = release
+		return
+	}
+	switch release {
+	case releaseClose:
+		_ = log.Close()
+	case releaseRemove:
+		if err := log.Delete(); err != nil {
+			a.logger.WithError(err).Error("deleting partition log failed")
+		}
+		if a.cfg.LogDirActor != nil {
+			ctx.Send(a.cfg.LogDirActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
+		}
+		a.logger.Info("partition deleted")
+	}
+}
+
 // flushParkedNow makes every parked produce durable with a flush on the
-// partition's own goroutine and answers them; for a log about to close.
+// partition's own goroutine and answers them; for a log about to close,
+// with no flush in flight.
 func (a *partitionActor) flushParkedNow(ctx actor.Context) {
-	a.finishFlush(ctx)
 	if a.parkedProduces.Len() == 0 {
 		return
 	}
@@ -661,34 +768,45 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 
 // onDeleteRecords raises the log start offset (Kafka's DeleteRecords):
 // offset -1 means the high watermark; an offset past it is refused and
-// changes nothing.
+// changes nothing. A valid request is answered once its segments are
+// deleted, after the flush in flight, if any.
 func (a *partitionActor) onDeleteRecords(ctx actor.Context, m *messages.DeleteRecordsRequest) {
-	resp := &messages.DeleteRecordsResponse{LowWatermark: -1}
-	defer ctx.Respond(resp)
 	if a.log == nil {
+		resp := &messages.DeleteRecordsResponse{LowWatermark: -1}
 		resp.Error, resp.ErrorMessage = a.unavailable()
+		ctx.Respond(resp)
 		return
 	}
 	offset, refusal := a.core.DeleteRecordsOffset(m.Offset)
 	if refusal.Refused() {
-		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
-		resp.LowWatermark = a.core.LogStartOffset()
+		ctx.Respond(&messages.DeleteRecordsResponse{LowWatermark: a.core.LogStartOffset(), Error: refusal.Code, ErrorMessage: refusal.Message})
 		return
 	}
-	a.finishFlush(ctx)
+	if a.flushing != nil {
+		a.after.deleteRecords = append(a.after.deleteRecords, deferredDeleteRecords{sender: ctx.Sender(), offset: offset})
+		return
+	}
+	ctx.Respond(a.deleteRecords(ctx, offset))
+}
+
+// deleteRecords raises the log start offset to offset, valid when the
+// request came, with no flush in flight.
+func (a *partitionActor) deleteRecords(ctx actor.Context, offset int64) *messages.DeleteRecordsResponse {
+	resp := &messages.DeleteRecordsResponse{LowWatermark: -1}
 	if a.log == nil {
 		resp.Error, resp.ErrorMessage = a.unavailable()
-		return
+		return resp
 	}
 	if err := a.log.DeleteBefore(offset); err != nil {
 		a.logger.WithError(err).Error("delete records failed")
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
 		a.dirFailed(ctx, err)
-		return
+		return resp
 	}
 	a.core.StartMoved(a.log.StartOffset())
 	resp.LowWatermark = a.core.LogStartOffset()
 	a.report(ctx, false)
+	return resp
 }
 
 func (a *partitionActor) status() *messages.PartitionStatusResponse {
@@ -710,6 +828,9 @@ func (a *partitionActor) status() *messages.PartitionStatusResponse {
 	return resp
 }
 
+// onTick rolls the active segment by age, and applies retention and
+// reports, after the flush in flight if any: a roll may happen during a
+// flush, a segment's deletion may not.
 func (a *partitionActor) onTick(ctx actor.Context) {
 	if a.log == nil {
 		return
@@ -717,7 +838,16 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	if err := a.log.MaybeRoll(); err != nil {
 		a.logger.WithError(err).Error("roll failed")
 	}
-	a.finishFlush(ctx)
+	if a.flushing != nil {
+		a.after.retention = true
+		return
+	}
+	a.applyRetention(ctx)
+}
+
+// applyRetention deletes the segments past retention and reports the
+// partition's size, with no flush in flight.
+func (a *partitionActor) applyRetention(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
@@ -757,20 +887,15 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
-	a.finishFlush(ctx)
 	a.answerParked(ctx)
 	for _, p := range a.parkedProduces.TakeAll() {
 		p.response.Error, p.response.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
 		ctx.Send(p.sender, p.response)
 	}
-	if err := a.log.Delete(); err != nil {
-		a.logger.WithError(err).Error("deleting partition log failed")
-	}
+	log := a.log
 	a.log = nil
-	if a.cfg.LogDirActor != nil {
-		ctx.Send(a.cfg.LogDirActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
-	}
-	a.logger.Info("partition deleted")
+	a.runDeferred(ctx)
+	a.releaseLog(ctx, log, releaseRemove)
 }
 
 func (a *partitionActor) onStopping(ctx actor.Context) {
@@ -781,9 +906,12 @@ func (a *partitionActor) onStopping(ctx actor.Context) {
 }
 
 // closeLog answers what is parked, closes the log cleanly (it syncs) and
-// sends the final report with the recovery point for the checkpoint.
+// sends the final report with the recovery point for the checkpoint. It
+// waits for the flush in flight, if any: the one wait in the actor (see
+// waitForFlush).
 func (a *partitionActor) closeLog(ctx actor.Context) {
 	a.abortMove(ctx, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, "partition stopped during the move")
+	a.waitForFlush(ctx)
 	if a.log == nil {
 		return
 	}
