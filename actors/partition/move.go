@@ -86,14 +86,15 @@ type partitionMove struct {
 	buffer      []byte
 }
 
-func (mv *partitionMove) response(tp disk.TopicPartition) *messages.MovePartitionResponse {
+// response is the answer to the move, at now.
+func (mv *partitionMove) response(tp disk.TopicPartition, now time.Time) *messages.MovePartitionResponse {
 	return &messages.MovePartitionResponse{
 		Topic:       tp.Topic,
 		Partition:   tp.Partition,
 		FromDir:     mv.fromDir,
 		ToDir:       mv.toDir,
 		BytesCopied: mv.copied,
-		DurationMs:  time.Since(mv.started).Milliseconds(),
+		DurationMs:  now.Sub(mv.started).Milliseconds(),
 	}
 }
 
@@ -138,7 +139,7 @@ func (a *partitionActor) onMove(ctx actor.Context, m *messages.MovePartitionRequ
 		toDir:    m.TargetDir,
 		throttle: m.ThrottleBytesPerS,
 		chunk:    moveChunkBytes,
-		started:  time.Now(),
+		started:  a.now(),
 	}
 	if m.TargetLogDirActor != "" {
 		mv.targetActor = actor.NewPID(ctx.Self().Address, m.TargetLogDirActor)
@@ -176,7 +177,7 @@ func (a *partitionActor) openFuture(dir string) (*disk.Log, error) {
 		}
 		start = h.BaseOffset
 	}
-	return disk.Open(a.cfg.FS, dir, disk.Options{Config: a.cfg.Config.Log, LogStartOffset: start, LeaderEpoch: leaderEpoch, Logger: a.logger})
+	return disk.Open(a.cfg.FS, dir, a.logOptions(0, start))
 }
 
 func (a *partitionActor) onCopyStep(ctx actor.Context, m *copyStep) {
@@ -220,7 +221,7 @@ func (a *partitionActor) onCopyStep(ctx actor.Context, m *copyStep) {
 	}
 	if mv.throttle > 0 {
 		due := mv.started.Add(time.Duration(float64(mv.copied) / float64(mv.throttle) * float64(time.Second)))
-		if wait := time.Until(due); wait > 0 {
+		if wait := due.Sub(a.now()); wait > 0 {
 			mv.cancel = a.timers.SendOnce(wait, ctx.Self(), &copyStep{id: mv.id})
 			return
 		}
@@ -307,7 +308,7 @@ func (a *partitionActor) abortMove(ctx actor.Context, code messages.ErrorCode, m
 		}
 	}
 	a.logger.WithFields(logrus.Fields{"to": mv.toDir, "error": msg}).Error("partition move failed")
-	resp := mv.response(a.tp)
+	resp := mv.response(a.tp, a.now())
 	resp.Error, resp.ErrorMessage = code, msg
 	ctx.Send(mv.sender, resp)
 }
@@ -353,7 +354,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 			}
 		}
 		if a.logErr == nil {
-			a.log, a.logErr = disk.Open(fs, source, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: recoveryPoint, LogStartOffset: startOffset, LeaderEpoch: leaderEpoch, Logger: a.logger})
+			a.log, a.logErr = disk.Open(fs, source, a.logOptions(recoveryPoint, startOffset))
 		}
 		if a.logErr != nil {
 			a.log = nil
@@ -405,11 +406,11 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		a.home.RecoveryPoint, a.home.LogStartOffset = endOffset, startOffset
 	}
 	a.logger = a.logger.WithField("dir", mv.toDir)
-	resp := mv.response(a.tp)
+	resp := mv.response(a.tp, a.now())
 	if oldActor != nil {
 		ctx.Send(oldActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
 	}
-	a.log, a.logErr = disk.Open(fs, target, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: endOffset, LogStartOffset: startOffset, LeaderEpoch: leaderEpoch, Logger: a.logger})
+	a.log, a.logErr = disk.Open(fs, target, a.logOptions(endOffset, startOffset))
 	if a.logErr != nil {
 		a.log = nil
 		a.logger.WithError(a.logErr).Error("cannot open the moved partition log; partition offline")
@@ -430,7 +431,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	}
 	a.logger.WithFields(logrus.Fields{
 		"from": mv.fromDir, "to": mv.toDir, "bytes_copied": mv.copied,
-		"end_offset": a.log.EndOffset(), "took": time.Since(mv.started).Round(time.Millisecond),
+		"end_offset": a.log.EndOffset(), "took": a.now().Sub(mv.started).Round(time.Millisecond),
 	}).Info("partition moved")
 	ctx.Send(mv.sender, resp)
 }

@@ -39,6 +39,8 @@ type moveFixture struct {
 	valueSeq int
 	// tickInterval is the partition's; 0 for the default.
 	tickInterval time.Duration
+	// now is the partition's clock; nil for the real one.
+	now func() time.Time
 }
 
 func newMoveFixture(t *testing.T, segmentBytes int64, hook func(step string) error) *moveFixture {
@@ -84,7 +86,7 @@ func (f *moveFixture) start(t *testing.T, dir string, recoveryPoint int64) {
 	pid, err := f.system.Root.SpawnNamed(NewPartitionProps(PartitionConfig{
 		Topic: "orders", Partition: 0, FS: f.fs, LogDir: dir, Config: f.config,
 		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Logger: f.logger, moveHook: f.hook,
-		TickInterval: f.tickInterval,
+		TickInterval: f.tickInterval, Now: f.now,
 	}), fmt.Sprintf("orders-0-%d", time.Now().UnixNano()))
 	require.NoError(t, err)
 	f.pid = pid

@@ -59,7 +59,11 @@ type PartitionConfig struct {
 	LogDirActor *actor.PID
 	// TickInterval overrides partitionTickInterval when positive.
 	TickInterval time.Duration
-	Logger       *logrus.Entry
+	// Now is the partition's clock, and its log's (disk.Options.Now):
+	// segment.ms, retention.ms and flush.ms, a move's throttle and
+	// duration. Default time.Now.
+	Now    func() time.Time
+	Logger *logrus.Entry
 	// moveHook, when set, is called at each step of a move (moveStepCopy,
 	// moveStepS2, moveStepS3, moveStepS4); an error fails the move there,
 	// as an I/O error at that step would. Tests use it to stop a move.
@@ -272,14 +276,8 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	}
 	a.stopTick = a.timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionTick{})
 
-	started := time.Now()
-	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), disk.Options{
-		Config:         a.cfg.Config.Log,
-		RecoveryPoint:  a.cfg.RecoveryPoint,
-		LogStartOffset: a.cfg.LogStartOffset,
-		LeaderEpoch:    leaderEpoch,
-		Logger:         a.logger,
-	})
+	started := a.now()
+	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), a.logOptions(a.cfg.RecoveryPoint, a.cfg.LogStartOffset))
 	if err != nil {
 		a.logErr = err
 		a.logger.WithError(err).Error("cannot open partition log; partition offline")
@@ -297,9 +295,29 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 		"start_offset": log.StartOffset(),
 		"end_offset":   log.EndOffset(),
 		"producers":    a.core.ProducerCount(),
-		"took":         time.Since(started).Round(time.Millisecond),
+		"took":         a.now().Sub(started).Round(time.Millisecond),
 	}).Debug("partition log opened")
 	a.report(ctx, false)
+}
+
+// now reads the partition's clock.
+func (a *partitionActor) now() time.Time {
+	if a.cfg.Now != nil {
+		return a.cfg.Now()
+	}
+	return time.Now()
+}
+
+// logOptions are the options to open one of the partition's logs with.
+func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Options {
+	return disk.Options{
+		Config:         a.cfg.Config.Log,
+		RecoveryPoint:  recoveryPoint,
+		LogStartOffset: logStartOffset,
+		LeaderEpoch:    leaderEpoch,
+		Now:            a.cfg.Now,
+		Logger:         a.logger,
+	}
 }
 
 // unavailable returns the error code and message for a request when the
