@@ -9,7 +9,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/partition/state"
 	"github.com/depot-dev/depot/actors/remote"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
@@ -273,7 +275,8 @@ func TestFetchFramesOnlyLargeRecords(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Append(small)
 	require.NoError(t, err)
-	a := &partitionActor{log: l, cfg: PartitionConfig{Transport: remote.NewTransport()}}
+	a := &partitionActor{log: l, cfg: PartitionConfig{Transport: remote.NewTransport()}, core: state.NewPartition(topic.DefaultMaxMessageBytes)}
+	a.core.Opened(l.StartOffset(), l.EndOffset(), l.RecoveryPoint())
 	req := &messages.FetchRequest{Topic: "orders", MaxBytes: 1 << 20}
 
 	resp, frame, _ := a.fetchAt(req, 0, 1<<20)
@@ -284,6 +287,7 @@ func TestFetchFramesOnlyLargeRecords(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Append(large)
 	require.NoError(t, err)
+	a.core.Opened(l.StartOffset(), l.EndOffset(), l.RecoveryPoint())
 	resp, frame, _ = a.fetchAt(req, 2, 1<<20)
 	require.NotNil(t, frame)
 	require.Equal(t, large, resp.Records)

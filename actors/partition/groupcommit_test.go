@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
@@ -223,4 +225,165 @@ func TestGroupCommitFsyncFailure(t *testing.T) {
 	g.setFailing(false)
 	resp = <-produceAsync(t, f, 1, "y")
 	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, resp.Error, "the log failed with the fsync")
+}
+
+// TestWorkDeferredDuringFsync: a DeleteRecordsRequest and a retention tick
+// that arrive while an fsync is held wait for its end, since the log
+// removes no segment during one; the partition answers produce and fetch
+// requests meanwhile, and the delete once the fsync has returned.
+func TestWorkDeferredDuringFsync(t *testing.T) {
+	f := newMoveFixture(t, 4<<10, nil)
+	f.stop(t)
+	g := newGatedFS(disk.NewMemFS())
+	f.fs = g
+	cfg, err := topic.ParseConfig(map[string]string{topic.ConfigSegmentBytes: "4096", topic.ConfigRetentionBytes: "8192"})
+	require.NoError(t, err)
+	f.config = cfg
+	f.tickInterval = time.Hour // the test sends the ticks
+	f.start(t, f.dirs[0], 0)
+	values := f.fill(t, 40, 1000) // about ten segments, over retention.bytes
+	before := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, int64(0), before.LogStartOffset)
+	require.Greater(t, before.SizeBytes, int64(8192))
+	// StartFlush syncs the segments sealed since the last flush itself,
+	// and only the active one in the job: a flush now leaves the next one
+	// nothing but the active segment to hold.
+	synced := <-produceAsync(t, f, -1, "synced")
+	require.Equal(t, messages.ErrorCode_NONE, synced.Error, synced.ErrorMessage)
+
+	g.close()
+	parked := produceAsync(t, f, -1, "held")
+	select {
+	case <-g.entered:
+	case <-time.After(moveTestTimeout):
+		require.FailNow(t, "no fsync started for acks=all")
+	}
+	deleted := make(chan *messages.DeleteRecordsResponse, 1)
+	deleteFuture := f.system.Root.RequestFuture(f.pid, &messages.DeleteRecordsRequest{Topic: "orders", Offset: 5}, moveTestTimeout)
+	go func() {
+		res, _ := deleteFuture.Result()
+		resp, _ := res.(*messages.DeleteRecordsResponse)
+		deleted <- resp
+	}()
+	f.system.Root.Send(f.pid, &partitionTick{})
+
+	// The fsync is held: produce and fetch are answered, nothing is deleted.
+	for i := range 3 {
+		resp := moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: 1, Records: f.batch(t, fmt.Sprint("during-", i))})
+		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+		require.Equal(t, int64(42+i), resp.BaseOffset)
+	}
+	fetched := moveRequest[*messages.FetchResponse](t, f, &messages.FetchRequest{Topic: "orders", Offset: 0, MaxBytes: 1 << 20})
+	require.Equal(t, messages.ErrorCode_NONE, fetched.Error, fetched.ErrorMessage)
+	require.NotEmpty(t, fetched.Records, "offset 0 is still there")
+	require.Equal(t, int64(45), fetched.HighWatermark)
+	during := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, int64(0), during.LogStartOffset, "no segment deleted during the fsync")
+	require.GreaterOrEqual(t, during.SizeBytes, before.SizeBytes)
+	select {
+	case resp := <-deleted:
+		require.FailNow(t, "delete records answered during the fsync", "%v", resp)
+	case <-time.After(150 * time.Millisecond):
+	}
+	requireNotAnswered(t, parked, "the acks=all produce")
+
+	g.reopen()
+	resp := <-parked
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	require.Equal(t, int64(41), resp.BaseOffset)
+	var del *messages.DeleteRecordsResponse
+	select {
+	case del = <-deleted:
+	case <-time.After(moveTestTimeout):
+		require.FailNow(t, "delete records not answered after the fsync")
+	}
+	require.NotNil(t, del, "delete records answered")
+	require.Equal(t, messages.ErrorCode_NONE, del.Error, del.ErrorMessage)
+	require.Equal(t, int64(5), del.LowWatermark)
+
+	// Retention ran after the delete, in the same turn.
+	after := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Greater(t, after.LogStartOffset, int64(5), "retention deleted segments after the fsync")
+	require.LessOrEqual(t, after.SizeBytes, int64(8192)+4096)
+	out := moveRequest[*messages.FetchResponse](t, f, &messages.FetchRequest{Topic: "orders", Offset: 0, MaxBytes: 1 << 20})
+	require.Equal(t, messages.ErrorCode_OFFSET_OUT_OF_RANGE, out.Error)
+
+	values = append(values, "synced", "held", "during-0", "during-1", "during-2")
+	got := f.readFrom(t, after.LogStartOffset)
+	require.Equal(t, values[after.LogStartOffset:], got)
+}
+
+// TestMoveSwapWaitsForFsync: a move that catches up while an fsync is held
+// swaps once it has returned, after copying what was appended meanwhile;
+// the partition answers produce requests while the move waits.
+func TestMoveSwapWaitsForFsync(t *testing.T) {
+	f, g := newGatedFixture(t, disk.NewMemFS())
+	values := f.fill(t, 50, 500)
+
+	g.close()
+	parked := produceAsync(t, f, -1, "held")
+	<-g.entered
+	moved := make(chan *messages.MovePartitionResponse, 1)
+	moveFuture := f.system.Root.RequestFuture(f.pid, &messages.MovePartitionRequest{TargetDir: f.dirs[1], TargetLogDirActor: f.logDirs[1].Id}, moveTestTimeout)
+	go func() {
+		res, _ := moveFuture.Result()
+		resp, _ := res.(*messages.MovePartitionResponse)
+		moved <- resp
+	}()
+	// The copy steps run between these produces, and catch up.
+	for i := range 20 {
+		resp := moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: 1, Records: f.batch(t, fmt.Sprint("during-", i))})
+		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	}
+	status := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, f.dirs[1], status.MovingTo)
+	require.Equal(t, f.dirs[0], status.LogDir, "no swap during the fsync")
+	select {
+	case resp := <-moved:
+		require.FailNow(t, "move answered during the fsync", "%v", resp)
+	case <-time.After(150 * time.Millisecond):
+	}
+
+	g.reopen()
+	resp := <-parked
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	var move *messages.MovePartitionResponse
+	select {
+	case move = <-moved:
+	case <-time.After(moveTestTimeout):
+		require.FailNow(t, "move not answered after the fsync")
+	}
+	require.NotNil(t, move)
+	require.Equal(t, messages.ErrorCode_NONE, move.Error, move.ErrorMessage)
+	status = moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, f.dirs[1], status.LogDir)
+	values = append(values, "held")
+	for i := range 20 {
+		values = append(values, fmt.Sprint("during-", i))
+	}
+	require.Equal(t, values, f.readAll(t))
+}
+
+// TestDeleteDuringFsync: a partition deleted while an fsync is held answers
+// its parked acks=all produce at once, and every request after, as deleted;
+// its directory goes when the fsync has returned.
+func TestDeleteDuringFsync(t *testing.T) {
+	mem := disk.NewMemFS()
+	f, g := newGatedFixture(t, mem)
+	f.fill(t, 5, 100)
+
+	g.close()
+	parked := produceAsync(t, f, -1, "held")
+	<-g.entered
+	f.system.Root.Send(f.pid, &deletePartition{})
+	resp := <-parked
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, resp.Error, resp.ErrorMessage)
+	resp = <-produceAsync(t, f, 1, "after")
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, resp.Error, resp.ErrorMessage)
+	require.Equal(t, []string{"orders-0"}, f.entries(t, f.dirs[0]), "the files stay while the fsync runs")
+
+	g.reopen()
+	requireReport(t, f.reports[0], func(r *disks.PartitionReport) bool { return r.Deleted })
+	require.Empty(t, f.entries(t, f.dirs[0]))
+	f.stop(t)
 }

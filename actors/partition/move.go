@@ -86,14 +86,15 @@ type partitionMove struct {
 	buffer      []byte
 }
 
-func (mv *partitionMove) response(tp disk.TopicPartition) *messages.MovePartitionResponse {
+// response is the answer to the move, at now.
+func (mv *partitionMove) response(tp disk.TopicPartition, now time.Time) *messages.MovePartitionResponse {
 	return &messages.MovePartitionResponse{
 		Topic:       tp.Topic,
 		Partition:   tp.Partition,
 		FromDir:     mv.fromDir,
 		ToDir:       mv.toDir,
 		BytesCopied: mv.copied,
-		DurationMs:  time.Since(mv.started).Milliseconds(),
+		DurationMs:  now.Sub(mv.started).Milliseconds(),
 	}
 }
 
@@ -138,7 +139,7 @@ func (a *partitionActor) onMove(ctx actor.Context, m *messages.MovePartitionRequ
 		toDir:    m.TargetDir,
 		throttle: m.ThrottleBytesPerS,
 		chunk:    moveChunkBytes,
-		started:  time.Now(),
+		started:  a.now(),
 	}
 	if m.TargetLogDirActor != "" {
 		mv.targetActor = actor.NewPID(ctx.Self().Address, m.TargetLogDirActor)
@@ -176,7 +177,7 @@ func (a *partitionActor) openFuture(dir string) (*disk.Log, error) {
 		}
 		start = h.BaseOffset
 	}
-	return disk.Open(a.cfg.FS, dir, disk.Options{Config: a.cfg.Config.Log, LogStartOffset: start, LeaderEpoch: leaderEpoch, Logger: a.logger})
+	return disk.Open(a.cfg.FS, dir, a.logOptions(0, start))
 }
 
 func (a *partitionActor) onCopyStep(ctx actor.Context, m *copyStep) {
@@ -210,17 +211,45 @@ func (a *partitionActor) onCopyStep(ctx actor.Context, m *copyStep) {
 		return
 	}
 	if mv.future.EndOffset() == a.log.EndOffset() {
+		if a.flushing != nil {
+			// The source closes in the swap, which waits for the flush.
+			a.after.swapMove = mv.id
+			return
+		}
 		a.swapMove(ctx)
 		return
 	}
 	if mv.throttle > 0 {
 		due := mv.started.Add(time.Duration(float64(mv.copied) / float64(mv.throttle) * float64(time.Second)))
-		if wait := time.Until(due); wait > 0 {
+		if wait := due.Sub(a.now()); wait > 0 {
 			mv.cancel = a.timers.SendOnce(wait, ctx.Self(), &copyStep{id: mv.id})
 			return
 		}
 	}
 	ctx.Send(ctx.Self(), &copyStep{id: mv.id})
+}
+
+// catchUpAndSwap copies what was appended since the move caught up, while
+// a flush was in flight, whatever the throttle (one fsync's worth of
+// appends), and swaps; with no flush in flight.
+func (a *partitionActor) catchUpAndSwap(ctx actor.Context) {
+	mv := a.move
+	if a.log == nil {
+		code, msg := a.unavailable()
+		a.abortMove(ctx, code, msg)
+		return
+	}
+	for mv.future.EndOffset() < a.log.EndOffset() {
+		if err := a.copyChunk(mv); err != nil {
+			a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("copying to future log: %v", err))
+			return
+		}
+		if err := a.moveHook(moveStepCopy); err != nil {
+			a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error())
+			return
+		}
+	}
+	a.swapMove(ctx)
 }
 
 // copyChunk appends the source's next batches, up to the move's chunk size,
@@ -279,15 +308,15 @@ func (a *partitionActor) abortMove(ctx actor.Context, code messages.ErrorCode, m
 		}
 	}
 	a.logger.WithFields(logrus.Fields{"to": mv.toDir, "error": msg}).Error("partition move failed")
-	resp := mv.response(a.tp)
+	resp := mv.response(a.tp, a.now())
 	resp.Error, resp.ErrorMessage = code, msg
 	ctx.Send(mv.sender, resp)
 }
 
 // swapMove puts the caught-up future log in the source's place, all in one
-// message so that no append slips in between. Parked fetches and acks=all
-// produces stay parked: they are answered from the new log, which holds
-// every batch the old one had, synced.
+// message so that no append slips in between, with no flush in flight.
+// Parked fetches stay parked: they are answered from the new log, which
+// holds every batch the old one had, synced.
 func (a *partitionActor) swapMove(ctx actor.Context) {
 	mv := a.move
 	fs := a.cfg.FS
@@ -325,11 +354,13 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 			}
 		}
 		if a.logErr == nil {
-			a.log, a.logErr = disk.Open(fs, source, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: recoveryPoint, LogStartOffset: startOffset, LeaderEpoch: leaderEpoch, Logger: a.logger})
+			a.log, a.logErr = disk.Open(fs, source, a.logOptions(recoveryPoint, startOffset))
 		}
 		if a.logErr != nil {
 			a.log = nil
 			a.logger.WithError(a.logErr).Error("cannot reopen partition log after a failed move; partition offline")
+		} else {
+			a.core.Opened(a.log.StartOffset(), a.log.EndOffset(), a.log.RecoveryPoint())
 		}
 		a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, cause.Error())
 	}
@@ -375,11 +406,11 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		a.home.RecoveryPoint, a.home.LogStartOffset = endOffset, startOffset
 	}
 	a.logger = a.logger.WithField("dir", mv.toDir)
-	resp := mv.response(a.tp)
+	resp := mv.response(a.tp, a.now())
 	if oldActor != nil {
 		ctx.Send(oldActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
 	}
-	a.log, a.logErr = disk.Open(fs, target, disk.Options{Config: a.cfg.Config.Log, RecoveryPoint: endOffset, LogStartOffset: startOffset, LeaderEpoch: leaderEpoch, Logger: a.logger})
+	a.log, a.logErr = disk.Open(fs, target, a.logOptions(endOffset, startOffset))
 	if a.logErr != nil {
 		a.log = nil
 		a.logger.WithError(a.logErr).Error("cannot open the moved partition log; partition offline")
@@ -387,6 +418,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		ctx.Send(mv.sender, resp)
 		return
 	}
+	a.core.Opened(a.log.StartOffset(), a.log.EndOffset(), a.log.RecoveryPoint())
 	a.report(ctx, false)
 
 	// S4: the old copy goes.
@@ -399,7 +431,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	}
 	a.logger.WithFields(logrus.Fields{
 		"from": mv.fromDir, "to": mv.toDir, "bytes_copied": mv.copied,
-		"end_offset": a.log.EndOffset(), "took": time.Since(mv.started).Round(time.Millisecond),
+		"end_offset": a.log.EndOffset(), "took": a.now().Sub(mv.started).Round(time.Millisecond),
 	}).Info("partition moved")
 	ctx.Send(mv.sender, resp)
 }

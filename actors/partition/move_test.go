@@ -37,6 +37,10 @@ type moveFixture struct {
 	hook     func(step string) error
 	logger   *logrus.Entry
 	valueSeq int
+	// tickInterval is the partition's; 0 for the default.
+	tickInterval time.Duration
+	// now is the partition's clock; nil for the real one.
+	now func() time.Time
 }
 
 func newMoveFixture(t *testing.T, segmentBytes int64, hook func(step string) error) *moveFixture {
@@ -82,6 +86,7 @@ func (f *moveFixture) start(t *testing.T, dir string, recoveryPoint int64) {
 	pid, err := f.system.Root.SpawnNamed(NewPartitionProps(PartitionConfig{
 		Topic: "orders", Partition: 0, FS: f.fs, LogDir: dir, Config: f.config,
 		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Logger: f.logger, moveHook: f.hook,
+		TickInterval: f.tickInterval, Now: f.now,
 	}), fmt.Sprintf("orders-0-%d", time.Now().UnixNano()))
 	require.NoError(t, err)
 	f.pid = pid
@@ -132,8 +137,14 @@ func (f *moveFixture) fill(t *testing.T, n, size int) []string {
 // readAll fetches every record from offset 0 and checks offsets are dense.
 func (f *moveFixture) readAll(t *testing.T) []string {
 	t.Helper()
+	return f.readFrom(t, 0)
+}
+
+// readFrom fetches every record from start and checks offsets are dense.
+func (f *moveFixture) readFrom(t *testing.T, start int64) []string {
+	t.Helper()
 	var values []string
-	for offset := int64(0); ; {
+	for offset := start; ; {
 		resp := moveRequest[*messages.FetchResponse](t, f, &messages.FetchRequest{Topic: "orders", Offset: offset, MaxBytes: 1 << 20})
 		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 		if len(resp.Records) == 0 {

@@ -59,7 +59,11 @@ type PartitionConfig struct {
 	LogDirActor *actor.PID
 	// TickInterval overrides partitionTickInterval when positive.
 	TickInterval time.Duration
-	Logger       *logrus.Entry
+	// Now is the partition's clock, and its log's (disk.Options.Now):
+	// segment.ms, retention.ms and flush.ms, a move's throttle and
+	// duration. Default time.Now.
+	Now    func() time.Time
+	Logger *logrus.Entry
 	// moveHook, when set, is called at each step of a move (moveStepCopy,
 	// moveStepS2, moveStepS3, moveStepS4); an error fails the move there,
 	// as an I/O error at that step would. Tests use it to stop a move.
@@ -80,56 +84,97 @@ type reportSoon struct{}
 type syncParked struct{}
 
 // flushRun is a disk.FlushJob running on a goroutine of its own, so that
-// the partition goes on appending during the fsync; done receives the
-// job's result.
+// the partition goes on appending during the fsync. When the fsync returns,
+// the goroutine sets err, closes done and sends flushDone: the partition
+// learns of the end from the message, and only waitForFlush, for a
+// partition that stops, waits on done.
 type flushRun struct {
+	log  *disk.Log // the log the job flushes
 	job  *disk.FlushJob
-	done chan error
+	done chan struct{}
+	err  error // the job's result, once done is closed
+	// release is what becomes of log when the job ends, for a log the
+	// partition let go of while the fsync ran.
+	release logRelease
 }
 
-// flushDone tells the partition that run's fsync has returned.
-type flushDone struct{ run *flushRun }
+// flushDone tells the partition that run's fsync has returned err.
+type flushDone struct {
+	run *flushRun
+	err error
+}
+
+// logRelease is what becomes of a log the partition lets go of.
+type logRelease int
+
+const (
+	releaseNone   logRelease = iota
+	releaseClose             // the directory failed: close the files
+	releaseRemove            // the partition is deleted: remove its directory
+)
+
+// afterFlush is the work that waits for the flush in flight to end,
+// because the log refuses to close or remove a segment file while a
+// disk.FlushJob runs. flushDone does it after finishing the flush and
+// before starting the next one, so that a stream of acks=all produces, which
+// keeps a flush in flight almost all the time, delays it by one fsync at
+// most. Appends, fetches and rolls do not wait.
+type afterFlush struct {
+	// swapMove is the id of a move whose future caught up with the log
+	// while a flush was in flight: it catches up again and swaps.
+	swapMove uint64
+	// deleteRecords are DeleteRecordsRequests, answered once done.
+	deleteRecords []deferredDeleteRecords
+	// retention is a partitionTick's retention and report.
+	retention bool
+}
+
+// deferredDeleteRecords is a valid DeleteRecordsRequest waiting in
+// afterFlush: offset is what the log start offset is raised to.
+type deferredDeleteRecords struct {
+	sender *actor.PID
+	offset int64
+}
 
 // fetchExpired ends the wait of a parked fetch.
 type fetchExpired struct{ id uint64 }
 
-// parkedProduce is an acks=all answer waiting for a flush that covers the
-// offsets below end.
+// parkedProduce is an acks=all answer waiting in state.ParkedProduces.
 type parkedProduce struct {
 	sender   *actor.PID
 	response *messages.ProduceResponse
-	end      int64
 }
 
-// parkedFetch is a fetch waiting for min_bytes or max_wait_ms, as in
-// Kafka's fetch purgatory.
+// parkedFetch is a fetch waiting in state.ParkedFetches; cancel stops the
+// timer of its max_wait_ms.
 type parkedFetch struct {
-	id        uint64
-	sender    *actor.PID
-	request   *messages.FetchRequest
-	available int
-	cancel    scheduler.CancelFunc
+	sender  *actor.PID
+	request *messages.FetchRequest
+	cancel  scheduler.CancelFunc
 }
 
-// partitionActor owns one partition's log. Not shared: all access is
-// through its mailbox.
+// partitionActor owns one partition's log and drives its state.Partition:
+// the core decides (validation, idempotence, the high watermark, which
+// parked requests to answer) and the actor does the I/O (the disk.Log, the
+// sends, the timers). Not shared: all access is through its mailbox.
 type partitionActor struct {
-	cfg       PartitionConfig
-	tp        disk.TopicPartition
-	log       *disk.Log
-	logErr    error // why the log is not open, when log is nil
-	producers state.Producers
-	logger    *logrus.Entry
-	timers    *scheduler.TimerScheduler
-	stopTick  scheduler.CancelFunc
+	cfg    PartitionConfig
+	tp     disk.TopicPartition
+	log    *disk.Log
+	logErr error // why the log is not open, when log is nil
+	core   *state.Partition
+	logger *logrus.Entry
+	timers *scheduler.TimerScheduler
+	// stopTick stops the partitionTicks.
+	stopTick scheduler.CancelFunc
 
 	// syncing is set while a syncParked is on its way; flushing is the
-	// flush in flight, if any.
+	// flush in flight, if any, and after the work waiting for its end.
 	syncing        bool
 	flushing       *flushRun
-	parkedProduces []parkedProduce
-	parkedFetches  []*parkedFetch
-	nextFetchID    uint64
+	after          afterFlush
+	parkedProduces state.ParkedProduces[parkedProduce]
+	parkedFetches  state.ParkedFetches[*parkedFetch]
 	deleted        bool
 	// appendedBytes counts the bytes appended since the actor started; the
 	// log-dir actor derives the write rate from it.
@@ -155,11 +200,11 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 	home := &cfg
 	return actors.Props(func() actor.Actor {
 		return &partitionActor{
-			cfg:       *home,
-			home:      home,
-			tp:        disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
-			producers: state.Producers{},
-			logger:    home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
+			cfg:    *home,
+			home:   home,
+			tp:     disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
+			core:   state.NewPartition(home.Config.MaxMessageBytes),
+			logger: home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
 		}
 	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
 }
@@ -186,10 +231,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.syncing = false
 		a.startFlush(ctx)
 	case *flushDone:
-		if m.run == a.flushing {
-			a.finishFlush(ctx)
-			a.startFlush(ctx)
-		}
+		a.onFlushDone(ctx, m)
 	case *messages.FetchRequest:
 		a.onFetch(ctx, m)
 	case *fetchExpired:
@@ -234,22 +276,17 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	}
 	a.stopTick = a.timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionTick{})
 
-	started := time.Now()
-	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), disk.Options{
-		Config:         a.cfg.Config.Log,
-		RecoveryPoint:  a.cfg.RecoveryPoint,
-		LogStartOffset: a.cfg.LogStartOffset,
-		LeaderEpoch:    leaderEpoch,
-		Logger:         a.logger,
-	})
+	started := a.now()
+	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), a.logOptions(a.cfg.RecoveryPoint, a.cfg.LogStartOffset))
 	if err != nil {
 		a.logErr = err
 		a.logger.WithError(err).Error("cannot open partition log; partition offline")
 		return
 	}
 	a.log = log
+	a.core.Opened(log.StartOffset(), log.EndOffset(), log.RecoveryPoint())
 	if err := log.ScanHeaders(log.StartOffset(), func(h wire.Header) error {
-		a.producers.Update(&h)
+		a.core.Recovered(&h)
 		return nil
 	}); err != nil {
 		a.logger.WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
@@ -257,10 +294,30 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	a.logger.WithFields(logrus.Fields{
 		"start_offset": log.StartOffset(),
 		"end_offset":   log.EndOffset(),
-		"producers":    len(a.producers),
-		"took":         time.Since(started).Round(time.Millisecond),
+		"producers":    a.core.ProducerCount(),
+		"took":         a.now().Sub(started).Round(time.Millisecond),
 	}).Debug("partition log opened")
 	a.report(ctx, false)
+}
+
+// now reads the partition's clock.
+func (a *partitionActor) now() time.Time {
+	if a.cfg.Now != nil {
+		return a.cfg.Now()
+	}
+	return time.Now()
+}
+
+// logOptions are the options to open one of the partition's logs with.
+func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Options {
+	return disk.Options{
+		Config:         a.cfg.Config.Log,
+		RecoveryPoint:  recoveryPoint,
+		LogStartOffset: logStartOffset,
+		LeaderEpoch:    leaderEpoch,
+		Now:            a.cfg.Now,
+		Logger:         a.logger,
+	}
 }
 
 // unavailable returns the error code and message for a request when the
@@ -290,35 +347,29 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		answer()
 		return
 	}
-	resp.LogStartOffset = a.log.StartOffset()
-	if m.Acks != 0 && m.Acks != 1 && m.Acks != -1 {
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_REQUIRED_ACKS, fmt.Sprintf("acks %d: want 0, 1 or -1", m.Acks)
-		ctx.Respond(resp)
-		return
-	}
-	if code, msg := validateProduce(m.Records, a.cfg.Config.MaxMessageBytes); code != messages.ErrorCode_NONE {
-		resp.Error, resp.ErrorMessage = code, msg
-		if code == messages.ErrorCode_MESSAGE_TOO_LARGE {
-			resp.MaxMessageBytes = a.cfg.Config.MaxMessageBytes
+	resp.LogStartOffset = a.core.LogStartOffset()
+	if refusal := a.core.ValidateProduce(m.Acks, m.Records); refusal.Refused() {
+		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		if refusal.Code == messages.ErrorCode_MESSAGE_TOO_LARGE {
+			resp.MaxMessageBytes = a.core.MaxMessageBytes()
 		}
 		answer()
 		return
 	}
-	appended := false
+	appended, readable := false, 0
 	for rest := m.Records; len(rest) > 0; {
 		size, _ := wire.PeekSize(rest) // validated above
 		batch := rest[:size]
 		rest = rest[size:]
 		h, _ := wire.ParseHeader(batch) // validated above, CRC included
-		code, dup := a.producers.Check(&h)
-		if code != messages.ErrorCode_NONE {
-			resp.Error = code
-			resp.ErrorMessage = fmt.Sprintf("producer %d epoch %d sequence %d refused", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		check := a.core.CheckBatch(&h)
+		if check.Refused() {
+			resp.Error, resp.ErrorMessage = check.Code, check.Message
 			break
 		}
-		if dup != nil {
+		if check.Duplicate != nil {
 			if resp.BaseOffset < 0 {
-				resp.BaseOffset = dup.FirstOffset
+				resp.BaseOffset = check.Duplicate.FirstOffset
 			}
 			continue
 		}
@@ -332,13 +383,13 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		appended = true
 		a.appendedBytes += int64(len(batch))
 		h.BaseOffset = res.BaseOffset
-		a.producers.Update(&h)
+		readable += a.core.Appended(&h, len(batch))
 		if resp.BaseOffset < 0 {
 			resp.BaseOffset = res.BaseOffset
 		}
 	}
 	if appended {
-		a.wakeFetches(ctx, len(m.Records))
+		a.wakeFetches(ctx, readable)
 		switch {
 		case a.appendedBytes-a.reportedBytes >= reportStepBytes:
 			a.report(ctx, false)
@@ -348,7 +399,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		}
 	}
 	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
-		a.parkedProduces = append(a.parkedProduces, parkedProduce{sender: ctx.Sender(), response: resp, end: a.log.EndOffset()})
+		a.parkedProduces.Park(a.core.LogEndOffset(), parkedProduce{sender: ctx.Sender(), response: resp})
 		if !a.syncing && a.flushing == nil {
 			a.syncing = true
 			ctx.Send(ctx.Self(), &syncParked{})
@@ -356,32 +407,6 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		return
 	}
 	answer()
-}
-
-// validateProduce checks every batch of a produce request before any is
-// appended, so that a bad batch changes nothing.
-func validateProduce(records []byte, maxMessageBytes int32) (messages.ErrorCode, string) {
-	if len(records) == 0 {
-		return messages.ErrorCode_CORRUPT_MESSAGE, "no record batch in request"
-	}
-	for i, rest := 0, records; len(rest) > 0; i++ {
-		size, err := wire.PeekSize(rest)
-		if err != nil || size > len(rest) {
-			return messages.ErrorCode_CORRUPT_MESSAGE, fmt.Sprintf("batch %d: truncated or bad length", i)
-		}
-		if size > int(maxMessageBytes) {
-			return messages.ErrorCode_MESSAGE_TOO_LARGE, fmt.Sprintf("batch %d of %d bytes exceeds max.message.bytes %d", i, size, maxMessageBytes)
-		}
-		h, err := wire.Validate(rest[:size])
-		if err != nil {
-			return messages.ErrorCode_CORRUPT_MESSAGE, fmt.Sprintf("batch %d: %v", i, err)
-		}
-		if h.Compression() > wire.CompressionZstd {
-			return messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, fmt.Sprintf("batch %d: %s", i, h.Compression())
-		}
-		rest = rest[size:]
-	}
-	return messages.ErrorCode_NONE, ""
 }
 
 // appendError classifies an append failure.
@@ -416,21 +441,13 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 		return
 	}
 	a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, m.Reason)
-	a.finishFlush(ctx)
 	a.logErr = errors.New(m.Reason)
 	log := a.log
 	a.log = nil
-	for _, p := range a.parkedProduces {
-		p.response.Error, p.response.ErrorMessage = a.unavailable()
-		ctx.Send(p.sender, p.response)
-	}
-	a.parkedProduces = nil
-	for _, p := range a.parkedFetches {
-		p.cancel()
-		a.answerParkedFetch(ctx, p)
-	}
-	a.parkedFetches = nil
-	_ = log.Close()
+	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
+	a.answerParked(ctx)
+	a.runDeferred(ctx)
+	a.releaseLog(ctx, log, releaseClose)
 	a.logger.WithField("reason", m.Reason).Error("partition offline")
 }
 
@@ -438,11 +455,11 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 // far: one fsync covers them all. It runs beside the partition, which
 // appends the next group meanwhile; flushDone brings the result back.
 func (a *partitionActor) startFlush(ctx actor.Context) {
-	if a.flushing != nil || len(a.parkedProduces) == 0 {
+	if a.flushing != nil || a.parkedProduces.Len() == 0 {
 		return
 	}
 	if a.log == nil {
-		a.answerParkedProduces(ctx, -1, nil)
+		a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
 		return
 	}
 	job, err := a.log.StartFlush()
@@ -450,72 +467,140 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 		a.flushFailed(ctx, err)
 		return
 	}
-	run := &flushRun{job: job, done: make(chan error, 1)}
+	run := &flushRun{log: a.log, job: job, done: make(chan struct{})}
 	a.flushing = run
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	go func() {
-		run.done <- job.Run()
-		root.Send(self, &flushDone{run: run})
+		err := job.Run()
+		run.err = err
+		close(run.done)
+		root.Send(self, &flushDone{run: run, err: err})
 	}()
 }
 
-// finishFlush waits for the flush in flight, if any, and answers the
-// parked produces it covers. Everything that closes or removes segment
-// files calls it first: the log refuses to while a flush is in flight.
-func (a *partitionActor) finishFlush(ctx actor.Context) {
+// onFlushDone finishes the flush that ended, does the work that waited for
+// it, and starts the next flush if acks=all produces wait for one.
+func (a *partitionActor) onFlushDone(ctx actor.Context, m *flushDone) {
+	if m.run != a.flushing {
+		return // finished by waitForFlush, or an earlier incarnation's
+	}
+	a.flushing = nil
+	a.finishFlush(ctx, m.run, m.err)
+	a.runDeferred(ctx)
+	a.startFlush(ctx)
+}
+
+// waitForFlush blocks until the fsync in flight, if any, returns, then does
+// what onFlushDone does but start another. Only closeLog calls it: a
+// partition that stops or restarts gets no later message to finish the
+// flush in, and its log cannot close with a flush in flight. The wait is
+// bounded by that one fsync.
+func (a *partitionActor) waitForFlush(ctx actor.Context) {
 	run := a.flushing
 	if run == nil {
 		return
 	}
+	<-run.done
 	a.flushing = nil
-	err := <-run.done
-	if a.log != nil {
-		err = a.log.FinishFlush(run.job, err)
+	a.finishFlush(ctx, run, run.err)
+	a.runDeferred(ctx)
+}
+
+// finishFlush ends run, whose fsync returned err: the recovery point rises
+// and the parked produces it acknowledges are answered, or the failure is
+// reported. A log let go of during the fsync is closed or removed now.
+func (a *partitionActor) finishFlush(ctx actor.Context, run *flushRun, err error) {
+	err = run.log.FinishFlush(run.job, err)
+	if run.release != releaseNone {
+		a.releaseLog(ctx, run.log, run.release)
+		return
 	}
 	if err != nil {
 		a.flushFailed(ctx, err)
 		return
 	}
-	a.answerParkedProduces(ctx, run.job.UpTo(), nil)
+	a.flushed(ctx, run.job.UpTo())
+}
+
+// runDeferred does the work in afterFlush. It is called when no flush is in
+// flight on a.log: after one ended, or once a.log is gone (and then the
+// work finds it gone).
+func (a *partitionActor) runDeferred(ctx actor.Context) {
+	after := a.after
+	a.after = afterFlush{}
+	if after.swapMove != 0 && a.move != nil && a.move.id == after.swapMove {
+		a.catchUpAndSwap(ctx)
+	}
+	for _, d := range after.deleteRecords {
+		resp := a.deleteRecords(ctx, d.offset)
+		if d.sender != nil {
+			ctx.Send(d.sender, resp)
+		}
+	}
+	if after.retention {
+		a.applyRetention(ctx)
+	}
+}
+
+// releaseLog closes or removes log, which the partition has let go of: now,
+// or when the fsync in flight on it ends.
+func (a *partitionActor) releaseLog(ctx actor.Context, log *disk.Log, release logRelease) {
+	if run := a.flushing; run != nil && run.log == log {
+		run.release = release
+		return
+	}
+	switch release {
+	case releaseClose:
+		_ = log.Close()
+	case releaseRemove:
+		if err := log.Delete(); err != nil {
+			a.logger.WithError(err).Error("deleting partition log failed")
+		}
+		if a.cfg.LogDirActor != nil {
+			ctx.Send(a.cfg.LogDirActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
+		}
+		a.logger.Info("partition deleted")
+	}
 }
 
 // flushParkedNow makes every parked produce durable with a flush on the
-// partition's own goroutine and answers them; for a log about to close.
+// partition's own goroutine and answers them; for a log about to close,
+// with no flush in flight.
 func (a *partitionActor) flushParkedNow(ctx actor.Context) {
-	a.finishFlush(ctx)
-	if len(a.parkedProduces) == 0 {
+	if a.parkedProduces.Len() == 0 {
 		return
 	}
 	if a.log == nil {
-		a.answerParkedProduces(ctx, -1, nil)
+		a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
 		return
 	}
 	if err := a.log.Sync(); err != nil {
 		a.flushFailed(ctx, err)
 		return
 	}
-	a.answerParkedProduces(ctx, a.log.EndOffset(), nil)
+	a.flushed(ctx, a.log.EndOffset())
 }
 
 // flushFailed answers every parked produce with a storage error and takes
 // the directory offline, as Kafka does on a failed fsync.
 func (a *partitionActor) flushFailed(ctx actor.Context, err error) {
 	a.logger.WithError(err).Error("fsync failed")
-	a.answerParkedProduces(ctx, -1, err)
+	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), err)
 	a.dirFailed(ctx, err)
 }
 
-// answerParkedProduces answers the parked produces whose batches end at or
-// below upTo, all of them when upTo is -1: with err when it is not nil,
-// with the partition's state when the log is gone, and as they are
-// otherwise.
-func (a *partitionActor) answerParkedProduces(ctx actor.Context, upTo int64, err error) {
-	kept := a.parkedProduces[:0]
-	for _, p := range a.parkedProduces {
-		if upTo >= 0 && p.end > upTo {
-			kept = append(kept, p)
-			continue
-		}
+// flushed takes an fsync that made the log durable below upTo, and answers
+// the parked produces it acknowledges.
+func (a *partitionActor) flushed(ctx actor.Context, upTo int64) {
+	a.core.Flushed(upTo)
+	a.answerParkedProduces(ctx, a.parkedProduces.Ready(a.core.AcknowledgedOffset()), nil)
+}
+
+// answerParkedProduces sends the answers of parked produces: with err when
+// it is not nil, with the partition's state when the log is gone, and as
+// they are otherwise.
+func (a *partitionActor) answerParkedProduces(ctx actor.Context, parked []parkedProduce, err error) {
+	for _, p := range parked {
 		switch {
 		case err != nil:
 			p.response.Error, p.response.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
@@ -524,17 +609,14 @@ func (a *partitionActor) answerParkedProduces(ctx actor.Context, upTo int64, err
 		}
 		ctx.Send(p.sender, p.response)
 	}
-	clear(a.parkedProduces[len(kept):])
-	a.parkedProduces = kept
 }
 
 func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 	resp, frame, ok := a.fetch(m)
-	if !ok && m.MaxWaitMs > 0 && len(resp.Records) < int(m.MinBytes) {
-		a.nextFetchID++
-		p := &parkedFetch{id: a.nextFetchID, sender: ctx.Sender(), request: m, available: len(resp.Records)}
-		p.cancel = a.timers.SendOnce(time.Duration(m.MaxWaitMs)*time.Millisecond, ctx.Self(), &fetchExpired{id: p.id})
-		a.parkedFetches = append(a.parkedFetches, p)
+	if !ok && state.FetchMayWait(m.MaxWaitMs, m.MinBytes, len(resp.Records)) {
+		p := &parkedFetch{sender: ctx.Sender(), request: m}
+		id := a.parkedFetches.Park(len(resp.Records), int(m.MinBytes), p)
+		p.cancel = a.timers.SendOnce(time.Duration(m.MaxWaitMs)*time.Millisecond, ctx.Self(), &fetchExpired{id: id})
 		return
 	}
 	a.answerFetch(ctx, ctx.Sender(), m, resp, frame)
@@ -552,7 +634,7 @@ func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messag
 	left := int(m.MaxBytes) - len(resp.Records)
 	for m.ChunkBytes > 0 && m.ChunkBytes < m.MaxBytes && resp.Error == messages.ErrorCode_NONE && len(resp.Records) > 0 && left > 0 {
 		next, ok := nextOffset(resp.Records)
-		if !ok || next >= a.log.EndOffset() {
+		if !ok || next >= a.core.HighWatermark() {
 			break
 		}
 		resp.More = true
@@ -597,10 +679,11 @@ func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchRespons
 	return a.fetchAt(m, m.Offset, maxBytes)
 }
 
-// fetchAt is fetch from offset, up to maxBytes. The records are read into a
-// frame: a buffer of remoteBuffers holding remote.FetchRecordsReserve bytes of
-// room and then the records, which sendFetch turns into the response's
-// wire form in place. frame is nil when there are no records.
+// fetchAt is fetch from offset, up to maxBytes, of the records below the
+// high watermark. The records are read into a frame: a buffer of
+// remoteBuffers holding remote.FetchRecordsReserve bytes of room and then
+// the records, which sendFetch turns into the response's wire form in
+// place. frame is nil when there are no records.
 func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxBytes int) (*messages.FetchResponse, []byte, bool) {
 	resp := &messages.FetchResponse{
 		Topic:         m.Topic,
@@ -612,16 +695,21 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return resp, nil, true
 	}
-	resp.HighWatermark = a.log.EndOffset()
-	resp.LogStartOffset = a.log.StartOffset()
+	resp.HighWatermark = a.core.HighWatermark()
+	resp.LogStartOffset = a.core.LogStartOffset()
 	if maxBytes == 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
-	if maxBytes < 0 || m.ChunkBytes < 0 {
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_INVALID_FETCH_SIZE, fmt.Sprintf("max_bytes %d, chunk_bytes %d", m.MaxBytes, m.ChunkBytes)
+	if refusal := state.ValidateFetchSize(m.MaxBytes, m.ChunkBytes); refusal.Refused() {
+		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
 		return resp, nil, true
 	}
-	if offset == resp.HighWatermark {
+	below, readable, refusal := a.core.FetchFrom(offset)
+	if refusal.Refused() {
+		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		return resp, nil, true
+	}
+	if !readable {
 		return resp, nil, false
 	}
 	// The response owns the frame, since it may cross to another node or
@@ -630,6 +718,9 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	// frame past maxFramePool when the data does.
 	buf := a.cfg.Transport.Frame(remote.FetchRecordsReserve + min(maxBytes, maxFramePool) + wire.HeaderSize)
 	frame, err := a.log.Read(offset, maxBytes, (*buf)[:remote.FetchRecordsReserve])
+	if err == nil && below < a.core.LogEndOffset() {
+		frame = frame[:remote.FetchRecordsReserve+len(state.RecordsBelow(frame[remote.FetchRecordsReserve:], below))]
+	}
 	switch {
 	case errors.Is(err, disk.ErrOffsetOutOfRange):
 		a.cfg.Transport.PutFrame(buf)
@@ -656,30 +747,18 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	return resp, frame, false
 }
 
-// wakeFetches answers parked fetches that now have enough bytes.
-func (a *partitionActor) wakeFetches(ctx actor.Context, appendedBytes int) {
-	kept := a.parkedFetches[:0]
-	for _, p := range a.parkedFetches {
-		p.available += appendedBytes
-		if p.available < int(p.request.MinBytes) {
-			kept = append(kept, p)
-			continue
-		}
+// wakeFetches answers the parked fetches that have their min_bytes now
+// that readable more bytes can be read.
+func (a *partitionActor) wakeFetches(ctx actor.Context, readable int) {
+	for _, p := range a.parkedFetches.Readable(readable) {
 		p.cancel()
 		a.answerParkedFetch(ctx, p)
 	}
-	clear(a.parkedFetches[len(kept):])
-	a.parkedFetches = kept
 }
 
 func (a *partitionActor) onFetchExpired(ctx actor.Context, m *fetchExpired) {
-	for i, p := range a.parkedFetches {
-		if p.id != m.id {
-			continue
-		}
-		a.parkedFetches = append(a.parkedFetches[:i], a.parkedFetches[i+1:]...)
+	if p, ok := a.parkedFetches.Expire(m.id); ok {
 		a.answerParkedFetch(ctx, p)
-		return
 	}
 }
 
@@ -690,57 +769,62 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return
 	}
-	switch m.Timestamp {
-	case -2:
-		resp.Offset = a.log.StartOffset()
-	case -1:
-		resp.Offset = a.log.EndOffset()
+	if offset, ok := a.core.ListOffset(m.Timestamp); ok {
+		resp.Offset = offset
+		return
+	}
+	offset, ts, err := a.log.OffsetForTimestamp(m.Timestamp)
+	switch {
+	case errors.Is(err, disk.ErrNotFound):
+		// No record at or after the timestamp: -1, as Kafka answers.
+	case err != nil:
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
 	default:
-		offset, ts, err := a.log.OffsetForTimestamp(m.Timestamp)
-		switch {
-		case errors.Is(err, disk.ErrNotFound):
-			// No record at or after the timestamp: -1, as Kafka answers.
-		case err != nil:
-			resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
-		default:
-			resp.Offset, resp.Timestamp = offset, ts
-		}
+		resp.Offset, resp.Timestamp = offset, ts
 	}
 }
 
 // onDeleteRecords raises the log start offset (Kafka's DeleteRecords):
 // offset -1 means the high watermark; an offset past it is refused and
-// changes nothing.
+// changes nothing. A valid request is answered once its segments are
+// deleted, after the flush in flight, if any.
 func (a *partitionActor) onDeleteRecords(ctx actor.Context, m *messages.DeleteRecordsRequest) {
+	if a.log == nil {
+		resp := &messages.DeleteRecordsResponse{LowWatermark: -1}
+		resp.Error, resp.ErrorMessage = a.unavailable()
+		ctx.Respond(resp)
+		return
+	}
+	offset, refusal := a.core.DeleteRecordsOffset(m.Offset)
+	if refusal.Refused() {
+		ctx.Respond(&messages.DeleteRecordsResponse{LowWatermark: a.core.LogStartOffset(), Error: refusal.Code, ErrorMessage: refusal.Message})
+		return
+	}
+	if a.flushing != nil {
+		a.after.deleteRecords = append(a.after.deleteRecords, deferredDeleteRecords{sender: ctx.Sender(), offset: offset})
+		return
+	}
+	ctx.Respond(a.deleteRecords(ctx, offset))
+}
+
+// deleteRecords raises the log start offset to offset, valid when the
+// request came, with no flush in flight.
+func (a *partitionActor) deleteRecords(ctx actor.Context, offset int64) *messages.DeleteRecordsResponse {
 	resp := &messages.DeleteRecordsResponse{LowWatermark: -1}
-	defer ctx.Respond(resp)
 	if a.log == nil {
 		resp.Error, resp.ErrorMessage = a.unavailable()
-		return
-	}
-	offset := m.Offset
-	if offset == -1 {
-		offset = a.log.EndOffset()
-	}
-	if offset < 0 || offset > a.log.EndOffset() {
-		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
-		resp.ErrorMessage = fmt.Sprintf("delete before %d: outside [0, %d]", m.Offset, a.log.EndOffset())
-		resp.LowWatermark = a.log.StartOffset()
-		return
-	}
-	a.finishFlush(ctx)
-	if a.log == nil {
-		resp.Error, resp.ErrorMessage = a.unavailable()
-		return
+		return resp
 	}
 	if err := a.log.DeleteBefore(offset); err != nil {
 		a.logger.WithError(err).Error("delete records failed")
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
 		a.dirFailed(ctx, err)
-		return
+		return resp
 	}
-	resp.LowWatermark = a.log.StartOffset()
+	a.core.StartMoved(a.log.StartOffset())
+	resp.LowWatermark = a.core.LogStartOffset()
 	a.report(ctx, false)
+	return resp
 }
 
 func (a *partitionActor) status() *messages.PartitionStatusResponse {
@@ -749,9 +833,9 @@ func (a *partitionActor) status() *messages.PartitionStatusResponse {
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return resp
 	}
-	resp.LogStartOffset = a.log.StartOffset()
-	resp.LogEndOffset = a.log.EndOffset()
-	resp.HighWatermark = a.log.EndOffset()
+	resp.LogStartOffset = a.core.LogStartOffset()
+	resp.LogEndOffset = a.core.LogEndOffset()
+	resp.HighWatermark = a.core.HighWatermark()
 	resp.SizeBytes = a.log.Size()
 	resp.Segments = int32(len(a.log.Segments()))
 	resp.RecoveryPoint = a.log.RecoveryPoint()
@@ -762,6 +846,9 @@ func (a *partitionActor) status() *messages.PartitionStatusResponse {
 	return resp
 }
 
+// onTick rolls the active segment by age, and applies retention and
+// reports, after the flush in flight if any: a roll may happen during a
+// flush, a segment's deletion may not.
 func (a *partitionActor) onTick(ctx actor.Context) {
 	if a.log == nil {
 		return
@@ -769,7 +856,16 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	if err := a.log.MaybeRoll(); err != nil {
 		a.logger.WithError(err).Error("roll failed")
 	}
-	a.finishFlush(ctx)
+	if a.flushing != nil {
+		a.after.retention = true
+		return
+	}
+	a.applyRetention(ctx)
+}
+
+// applyRetention deletes the segments past retention and reports the
+// partition's size, with no flush in flight.
+func (a *partitionActor) applyRetention(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
@@ -777,8 +873,9 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	if err != nil {
 		a.logger.WithError(err).Error("retention failed")
 	}
+	a.core.StartMoved(a.log.StartOffset())
 	if deleted > 0 {
-		a.logger.WithFields(logrus.Fields{"segments": deleted, "start_offset": a.log.StartOffset()}).Info("retention deleted segments")
+		a.logger.WithFields(logrus.Fields{"segments": deleted, "start_offset": a.core.LogStartOffset()}).Info("retention deleted segments")
 	}
 	a.report(ctx, false)
 }
@@ -808,21 +905,15 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
-	a.finishFlush(ctx)
 	a.answerParked(ctx)
-	for _, p := range a.parkedProduces {
+	for _, p := range a.parkedProduces.TakeAll() {
 		p.response.Error, p.response.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
 		ctx.Send(p.sender, p.response)
 	}
-	a.parkedProduces = nil
-	if err := a.log.Delete(); err != nil {
-		a.logger.WithError(err).Error("deleting partition log failed")
-	}
+	log := a.log
 	a.log = nil
-	if a.cfg.LogDirActor != nil {
-		ctx.Send(a.cfg.LogDirActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
-	}
-	a.logger.Info("partition deleted")
+	a.runDeferred(ctx)
+	a.releaseLog(ctx, log, releaseRemove)
 }
 
 func (a *partitionActor) onStopping(ctx actor.Context) {
@@ -833,9 +924,12 @@ func (a *partitionActor) onStopping(ctx actor.Context) {
 }
 
 // closeLog answers what is parked, closes the log cleanly (it syncs) and
-// sends the final report with the recovery point for the checkpoint.
+// sends the final report with the recovery point for the checkpoint. It
+// waits for the flush in flight, if any: the one wait in the actor (see
+// waitForFlush).
 func (a *partitionActor) closeLog(ctx actor.Context) {
 	a.abortMove(ctx, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, "partition stopped during the move")
+	a.waitForFlush(ctx)
 	if a.log == nil {
 		return
 	}
@@ -852,9 +946,8 @@ func (a *partitionActor) closeLog(ctx actor.Context) {
 
 // answerParked answers every parked fetch with what is there now.
 func (a *partitionActor) answerParked(ctx actor.Context) {
-	for _, p := range a.parkedFetches {
+	for _, p := range a.parkedFetches.TakeAll() {
 		p.cancel()
 		a.answerParkedFetch(ctx, p)
 	}
-	a.parkedFetches = nil
 }

@@ -3,10 +3,12 @@ package partition
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -21,4 +23,34 @@ func TestAppendErrorsOfABadBatch(t *testing.T) {
 		require.Equal(t, messages.ErrorCode_CORRUPT_MESSAGE, code, "%v", err)
 		require.Contains(t, msg, err.Error())
 	}
+}
+
+// The partition's clock is its log's: two hours of it later, one tick
+// rolls the active segment by segment.ms and deletes every segment by
+// retention.ms, with no waiting.
+func TestTickFollowsTheClock(t *testing.T) {
+	f := newMoveFixture(t, 4<<10, nil)
+	f.stop(t)
+	cfg, err := topic.ParseConfig(map[string]string{
+		topic.ConfigSegmentBytes: "4096", topic.ConfigSegmentMs: "3600000", topic.ConfigRetentionMs: "3600000",
+	})
+	require.NoError(t, err)
+	f.config = cfg
+	f.tickInterval = time.Hour // the test sends the ticks
+	clock := newTestClock(time.Now())
+	f.now = clock.Now
+	f.start(t, f.dirs[0], 0)
+	f.fill(t, 20, 1000) // several segments, their records stamped now
+
+	f.system.Root.Send(f.pid, &partitionTick{})
+	status := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, int64(0), status.LogStartOffset, "nothing is past retention yet")
+	require.Greater(t, status.Segments, int32(2))
+
+	clock.Advance(2 * time.Hour)
+	f.system.Root.Send(f.pid, &partitionTick{})
+	status = moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, int64(20), status.LogStartOffset)
+	require.Equal(t, int64(20), status.LogEndOffset)
+	require.Equal(t, int32(1), status.Segments, "the active segment rolled, and every segment went")
 }

@@ -33,8 +33,11 @@ const (
 type produceGathers struct {
 	nodeID    int32
 	transport *remote.Transport
-	nextID    int64
-	slots     map[int64]gatherSlot // by the manager's correlation id
+	// now is the clock of the gathers' expiry; time.Now unless a test sets
+	// another.
+	now    func() time.Time
+	nextID int64
+	slots  map[int64]gatherSlot // by the manager's correlation id
 	// queue holds the gathers in the order they began, for expiry: each
 	// is answered when its last partition answers or at its expiry,
 	// whichever comes first.
@@ -60,7 +63,7 @@ type produceGather struct {
 }
 
 func newProduceGathers(nodeID int32, transport *remote.Transport) produceGathers {
-	return produceGathers{nodeID: nodeID, transport: transport, slots: map[int64]gatherSlot{}}
+	return produceGathers{nodeID: nodeID, transport: transport, now: time.Now, slots: map[int64]gatherSlot{}}
 }
 
 // route hands each request of req to its partition among children, in
@@ -68,7 +71,7 @@ func newProduceGathers(nodeID int32, transport *remote.Transport) produceGathers
 // with acks 1 or -1. A partition that is not there is answered
 // NOT_LEADER_OR_FOLLOWER.
 func (g *produceGathers) route(ctx actor.Context, req *messages.ProduceRequests, children map[disk.TopicPartition]*actor.PID, stopping bool) {
-	now := time.Now()
+	now := g.now()
 	g.expire(ctx, now)
 	var pg *produceGather
 	var timeout time.Duration

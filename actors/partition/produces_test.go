@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +27,31 @@ func (h *gatherHost) Receive(ctx actor.Context) {
 	case *messages.ProduceResponse:
 		h.g.answered(ctx, m)
 	case *gatherTick:
-		h.g.expire(ctx, time.Now())
+		h.g.expire(ctx, h.g.now())
 	}
+}
+
+// testClock is a clock that moves only when a test advances it. Safe for
+// concurrent use: the test moves it while actors read it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock(start time.Time) *testClock {
+	return &testClock{now: start}
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // testPartition answers each produce request with acks after delay, its
@@ -90,19 +114,21 @@ func (in inbox) none(t *testing.T, wait time.Duration) {
 }
 
 // setupGathers spawns a gatherHost over partitions 0 (quick), 1 (slow) and
-// 2 (silent) of topic "t", and an inbox for its answers.
-func setupGathers(t *testing.T) (system *actor.ActorSystem, host *actor.PID, parts []*testPartition, answers inbox) {
+// 2 (silent) of topic "t", with its clock, and an inbox for its answers.
+func setupGathers(t *testing.T) (system *actor.ActorSystem, host *actor.PID, parts []*testPartition, answers inbox, clock *testClock) {
 	system = actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
 	parts = []*testPartition{{}, {delay: 30 * time.Millisecond}, {silent: true}}
+	clock = newTestClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := &gatherHost{g: newProduceGathers(1, remote.NewTransport()), children: map[disk.TopicPartition]*actor.PID{}}
+	h.g.now = clock.Now
 	for i, p := range parts {
 		p.taken = make(chan *messages.ProduceRequest, 16)
 		h.children[disk.TopicPartition{Topic: "t", Partition: int32(i)}] = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
 	}
 	host = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return h }))
 	answers = make(inbox, 16)
-	return system, host, parts, answers
+	return system, host, parts, answers, clock
 }
 
 func request(partition int32, acks int32, corrID int64) *messages.ProduceRequest {
@@ -115,7 +141,7 @@ func request(partition int32, acks int32, corrID int64) *messages.ProduceRequest
 // partition has answered. A partition the node does not have is answered
 // NOT_LEADER_OR_FOLLOWER; requests with acks 0 are handed on unanswered.
 func TestProduceRequestsAnsweredTogether(t *testing.T) {
-	system, host, parts, answers := setupGathers(t)
+	system, host, parts, answers, _ := setupGathers(t)
 	to := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return answers }))
 	system.Root.RequestWithCustomSender(host, &messages.ProduceRequests{Requests: []*messages.ProduceRequest{
 		request(1, 1, 101), request(0, -1, 102), request(9, 1, 103), request(0, 1, 104), request(0, 0, 105),
@@ -149,7 +175,7 @@ func TestProduceRequestsAnsweredTogether(t *testing.T) {
 // others' answers; a late answer is dropped. Gathers that do not wait on
 // it are answered meanwhile.
 func TestProduceRequestsExpire(t *testing.T) {
-	system, host, parts, answers := setupGathers(t)
+	system, host, parts, answers, clock := setupGathers(t)
 	to := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return answers }))
 	quick, stuck := request(0, 1, 200), request(2, 1, 201)
 	quick.TimeoutMs, stuck.TimeoutMs = 100, 100
@@ -160,10 +186,11 @@ func TestProduceRequestsExpire(t *testing.T) {
 	require.Len(t, resps, 1)
 	require.Equal(t, int64(202), resps[0].GetCorrelationId())
 	taken := <-parts[2].taken
+	clock.Advance(199 * time.Millisecond) // short of twice the timeout
 	system.Root.Send(host, &gatherTick{})
-	answers.none(t, 100*time.Millisecond)
+	answers.none(t, 50*time.Millisecond)
 
-	time.Sleep(150 * time.Millisecond) // past twice the timeout
+	clock.Advance(time.Millisecond) // at twice the timeout
 	system.Root.Send(host, &gatherTick{})
 	resps = answers.next(t).(*messages.ProduceResponses).GetResponses()
 	require.Len(t, resps, 2)

@@ -1,0 +1,244 @@
+// Package state is a partition's state and the decisions taken from it,
+// apart from its files and its mailbox: whether a request is valid, what to
+// do with each batch of a produce (idempotence), where the high watermark
+// stands, and which parked requests may be answered. It never imports
+// protoactor and does no I/O: the partition actor does the disk.Log calls
+// and the sends, tells this package what happened, and acts on its answers,
+// as etcd-io/raft's RawNode is driven. The split is Kafka's: Partition plays
+// UnifiedLog (offsets, producer state, later leader epochs) beside the
+// disk.Log's LocalLog (segments and files).
+package state
+
+import (
+	"fmt"
+
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/wire"
+)
+
+// Refusal is why a request is refused: the error code for its response and
+// a message for people. The zero Refusal refuses nothing.
+type Refusal struct {
+	Code    messages.ErrorCode
+	Message string
+}
+
+// Refused reports whether r refuses its request.
+func (r Refusal) Refused() bool { return r.Code != messages.ErrorCode_NONE }
+
+func refuse(code messages.ErrorCode, format string, args ...any) Refusal {
+	return Refusal{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// BatchCheck is what CheckBatch decides for one batch of a produce request:
+// append it (neither refused nor a duplicate), answer it with the offsets of
+// Duplicate, a batch appended before, or refuse it.
+type BatchCheck struct {
+	Refusal
+	Duplicate *Batch
+}
+
+// Partition is one partition replica's offsets and producer state, and the
+// decisions taken from them. The partition actor calls Opened when it opens
+// the log, CheckBatch before and Appended after each append, Flushed after
+// each fsync, and StartMoved when retention or DeleteRecords raise the log
+// start offset; it reads the offsets it answers with from here.
+//
+// The high watermark is the offset below which consumers may read and
+// acks=all produces may be answered. A partition has one replica today, so
+// its in-sync set is the leader alone and the high watermark is the log end
+// offset; replication moves it, in updateHighWatermark alone, to the least
+// log end offset of the in-sync replicas, and adds leader epochs and the
+// followers' state here.
+//
+// Not safe for concurrent use: owned by the partition actor.
+type Partition struct {
+	maxMessageBytes int32
+	producers       Producers
+
+	logStartOffset int64
+	logEndOffset   int64
+	highWatermark  int64
+	// durableOffset is the offset below which the log is fsynced: its
+	// recovery point.
+	durableOffset int64
+}
+
+// NewPartition returns the state of a partition whose batches may be up to
+// maxMessageBytes (max.message.bytes) each, before its log is opened.
+func NewPartition(maxMessageBytes int32) *Partition {
+	return &Partition{maxMessageBytes: maxMessageBytes, producers: Producers{}}
+}
+
+// Opened sets the offsets of a log just opened (or reopened after a move):
+// its start and end offsets and its recovery point. Producer state is
+// rebuilt from the log's batches with Recovered.
+func (p *Partition) Opened(logStartOffset, logEndOffset, durableOffset int64) {
+	p.logStartOffset = logStartOffset
+	p.logEndOffset = logEndOffset
+	p.durableOffset = min(durableOffset, logEndOffset)
+	p.updateHighWatermark()
+}
+
+// Recovered takes a batch found in the log at start-up into producer state.
+func (p *Partition) Recovered(h *wire.Header) { p.producers.Update(h) }
+
+// ProducerCount is the number of producer ids the partition remembers.
+func (p *Partition) ProducerCount() int { return len(p.producers) }
+
+// MaxMessageBytes is max.message.bytes, the largest batch a produce may
+// append.
+func (p *Partition) MaxMessageBytes() int32 { return p.maxMessageBytes }
+
+// LogStartOffset is the first offset of the log.
+func (p *Partition) LogStartOffset() int64 { return p.logStartOffset }
+
+// LogEndOffset is the offset the next appended batch gets.
+func (p *Partition) LogEndOffset() int64 { return p.logEndOffset }
+
+// HighWatermark is the offset below which consumers read: every in-sync
+// replica has the records below it.
+func (p *Partition) HighWatermark() int64 { return p.highWatermark }
+
+// DurableOffset is the offset below which the log is fsynced.
+func (p *Partition) DurableOffset() int64 { return p.durableOffset }
+
+// AcknowledgedOffset is the offset below which an acks=all produce may be
+// answered: its batches are fsynced and below the high watermark.
+func (p *Partition) AcknowledgedOffset() int64 { return min(p.durableOffset, p.highWatermark) }
+
+// ValidateProduce checks a produce request before any of its batches is
+// appended, so that a bad request changes nothing: acks must be 0, 1 or -1,
+// and records one or more whole, valid batches (CRC included) of at most
+// max.message.bytes each, in a supported compression. A request with acks
+// 0 gets no answer, whatever the refusal.
+func (p *Partition) ValidateProduce(acks int32, records []byte) Refusal {
+	if acks != 0 && acks != 1 && acks != -1 {
+		return refuse(messages.ErrorCode_INVALID_REQUIRED_ACKS, "acks %d: want 0, 1 or -1", acks)
+	}
+	if len(records) == 0 {
+		return refuse(messages.ErrorCode_CORRUPT_MESSAGE, "no record batch in request")
+	}
+	for i, rest := 0, records; len(rest) > 0; i++ {
+		size, err := wire.PeekSize(rest)
+		if err != nil || size > len(rest) {
+			return refuse(messages.ErrorCode_CORRUPT_MESSAGE, "batch %d: truncated or bad length", i)
+		}
+		if size > int(p.maxMessageBytes) {
+			return refuse(messages.ErrorCode_MESSAGE_TOO_LARGE, "batch %d of %d bytes exceeds max.message.bytes %d", i, size, p.maxMessageBytes)
+		}
+		h, err := wire.Validate(rest[:size])
+		if err != nil {
+			return refuse(messages.ErrorCode_CORRUPT_MESSAGE, "batch %d: %v", i, err)
+		}
+		if h.Compression() > wire.CompressionZstd {
+			return refuse(messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE, "batch %d: %s", i, h.Compression())
+		}
+		rest = rest[size:]
+	}
+	return Refusal{}
+}
+
+// CheckBatch decides what to do with one batch of a valid produce request,
+// from the state of its producer (see Producers.Check).
+func (p *Partition) CheckBatch(h *wire.Header) BatchCheck {
+	code, dup := p.producers.Check(h)
+	if code != messages.ErrorCode_NONE {
+		return BatchCheck{Refusal: refuse(code, "producer %d epoch %d sequence %d refused", h.ProducerID, h.ProducerEpoch, h.BaseSequence)}
+	}
+	return BatchCheck{Duplicate: dup}
+}
+
+// Appended takes a batch the log appended, h with the base offset it was
+// given, of size bytes. It returns the bytes that became readable to
+// consumers (passed the high watermark) by it: all of them while the leader
+// is alone in its in-sync set.
+func (p *Partition) Appended(h *wire.Header, size int) (readable int) {
+	p.producers.Update(h)
+	p.logEndOffset = h.NextOffset()
+	before := p.highWatermark
+	p.updateHighWatermark()
+	if p.highWatermark > before {
+		return size
+	}
+	return 0
+}
+
+// Flushed takes an fsync that made the log durable below upTo.
+func (p *Partition) Flushed(upTo int64) {
+	p.durableOffset = max(p.durableOffset, min(upTo, p.logEndOffset))
+}
+
+// StartMoved takes a log start offset raised by retention or DeleteRecords.
+func (p *Partition) StartMoved(logStartOffset int64) {
+	p.logStartOffset = max(p.logStartOffset, logStartOffset)
+}
+
+// updateHighWatermark moves the high watermark to the least log end offset
+// of the in-sync replicas: the leader's own, since it is the only one.
+func (p *Partition) updateHighWatermark() {
+	p.highWatermark = p.logEndOffset
+}
+
+// DeleteRecordsOffset is the offset a DeleteRecords request for offset
+// raises the log start offset to: offset -1 means the high watermark, and
+// an offset below zero or past the high watermark is refused, as Kafka
+// does.
+func (p *Partition) DeleteRecordsOffset(offset int64) (int64, Refusal) {
+	if offset == -1 {
+		return p.highWatermark, Refusal{}
+	}
+	if offset < 0 || offset > p.highWatermark {
+		return 0, refuse(messages.ErrorCode_OFFSET_OUT_OF_RANGE, "delete before %d: outside [0, %d]", offset, p.highWatermark)
+	}
+	return offset, Refusal{}
+}
+
+// ListOffset is the offset a ListOffsets request answers for the special
+// timestamps -2 (earliest: the log start offset) and -1 (latest: the high
+// watermark, what a consumer can read up to); ok is false for any other
+// timestamp, which the log's time index answers.
+func (p *Partition) ListOffset(timestamp int64) (offset int64, ok bool) {
+	switch timestamp {
+	case -2:
+		return p.logStartOffset, true
+	case -1:
+		return p.highWatermark, true
+	}
+	return 0, false
+}
+
+// FetchFrom says what a consumer's fetch from offset may read: below is the
+// offset its records must end at or before, the high watermark; readable is
+// false when there is nothing to read yet (offset at or past the high
+// watermark, up to the log end), and an offset outside the log is refused.
+func (p *Partition) FetchFrom(offset int64) (below int64, readable bool, refusal Refusal) {
+	if offset < p.logStartOffset || offset > p.logEndOffset {
+		return 0, false, refuse(messages.ErrorCode_OFFSET_OUT_OF_RANGE, "offset %d outside [%d, %d]", offset, p.logStartOffset, p.highWatermark)
+	}
+	return p.highWatermark, offset < p.highWatermark, Refusal{}
+}
+
+// ValidateFetchSize checks a fetch's max_bytes and chunk_bytes, neither of
+// which may be negative (0 means the default, and no chunks).
+func ValidateFetchSize(maxBytes, chunkBytes int32) Refusal {
+	if maxBytes < 0 || chunkBytes < 0 {
+		return refuse(messages.ErrorCode_INVALID_FETCH_SIZE, "max_bytes %d, chunk_bytes %d", maxBytes, chunkBytes)
+	}
+	return Refusal{}
+}
+
+// RecordsBelow cuts records, whole batches read from the log, before the
+// first batch that reaches offset or beyond: a consumer reads no record at
+// or past the high watermark.
+func RecordsBelow(records []byte, offset int64) []byte {
+	var it wire.BatchIterator
+	it.SkipCRC = true // read back from the log, which checked it
+	it.Reset(records)
+	for it.Next() {
+		if it.Header().NextOffset() > offset {
+			return records[:it.Pos()]
+		}
+	}
+	return records
+}
