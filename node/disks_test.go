@@ -280,6 +280,7 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 	_, err := c.CreateTopic(ctx, "logs", 4, nil)
 	require.NoError(t, err)
 	fill(t, c, "logs", 4, mib)
+	waitReported(t, n, 4*mib)
 
 	// Hot add: the new directory serves at once and survives a restart.
 	require.NoError(t, os.Mkdir(second, 0o755))

@@ -198,6 +198,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	}
 	now := a.cfg.Now()
 	p := a.partitions[m.TP]
+	appeared := p == nil || p.report.PID == nil
 	if p == nil {
 		p = &partitionState{}
 		a.partitions[m.TP] = p
@@ -205,7 +206,9 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	if !p.lastSeen.IsZero() && m.AppendedBytes >= p.report.AppendedBytes {
 		p.rate = decayRate(p.rate, float64(m.AppendedBytes-p.report.AppendedBytes), now.Sub(p.lastSeen))
 	}
-	changed := m.SizeBytes != p.report.SizeBytes || m.Closed
+	// A partition that appears is a change even when empty: the placement
+	// actor must know every partition a drain has to move.
+	changed := appeared || m.SizeBytes != p.report.SizeBytes || m.Closed
 	p.report = *m
 	p.lastSeen = now
 	if changed && !a.usageSoon {

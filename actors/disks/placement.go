@@ -241,6 +241,7 @@ func (a *placementActor) Receive(ctx actor.Context) {
 	case *logDirUsage:
 		if _, ok := a.dirs[m.info.Path]; ok {
 			a.dirs[m.info.Path] = m.info
+			a.drainLeftovers(ctx, m.info)
 		}
 	case *ChooseLogDirs:
 		dirs, err := a.choose(m)
@@ -674,13 +675,34 @@ func (a *placementActor) onMoveDone(ctx actor.Context, m *moveDone) {
 		})
 	}
 	a.next(ctx)
-	if a.running == nil && len(a.queue) == 0 {
-		for _, path := range a.order {
-			if info := a.dirs[path]; info.State == LogDirDraining && info.Partitions == 0 {
-				a.logger.WithField("dir", path).Info("log directory drained: it holds no partition and can be removed")
-			}
+	if a.running != nil || len(a.queue) > 0 {
+		return
+	}
+	for _, path := range a.order {
+		info := a.dirs[path]
+		switch {
+		case info.State != LogDirDraining:
+		case info.Partitions == 0:
+			a.logger.WithField("dir", path).Info("log directory drained: it holds no partition and can be removed")
+		case m.err == nil && m.resp.Error == messages.ErrorCode_NONE:
+			// Partitions the plan did not know of when the drain began
+			// (their first report came later) are moved too.
+			a.queue = a.plan()
+			a.next(ctx)
+			return
 		}
 	}
+}
+
+// drainLeftovers plans again when a draining directory reports partitions
+// while no move runs or waits: partitions it reported only after its drain
+// was planned.
+func (a *placementActor) drainLeftovers(ctx actor.Context, info *messages.LogDirInfo) {
+	if info.State != LogDirDraining || info.Partitions == 0 || a.running != nil || len(a.queue) > 0 {
+		return
+	}
+	a.queue = a.plan()
+	a.next(ctx)
 }
 
 // applyMove updates the directories' usage for a completed move, ahead of
