@@ -47,6 +47,8 @@ type Log struct {
 	failed error
 	// flushing is the FlushJob started and not yet finished, if any.
 	flushing *FlushJob
+	// recovery is what Open did to the files.
+	recovery Recovery
 
 	header [wire.HeaderSize]byte // scratch for reading headers
 }

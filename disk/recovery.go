@@ -8,6 +8,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -51,6 +52,7 @@ const scanChunk = 1 << 20
 // then EndOffset.
 func Open(fs FS, dir string, opts Options) (*Log, error) {
 	opts.setDefaults()
+	started := time.Now()
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,8 +83,29 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 		}
 		return nil, err
 	}
+	l.recovery.Took = time.Since(started)
 	return l, nil
 }
+
+// Recovery is what Open did to a log's files beyond reading what a clean
+// close left: the segments it validated batch by batch, the bytes it read
+// to do so, the bytes it cut as a torn or corrupt tail, and the segments it
+// deleted after a cut; and how long Open took in all.
+type Recovery struct {
+	SegmentsValidated int
+	BytesValidated    int64
+	BytesTruncated    int64
+	SegmentsDeleted   int
+	Took              time.Duration
+}
+
+// Recovered reports whether Open had more to do than a clean open.
+func (r Recovery) Recovered() bool {
+	return r.SegmentsValidated > 0 || r.BytesTruncated > 0 || r.SegmentsDeleted > 0
+}
+
+// Recovery is what Open did to the log's files.
+func (l *Log) Recovery() Recovery { return l.recovery }
 
 // createDir creates dir and any missing parents, and syncs the parent of
 // each directory it created so that the directory survives a crash.
@@ -264,6 +287,7 @@ func (l *Log) removeBases(bases []int64) error {
 		if err := s.remove(); err != nil {
 			return err
 		}
+		l.recovery.SegmentsDeleted++
 		l.dirDirty = true
 	}
 	return nil
@@ -350,6 +374,8 @@ func (l *Log) validate(seg *segment, fileSize int64, trusted bool, floor int64) 
 	start := seg.size
 	sc := scanner{seg: seg, size: fileSize, buf: make([]byte, 0, min(scanChunk, fileSize-start))}
 	position := start
+	l.recovery.SegmentsValidated++
+	defer func() { l.recovery.BytesValidated += position - start }()
 	for position < fileSize {
 		h, derr, err := sc.batch(position, seg.nextOffset)
 		if err != nil {
@@ -370,6 +396,7 @@ func (l *Log) validate(seg *segment, fileSize int64, trusted bool, floor int64) 
 				return false, false, nil
 			}
 			l.logger.WithFields(fields).Warn("recovery: truncating torn or corrupt tail")
+			l.recovery.BytesTruncated += fileSize - position
 			if err := seg.log.Truncate(position); err != nil {
 				return false, false, fmt.Errorf("disk: truncate %s: %w", seg.path, err)
 			}

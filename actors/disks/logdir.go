@@ -119,6 +119,7 @@ type logDirActor struct {
 	failure    string
 	dirty      bool
 	usageSoon  bool // a usage report is due after usageDelay
+	recovered  recoveryTotals
 	timers     []scheduler.CancelFunc
 	logger     *logrus.Entry
 }
@@ -167,6 +168,8 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 		}
 	case *usageTick:
 		a.reportUsage(ctx)
+	case *recoverySummary:
+		a.logRecovery()
 	case *usageDue:
 		a.usageSoon = false
 		a.reportUsage(ctx)
@@ -196,6 +199,9 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 		a.reportUsage(ctx)
 		return
 	}
+	if m.Recovered != nil {
+		a.noteRecovery(ctx, m.Recovered)
+	}
 	now := a.cfg.Now()
 	p := a.partitions[m.TP]
 	appeared := p == nil || p.report.PID == nil
@@ -215,6 +221,47 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 		a.usageSoon = true
 		scheduler.NewTimerScheduler(ctx).SendOnce(usageDelay, ctx.Self(), &usageDue{})
 	}
+}
+
+// recoverySummaryDelay gathers the recoveries of the partitions opened
+// after an unclean stop into one log line per log dir.
+const recoverySummaryDelay = time.Second
+
+// recoverySummary is the line a log dir logs of what recovery did to its
+// partitions, gathered over recoverySummaryDelay.
+type recoverySummary struct{}
+
+// noteRecovery adds what recovery did to a partition to the summary due.
+func (a *logDirActor) noteRecovery(ctx actor.Context, r *disk.Recovery) {
+	if a.recovered.partitions == 0 {
+		scheduler.NewTimerScheduler(ctx).SendOnce(recoverySummaryDelay, ctx.Self(), &recoverySummary{})
+	}
+	s := &a.recovered
+	s.partitions++
+	s.SegmentsValidated += r.SegmentsValidated
+	s.BytesValidated += r.BytesValidated
+	s.BytesTruncated += r.BytesTruncated
+	s.SegmentsDeleted += r.SegmentsDeleted
+	s.Took = max(s.Took, r.Took)
+}
+
+func (a *logDirActor) logRecovery() {
+	s := a.recovered
+	a.recovered = recoveryTotals{}
+	a.logger.WithFields(logrus.Fields{
+		"partitions":         s.partitions,
+		"segments_validated": s.SegmentsValidated,
+		"bytes_validated":    s.BytesValidated,
+		"bytes_truncated":    s.BytesTruncated,
+		"segments_deleted":   s.SegmentsDeleted,
+		"longest":            s.Took.Round(time.Millisecond).String(),
+	}).Info("recovered partitions after an unclean stop")
+}
+
+// recoveryTotals sums the recoveries of a log dir's partitions.
+type recoveryTotals struct {
+	disk.Recovery
+	partitions int
 }
 
 // decayRate folds bytes written over elapsed into an exponentially decaying

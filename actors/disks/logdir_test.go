@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/disk"
@@ -86,4 +87,36 @@ func TestLogDirWriteRateByItsClock(t *testing.T) {
 	info := <-usage
 	require.InDelta(t, decayRate(0, 2<<20, 2*time.Second), info.WriteBytesPerS, 1e-6)
 	require.Greater(t, info.WriteBytesPerS, 0.0)
+}
+
+// What recovery did to the partitions of a log dir after an unclean stop
+// is logged as one line for the dir, not one per partition.
+func TestLogDirSummarisesRecovery(t *testing.T) {
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	logger, hook := test.NewNullLogger()
+	dir := system.Root.Spawn(NewLogDirProps(LogDirConfig{
+		Path: t.TempDir(), FS: disk.OS, UsageInterval: time.Hour, CheckpointInterval: time.Hour, Logger: logrus.NewEntry(logger),
+	}))
+	for i, r := range []disk.Recovery{
+		{SegmentsValidated: 1, BytesValidated: 100, BytesTruncated: 7, Took: 20 * time.Millisecond},
+		{SegmentsValidated: 2, BytesValidated: 300, SegmentsDeleted: 1, Took: 50 * time.Millisecond},
+	} {
+		system.Root.Send(dir, &PartitionReport{TP: disk.TopicPartition{Topic: "t", Partition: int32(i)}, Recovered: &r})
+	}
+	var summary *logrus.Entry
+	require.Eventually(t, func() bool {
+		for _, e := range hook.AllEntries() {
+			if e.Message == "recovered partitions after an unclean stop" {
+				summary = e
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, logrus.InfoLevel, summary.Level)
+	require.Equal(t, logrus.Fields{
+		"actor": "logdir", "dir": summary.Data["dir"], "partitions": 2, "segments_validated": 3, "bytes_validated": int64(400),
+		"bytes_truncated": int64(7), "segments_deleted": 1, "longest": "50ms",
+	}, summary.Data)
 }

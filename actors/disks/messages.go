@@ -27,6 +27,9 @@ type PartitionReport struct {
 	Closed bool
 	// Deleted is set when the partition's log was removed, or moved away.
 	Deleted bool
+	// Recovered, on the first report of a log that Open had to recover, is
+	// what recovery did.
+	Recovered *disk.Recovery
 }
 
 // LogDirFailed tells a log-dir actor that an I/O error hit one of its

@@ -162,9 +162,12 @@ type partitionActor struct {
 	tp     disk.TopicPartition
 	log    *disk.Log
 	logErr error // why the log is not open, when log is nil
-	core   *state.Partition
-	logger *logrus.Entry
-	timers *scheduler.TimerScheduler
+	// recovered is what opening the log recovered, until the first report
+	// has told the log dir.
+	recovered *disk.Recovery
+	core      *state.Partition
+	logger    *logrus.Entry
+	timers    *scheduler.TimerScheduler
 	// stopTick stops the partitionTicks.
 	stopTick scheduler.CancelFunc
 
@@ -291,12 +294,19 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	}); err != nil {
 		a.logger.WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
 	}
-	a.logger.WithFields(logrus.Fields{
+	fields := logrus.Fields{
 		"start_offset": log.StartOffset(),
 		"end_offset":   log.EndOffset(),
 		"producers":    a.core.ProducerCount(),
 		"took":         a.now().Sub(started).Round(time.Millisecond),
-	}).Debug("partition log opened")
+	}
+	if rec := log.Recovery(); rec.Recovered() {
+		a.recovered = &rec
+		fields["segments_validated"], fields["bytes_validated"], fields["bytes_truncated"] = rec.SegmentsValidated, rec.BytesValidated, rec.BytesTruncated
+		a.logger.WithFields(fields).Info("partition log recovered")
+	} else {
+		a.logger.WithFields(fields).Debug("partition log opened")
+	}
 	a.report(ctx, false)
 }
 
@@ -886,7 +896,10 @@ func (a *partitionActor) report(ctx actor.Context, closed bool) {
 		return
 	}
 	a.reportedBytes = a.appendedBytes
+	recovered := a.recovered
+	a.recovered = nil
 	ctx.Send(a.cfg.LogDirActor, &disks.PartitionReport{
+		Recovered:      recovered,
 		TP:             a.tp,
 		PID:            ctx.Self(),
 		SizeBytes:      a.log.Size(),
