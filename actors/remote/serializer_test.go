@@ -291,18 +291,21 @@ func (s *recordsSink) Receive(ctx actor.Context) {
 	ctx.Respond(&messages.FetchResponse{Topic: m.Topic, Records: m.Records, CorrelationId: m.CorrelationId})
 }
 
-func newRemoteTestSystem(t *testing.T) *actor.ActorSystem {
+// newRemoteTestSystem starts an actor system with a remote on loopback,
+// with a transport of its own, which it returns too.
+func newRemoteTestSystem(t *testing.T) (*actor.ActorSystem, *Transport) {
 	t.Helper()
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
 	system := actors.NewActorSystem(logger)
-	r := remote.NewRemote(system, NewTransport().Config("127.0.0.1", 0, logrus.NewEntry(logger)))
+	tr := NewTransport()
+	r := remote.NewRemote(system, tr.Config("127.0.0.1", 0, logrus.NewEntry(logger)))
 	r.Start()
 	t.Cleanup(func() {
 		r.Shutdown(false)
 		system.Shutdown()
 	})
-	return system
+	return system, tr
 }
 
 // Between two systems on loopback, large produce requests sent together
@@ -310,7 +313,8 @@ func newRemoteTestSystem(t *testing.T) *actor.ActorSystem {
 // request's records touches no other's; the fetch responses that answer
 // them come back copied.
 func TestRemoteRecordsAliasedEndToEnd(t *testing.T) {
-	sender, receiver := newRemoteTestSystem(t), newRemoteTestSystem(t)
+	sender, _ := newRemoteTestSystem(t)
+	receiver, _ := newRemoteTestSystem(t)
 	sink := &recordsSink{aliased: make(chan bool, 64)}
 	pid, err := receiver.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return sink }), "records-sink")
 	require.NoError(t, err)
