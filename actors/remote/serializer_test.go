@@ -292,9 +292,14 @@ func (s *recordsSink) Receive(ctx actor.Context) {
 }
 
 // newRemoteTestSystem starts an actor system with a remote on loopback,
-// with a transport of its own, which it returns too.
+// with a transport of its own, which it returns too. Under the race
+// detector it skips the test, whose second remote would race with the
+// first in protoactor (see raceEnabled).
 func newRemoteTestSystem(t *testing.T) (*actor.ActorSystem, *Transport) {
 	t.Helper()
+	if raceEnabled {
+		t.Skip("protoactor's Remote.Start races with the other remotes of the process (grpclog.SetLoggerV2)")
+	}
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
 	system := actors.NewActorSystem(logger)

@@ -1,13 +1,17 @@
 package remote
 
 import (
+	"bytes"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/messages"
@@ -186,5 +190,79 @@ func TestReleaseThroughACopy(t *testing.T) {
 			b := tr.buffers.Get(size)
 			require.True(t, within(unsafe.Slice(first, 1), (*b)[:cap(*b)]), "the next read of the size did not get the buffer")
 		})
+	}
+}
+
+// Streams of two transports receive produce requests side by side, and
+// partitions on other goroutines release them: every hold ends in the
+// transport it was taken in, and none is left. (Under the race detector,
+// this stands in for the tests between two remotes, which it skips.)
+func TestTransportsReleaseConcurrently(t *testing.T) {
+	const streams, reads = 4, 50
+	transports := []*Transport{NewTransport(), NewTransport()}
+	want := map[string][]byte{"orders": patterned(64<<10, 1), "a": patterned(8<<10, 2), "b": patterned(16<<10, 3)}
+	msg := recordsBatch(t,
+		recordsMessage(produceRequestName, want["orders"]),
+		&messages.ProduceRequests{Requests: []*messages.ProduceRequest{
+			{Topic: "a", Records: want["a"]},
+			{Topic: "b", Records: want["b"]},
+		}},
+	)
+	encoded, err := proto.Marshal(msg)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for _, tr := range transports {
+		partition := make(chan *messages.ProduceRequest, 16)
+		var released sync.WaitGroup
+		released.Go(func() {
+			for r := range partition {
+				// Read as a partition appends them: a buffer back in
+				// the pool too soon is written over by the next read.
+				if !bytes.Equal(want[r.Topic], r.Records) {
+					t.Errorf("records of %q changed", r.Topic)
+				}
+				tr.Release(r)
+			}
+		})
+		var sent sync.WaitGroup
+		for range streams {
+			sent.Go(func() {
+				c := remoteCodec{t: tr}
+				for range reads {
+					rm := &remote.RemoteMessage{}
+					if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(encoded)}, rm); err != nil {
+						t.Error(err)
+						return
+					}
+					batch := rm.GetMessageBatch()
+					for _, e := range batch.GetEnvelopes() {
+						m, err := remote.Deserialize(e.MessageData, batch.TypeNames[e.TypeId], e.SerializerId)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						switch m := m.(type) {
+						case *messages.ProduceRequest:
+							partition <- m
+						case *messages.ProduceRequests:
+							for _, r := range m.Requests {
+								partition <- r
+							}
+						}
+					}
+					tr.releaseRead(rm)
+				}
+			})
+		}
+		wg.Go(func() {
+			sent.Wait()
+			close(partition)
+			released.Wait()
+		})
+	}
+	wg.Wait()
+	for i, tr := range transports {
+		require.Zero(t, tr.received.size(), "transport %d", i)
+		require.Zero(t, tr.reads.size(), "transport %d", i)
 	}
 }
