@@ -305,6 +305,16 @@ func (t *Transport) releaseRead(rm *remote.RemoteMessage) {
 	}
 }
 
+// abandonRead lets go of what rm aliases when its stream stopped on it,
+// before protoactor had deserialized all of its envelopes: the holds of
+// its records are forgotten (see receivedHolds.forget).
+func (t *Transport) abandonRead(rm *remote.RemoteMessage) {
+	if s, ok := t.reads.take(rm); ok {
+		t.received.forget(rm.GetMessageBatch(), s)
+		s.release()
+	}
+}
+
 // heldStream is the server side of one of t's remote streams. Each read
 // first lets go of the bytes of the message read before: protoactor's
 // endpoint reader has delivered it by then, its envelopes deserialized
@@ -328,10 +338,13 @@ func (s *heldStream) RecvMsg(m any) error {
 	return err
 }
 
-// end lets go of the message read last, when the handler returns.
+// end lets go of the message read last, when the handler returns. The
+// endpoint reader reads on after every message it delivers in full, so a
+// message still held then is one it stopped on (an unknown target, an
+// envelope it could not deserialize, a panic).
 func (s *heldStream) end() {
 	if s.last != nil {
-		s.t.releaseRead(s.last)
+		s.t.abandonRead(s.last)
 		s.last = nil
 	}
 }

@@ -919,10 +919,11 @@ func TestRemoteCodecAliasesBundledRecords(t *testing.T) {
 	require.Zero(t, tr.received.size())
 }
 
-// Produce requests protoactor never deserializes (it drops the rest of a
-// batch on an unknown target) keep their hold once the stream reads on,
-// and so the buffer from the pool: nothing tells them from requests still
-// on their way to a partition.
+// Produce requests protoactor never deserializes in a message its stream
+// reads past (a suspended endpoint reader skips whole messages) keep their
+// hold, and so the buffer from the pool: nothing tells them from requests
+// still on their way to a partition. (A stream that stops on a message
+// forgets them: see TestStoppedStreamForgetsItsHolds.)
 func TestRemoteCodecUnmetAliasesHold(t *testing.T) {
 	msg := recordsBatch(t, recordsMessage(produceRequestName, patterned(64<<10, 1)), recordsMessage(produceRequestName, patterned(64<<10, 2)))
 	tr := NewTransport()
@@ -940,6 +941,47 @@ func TestRemoteCodecUnmetAliasesHold(t *testing.T) {
 	require.False(t, pooledBufferHolds(tr.buffers, size, start), "the buffer went back to the pool under records that hold it")
 	tr.Release(first.(*messages.ProduceRequest)) // a second release does nothing
 	require.Equal(t, 1, tr.received.size())
+}
+
+// A stream that stops on a batch (protoactor stops at an envelope it
+// cannot deliver) forgets the holds of its records, delivered or not, and
+// its buffer goes to the garbage collector rather than the pool: the
+// requests delivered before the stop keep their records intact, and their
+// release does nothing.
+func TestStoppedStreamForgetsItsHolds(t *testing.T) {
+	msg := recordsBatch(t,
+		recordsMessage(produceRequestName, patterned(64<<10, 1)),
+		&messages.ProduceRequests{Requests: []*messages.ProduceRequest{{Topic: "a", Records: patterned(8<<10, 2)}}},
+	)
+	encoded, err := proto.Marshal(msg)
+	require.NoError(t, err)
+	tr := NewTransport()
+	hs := &heldStream{ServerStream: &fakeServerStream{codec: remoteCodec{t: tr}, wire: [][]byte{encoded}}, t: tr}
+	got := &remote.RemoteMessage{}
+	require.NoError(t, hs.RecvMsg(got))
+	require.Equal(t, 2, tr.received.size())
+	batch := got.GetMessageBatch()
+	first, err := remote.Deserialize(batch.Envelopes[0].MessageData, batch.TypeNames[0], batch.Envelopes[0].SerializerId)
+	require.NoError(t, err)
+	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
+	size := proto.Size(got)
+	defer emptyTiers(tr.buffers, size)()
+
+	hs.end()
+	require.Zero(t, tr.received.size(), "the holds of a stopped batch are kept")
+	require.Zero(t, tr.reads.size())
+	require.False(t, pooledBufferHolds(tr.buffers, size, start), "the buffer went back to the pool under a delivered request")
+	tr.Release(first.(*messages.ProduceRequest))
+	require.False(t, pooledBufferHolds(tr.buffers, size, start), "a forgotten hold was let go")
+	require.Equal(t, patterned(64<<10, 1), first.(*messages.ProduceRequest).Records)
+
+	// A stream that ends after reading on holds nothing to forget.
+	tr = NewTransport()
+	hs = &heldStream{ServerStream: &fakeServerStream{codec: remoteCodec{t: tr}, wire: [][]byte{encoded}}, t: tr}
+	require.NoError(t, hs.RecvMsg(&remote.RemoteMessage{}))
+	require.ErrorIs(t, hs.RecvMsg(&remote.RemoteMessage{}), io.EOF)
+	hs.end()
+	require.Equal(t, 2, tr.received.size(), "a batch read past is not forgotten")
 }
 
 // Past maxHeldProduces holds, every hold is forgotten at once, without

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -89,6 +90,29 @@ func (r *receivedHolds) release(first *byte) {
 	r.mu.Unlock()
 	if ok {
 		s.release()
+	}
+}
+
+// forget drops the holds on s of the records of batch's aliased envelopes,
+// without letting go of them, so that s's buffer never returns to the pool
+// and is left to the garbage collector. A stream that stops on a batch
+// (protoactor stops at an envelope it cannot deliver) calls it: the
+// envelopes after that one were never deserialized, and would keep their
+// entries until maxHeldProduces clears them, and with them their buffer
+// from the collector; those before it are in some actor's hands, which
+// may still use their records.
+func (r *receivedHolds) forget(batch *remote.MessageBatch, s *sharedRead) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range batch.GetEnvelopes() {
+		if aliasSerializerID < 0 || e.SerializerId != aliasSerializerID || e.TypeId < 0 || int(e.TypeId) >= len(batch.TypeNames) {
+			continue
+		}
+		aliasedRecords(batch.TypeNames[e.TypeId], e.MessageData, func(records []byte) {
+			if r.m[&records[0]] == s {
+				delete(r.m, &records[0])
+			}
+		})
 	}
 }
 
