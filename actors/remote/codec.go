@@ -226,6 +226,12 @@ func (c remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // aliased (see aliasedType), and its data is at least inlineData bytes
 // (below that, a copy costs less than holding the buffer).
 //
+// An envelope that arrives naming aliasSerializer's id (which no sender
+// writes for it: a peer meant one of its own) is read with proto instead,
+// as aliasSerializer reads it but for aliasing: handed to aliasSerializer
+// unnoted, its records would alias a buffer the pool takes back while
+// they are still in use.
+//
 // The owner of Records may write to it: a partition's disk.Log.Append
 // rewrites the base offset of each batch in place (wire.SetBaseOffset).
 // That is harmless, because protobuf's length-delimited fields do not
@@ -238,6 +244,9 @@ func (c remoteCodec) aliasRecords(batch *remote.MessageBatch, shared *sharedRead
 		return
 	}
 	for _, e := range batch.GetEnvelopes() {
+		if e.SerializerId == aliasSerializerID {
+			e.SerializerId = 0
+		}
 		if e.SerializerId != 0 || len(e.MessageData) < inlineData ||
 			e.TypeId < 0 || int(e.TypeId) >= len(batch.TypeNames) || !aliasedType(batch.TypeNames[e.TypeId]) {
 			continue
