@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -266,6 +267,20 @@ func FuzzRemoteSerializerDeserialize(f *testing.F) {
 			for _, r := range records {
 				require.True(t, within(r, b), "records copied")
 				require.Equal(t, len(r), cap(r))
+			}
+			if name == fetchResponseName {
+				continue
+			}
+			// The codec finds the same records, to hold their buffer.
+			var found [][]byte
+			n, ok := aliasedRecords(name, b, func(r []byte) { found = append(found, r) })
+			require.True(t, ok, "%s: decoded, but the codec finds no records", name)
+			records = slices.DeleteFunc(records, func(r []byte) bool { return len(r) == 0 })
+			require.Equal(t, len(records), n, "%s", name)
+			require.Len(t, found, n)
+			for i := range records {
+				require.Same(t, &records[i][0], &found[i][0], "%s: records %d", name, i)
+				require.Equal(t, len(records[i]), len(found[i]), "%s: records %d", name, i)
 			}
 		}
 	})
