@@ -266,3 +266,23 @@ func TestTransportsReleaseConcurrently(t *testing.T) {
 		require.Zero(t, tr.reads.size(), "transport %d", i)
 	}
 }
+
+// A nil Transport is a system without remote: produce requests are copied
+// into their message, frames are allocated and dropped, and nothing is
+// released.
+func TestNilTransport(t *testing.T) {
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	var tr *Transport
+	rs := []*messages.ProduceRequest{{Topic: "t", Records: patterned(1<<20, 1)}}
+	msg := tr.OutgoingProduces(system, actor.NewPID("127.0.0.1:9092", "p"), rs)
+	require.Same(t, rs[0], msg.(*messages.ProduceRequests).Requests[0])
+	rs[0] = nil
+	require.NotNil(t, msg.(*messages.ProduceRequests).Requests[0], "the message keeps its own slice")
+
+	frame := tr.Frame(FetchRecordsReserve + 100)
+	require.Len(t, *frame, FetchRecordsReserve+100)
+	tr.PutFrame(frame)
+	tr.Release(&messages.ProduceRequest{Records: []byte{1}})
+	tr.Release(&messages.ProduceRequest{})
+}
