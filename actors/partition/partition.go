@@ -24,7 +24,7 @@ import (
 const (
 	// defaultFetchMaxBytes is used for a fetch that names no limit.
 	defaultFetchMaxBytes = 1 << 20
-	// maxFramePool bounds the buffer a fetch takes from remoteBuffers for
+	// maxFramePool bounds the buffer a fetch takes from its transport for
 	// its records, whatever max_bytes asks: 4 MiB.
 	maxFramePool = 4 << 20
 	// partitionTickInterval is how often a partition applies retention,
@@ -690,10 +690,10 @@ func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchRespons
 }
 
 // fetchAt is fetch from offset, up to maxBytes, of the records below the
-// high watermark. The records are read into a frame: a buffer of
-// remoteBuffers holding remote.FetchRecordsReserve bytes of room and then
-// the records, which sendFetch turns into the response's wire form in
-// place. frame is nil when there are no records.
+// high watermark. The records are read into a frame: a buffer of the
+// transport's pool holding remote.FetchRecordsReserve bytes of room and
+// then the records, which remote.FetchMessage turns into the response's
+// wire form in place. frame is nil when there are no records.
 func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxBytes int) (*messages.FetchResponse, []byte, bool) {
 	resp := &messages.FetchResponse{
 		Topic:         m.Topic,

@@ -104,12 +104,12 @@ func (g *produceGathers) route(ctx actor.Context, req *messages.ProduceRequests,
 		pg.waiting++
 		timeout = max(timeout, time.Duration(r.TimeoutMs)*time.Millisecond)
 		// A copy under the manager's id: r may be the producer's own,
-		// sent from this actor system.
+		// sent from this actor system. It carries r's records, so the
+		// partition's release of it releases them (see Transport.Release).
 		sub := &messages.ProduceRequest{
 			Topic: r.Topic, Partition: r.Partition, Acks: r.Acks, TimeoutMs: r.TimeoutMs,
 			Records: r.Records, CorrelationId: g.nextID,
 		}
-		g.transport.Carry(r, sub)
 		ctx.Request(pid, sub)
 	}
 	if pg == nil {

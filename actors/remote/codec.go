@@ -32,7 +32,14 @@ import (
 //
 // Every other message of the stream (connect, disconnect) goes through proto
 // unchanged.
-type remoteCodec struct{}
+//
+// A codec works for one transport t, whose streams it encodes and decodes:
+// its buffers come from t's pool, the tokens it writes are t's, and the
+// records it hands to aliasSerializer hold their buffer in t (see
+// Transport.Config). Safe for concurrent use.
+type remoteCodec struct {
+	t *Transport
+}
 
 // inlineData is the size under which an envelope's data is copied next to
 // its framing rather than handed over as a buffer of its own.
@@ -42,7 +49,7 @@ const inlineData = 4 << 10
 // lets peers without this codec read the stream.
 func (remoteCodec) Name() string { return "proto" }
 
-func (remoteCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (c remoteCodec) Marshal(v any) (mem.BufferSlice, error) {
 	rm, ok := v.(*remote.RemoteMessage)
 	if !ok || rm.GetMessageBatch() == nil {
 		m, ok := v.(proto.Message)
@@ -55,14 +62,15 @@ func (remoteCodec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
-	return marshalBatch(rm.GetMessageBatch())
+	return c.marshalBatch(rm.GetMessageBatch())
 }
 
 // marshalBatch encodes RemoteMessage{message_batch: b}. Framing and small
 // envelopes go into one buffer; the data of a large envelope follows as a
 // buffer of its own, not copied, and so do the records of a ProduceRequests
-// whose message is a token of producesToSend (see OutgoingProduces).
-func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
+// whose message is a token of c's transport (see
+// Transport.OutgoingProduces).
+func (c remoteCodec) marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	head := &remote.MessageBatch{TypeNames: b.TypeNames, Targets: b.Targets, Senders: b.Senders}
 	headSize := proto.Size(head)
 	// Each envelope is sized and written without its data, which is
@@ -74,7 +82,7 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 		data := e.MessageData
 		n := len(data)
 		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && b.TypeNames[e.TypeId] == produceRequestsName {
-			if g, ok := producesToSend.take(data); ok {
+			if g, ok := c.t.outgoing.take(data); ok {
 				if gathered == nil {
 					gathered = make([]*gatheredProduces, len(b.Envelopes))
 				}
@@ -103,7 +111,7 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	for i, e := range b.Envelopes {
 		data := e.MessageData
 		one := [1][]byte{data}
-		pieces, pool := one[:], mem.BufferPool(remoteBuffers)
+		pieces, pool := one[:], mem.BufferPool(c.t.buffers)
 		n := len(data)
 		if gathered != nil && gathered[i] != nil {
 			g := gathered[i]
@@ -133,20 +141,20 @@ func marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	}
 	out := make(mem.BufferSlice, 0, 2*len(cuts)+1)
 	start := 0
-	for _, c := range cuts {
-		if c.end > start {
-			out = append(out, mem.SliceBuffer(meta[start:c.end]))
+	for _, ct := range cuts {
+		if ct.end > start {
+			out = append(out, mem.SliceBuffer(meta[start:ct.end]))
 		}
-		data := c.data
-		if c.pool != nil {
+		data := ct.data
+		if ct.pool != nil {
 			// The envelope's data was marshaled for this send alone and
 			// nothing reads it after gRPC has written it, so gRPC hands
 			// it to the pool then, for the next message read.
-			out = append(out, mem.NewBuffer(&data, c.pool))
+			out = append(out, mem.NewBuffer(&data, ct.pool))
 		} else {
 			out = append(out, mem.SliceBuffer(data))
 		}
-		start = c.end
+		start = ct.end
 	}
 	if start < len(meta) {
 		out = append(out, mem.SliceBuffer(meta[start:]))
@@ -163,14 +171,14 @@ func envelopeSize(bare, n int) int {
 	return bare + protowire.SizeTag(2) + protowire.SizeBytes(n)
 }
 
-func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (c remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	rm, ok := v.(*remote.RemoteMessage)
 	if !ok {
 		m, ok := v.(proto.Message)
 		if !ok {
 			return fmt.Errorf("depot: remote codec: %T is not a protobuf message", v)
 		}
-		buf := data.MaterializeToBuffer(remoteBuffers)
+		buf := data.MaterializeToBuffer(c.t.buffers)
 		defer buf.Free()
 		return proto.Unmarshal(buf.ReadOnlyData(), m)
 	}
@@ -181,40 +189,48 @@ func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	// heldStream). gRPC's own buffers are not held past Unmarshal: holding
 	// them stalls the stream. The produce requests among the envelopes keep
 	// their records in the buffer (see aliasRecords) and hold it too, until
-	// their partition has appended them (see ReleaseReceived).
-	b := remoteBuffers.Get(data.Len())
+	// their partition has appended them (see Transport.Release).
+	pool := c.t.buffers
+	b := pool.Get(data.Len())
 	data.CopyTo(*b)
 	err := unmarshalRemoteMessage(*b, rm)
 	if err == nil && rm.GetMessageBatch() == nil {
 		// Connect and disconnect messages were decoded by proto, which
 		// copies: nothing aliases the buffer.
-		remoteBuffers.Put(b)
+		pool.Put(b)
 		return nil
 	}
 	if err != nil {
-		remoteBuffers.Put(b)
+		pool.Put(b)
 		return err
 	}
-	shared := &sharedRead{buf: b}
+	shared := &sharedRead{buf: b, pool: pool}
 	shared.refs.Store(1) // the stream's, until its next read
-	if !remoteReads.hold(rm, shared) {
+	if !c.t.reads.hold(rm, shared) {
 		// Nobody will let go of it: detach the batch from the buffer,
 		// which goes back now.
 		err = unmarshalRemoteMessageCopy(*b, rm)
-		remoteBuffers.Put(b)
+		pool.Put(b)
 		return err
 	}
-	aliasRecords(rm.GetMessageBatch(), shared)
+	c.aliasRecords(rm.GetMessageBatch(), shared)
 	return nil
 }
 
 // aliasRecords hands each envelope of batch that carries a produce
 // request's records to aliasSerializer, so that the deserialized
 // ProduceRequest's Records aliases the envelope's data, in shared's buffer,
-// rather than a copy of it. An envelope qualifies when protoactor would
-// read it with proto (serializer id 0), its type is aliased (see
-// aliasedType), and its data is at least inlineData bytes (below that, a
-// copy costs less than holding the buffer).
+// rather than a copy of it, and notes in c's transport that those records
+// hold the buffer (see receivedHolds). An envelope qualifies when
+// protoactor would read it with proto (serializer id 0), its type is
+// aliased (see aliasedType), and its data is at least inlineData bytes
+// (below that, a copy costs less than holding the buffer).
+//
+// An envelope that arrives naming aliasSerializer's id (which no sender
+// writes for it: a peer meant one of its own) is read with proto instead,
+// as aliasSerializer reads it but for aliasing: handed to aliasSerializer
+// unnoted, its records would alias a buffer the pool takes back while
+// they are still in use.
 //
 // The owner of Records may write to it: a partition's disk.Log.Append
 // rewrites the base offset of each batch in place (wire.SetBaseOffset).
@@ -223,17 +239,20 @@ func (remoteCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // each Records lies inside its envelope's range and its capacity ends
 // there (an append reallocates rather than spill over a neighbour), and
 // everything else in the buffer is copied out of it by proto.
-func aliasRecords(batch *remote.MessageBatch, shared *sharedRead) {
+func (c remoteCodec) aliasRecords(batch *remote.MessageBatch, shared *sharedRead) {
 	if aliasSerializerID < 0 {
 		return
 	}
 	for _, e := range batch.GetEnvelopes() {
+		if e.SerializerId == aliasSerializerID {
+			e.SerializerId = 0
+		}
 		if e.SerializerId != 0 || len(e.MessageData) < inlineData ||
 			e.TypeId < 0 || int(e.TypeId) >= len(batch.TypeNames) || !aliasedType(batch.TypeNames[e.TypeId]) {
 			continue
 		}
 		e.SerializerId = aliasSerializerID
-		receivedRecords.expect(e.MessageData, shared)
+		c.t.received.hold(batch.TypeNames[e.TypeId], e.MessageData, shared)
 	}
 }
 
@@ -243,10 +262,11 @@ func unmarshalRemoteMessageCopy(b []byte, rm *remote.RemoteMessage) error {
 	return proto.Unmarshal(b, rm)
 }
 
-// heldReads maps decoded messages to the buffers they alias until the
-// stream that read them reads again. It is bounded: a message read by a
-// stream that never lets go (not wrapped by heldStream) is decoded with
-// copies once the bound is reached, rather than held forever.
+// heldReads maps one transport's decoded messages to the buffers they
+// alias until the stream that read them reads again. It is bounded: a
+// message read by a stream that never lets go (not wrapped by heldStream)
+// is decoded with copies once the bound is reached, rather than held
+// forever. Safe for concurrent use.
 type heldReads struct {
 	mu sync.Mutex
 	m  map[*remote.RemoteMessage]*sharedRead
@@ -255,7 +275,9 @@ type heldReads struct {
 // maxHeldReads bounds heldReads: one message per open stream.
 const maxHeldReads = 1024
 
-var remoteReads = &heldReads{m: map[*remote.RemoteMessage]*sharedRead{}}
+func newHeldReads() *heldReads {
+	return &heldReads{m: map[*remote.RemoteMessage]*sharedRead{}}
+}
 
 func (r *heldReads) hold(rm *remote.RemoteMessage, s *sharedRead) bool {
 	r.mu.Lock()
@@ -267,30 +289,57 @@ func (r *heldReads) hold(rm *remote.RemoteMessage, s *sharedRead) bool {
 	return true
 }
 
-// release lets go of what rm aliases; rm must not be used after. The
-// produce requests deserialized from it hold the buffer on.
-func (r *heldReads) release(rm *remote.RemoteMessage) {
+// take returns and forgets the buffer rm aliases, if rm holds one.
+func (r *heldReads) take(rm *remote.RemoteMessage) (*sharedRead, bool) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	s, ok := r.m[rm]
 	delete(r.m, rm)
-	r.mu.Unlock()
-	if ok {
-		receivedRecords.forget(s)
+	return s, ok
+}
+
+// size is how many decoded messages hold a buffer.
+func (r *heldReads) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// releaseRead lets go of what rm aliases, which its stream has done with; rm
+// must not be used after. The produce requests deserialized from it hold
+// the buffer on.
+func (t *Transport) releaseRead(rm *remote.RemoteMessage) {
+	if s, ok := t.reads.take(rm); ok {
 		s.release()
 	}
 }
 
-// heldStream is the server side of a remote stream. Each read first lets go
-// of the bytes of the message read before: protoactor's endpoint reader
-// has delivered it by then, its envelopes deserialized into messages of
-// their own.
+// abandonRead lets go of what rm aliases when its stream stopped on it,
+// before protoactor had deserialized all of its envelopes: the holds of
+// its records are forgotten (see receivedHolds.forget).
+func (t *Transport) abandonRead(rm *remote.RemoteMessage) {
+	if s, ok := t.reads.take(rm); ok {
+		t.received.forget(rm.GetMessageBatch(), s)
+		s.release()
+	}
+}
+
+// heldStream is the server side of one of t's remote streams. Each read
+// first lets go of the bytes of the message read before: protoactor's
+// endpoint reader has delivered it by then, its envelopes deserialized
+// into messages of their own. Not safe for concurrent use, as a gRPC
+// stream's reads are not.
 type heldStream struct {
 	grpc.ServerStream
+	t    *Transport
 	last *remote.RemoteMessage
 }
 
 func (s *heldStream) RecvMsg(m any) error {
-	s.releaseLast()
+	if s.last != nil {
+		s.t.releaseRead(s.last)
+		s.last = nil
+	}
 	err := s.ServerStream.RecvMsg(m)
 	if rm, ok := m.(*remote.RemoteMessage); ok && err == nil {
 		s.last = rm
@@ -298,9 +347,13 @@ func (s *heldStream) RecvMsg(m any) error {
 	return err
 }
 
-func (s *heldStream) releaseLast() {
+// end lets go of the message read last, when the handler returns. The
+// endpoint reader reads on after every message it delivers in full, so a
+// message still held then is one it stopped on (an unknown target, an
+// envelope it could not deserialize, a panic).
+func (s *heldStream) end() {
 	if s.last != nil {
-		remoteReads.release(s.last)
+		s.t.abandonRead(s.last)
 		s.last = nil
 	}
 }
@@ -579,9 +632,6 @@ func (p *dirtyPool) Put(b *[]byte) {
 		p.kept.Add(-int64(c))
 	}
 }
-
-// remoteBuffers is the one pool shared by a process's remote streams.
-var remoteBuffers = newDirtyPool()
 
 // NewBufferPool returns a pool of its own like the remote streams' (see
 // dirtyPool): buffers by size, the last handed back first, bounded, and

@@ -25,6 +25,9 @@ var (
 	_ mem.BufferPool   = (*dirtyPool)(nil)
 )
 
+// testCodec is the codec of a transport of its own.
+func testCodec() remoteCodec { return remoteCodec{t: NewTransport()} }
+
 // patterned is n bytes that differ from one position to the next, so that
 // a shifted or truncated copy does not compare equal.
 func patterned(n int, seed byte) []byte {
@@ -171,7 +174,7 @@ func TestRemoteCodecMarshalMatchesProto(t *testing.T) {
 			before := envelopeData(tt.msg)
 			want := proto.Clone(tt.msg)
 
-			out, err := remoteCodec{}.Marshal(tt.msg)
+			out, err := testCodec().Marshal(tt.msg)
 			require.NoError(t, err)
 			encoded := out.Materialize()
 			require.Equal(t, proto.Size(tt.msg), len(encoded), "encoded size")
@@ -221,7 +224,7 @@ func TestRemoteCodecUnmarshalMatchesProto(t *testing.T) {
 
 			// Through the codec's entry point, with one buffer.
 			got = &remote.RemoteMessage{}
-			require.NoError(t, remoteCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(encoded)}, got))
+			require.NoError(t, testCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(encoded)}, got))
 			require.True(t, proto.Equal(tt.msg, got))
 		})
 	}
@@ -241,7 +244,7 @@ func TestRemoteCodecUnmarshalBufferSlice(t *testing.T) {
 					data = append(data, mem.SliceBuffer(append([]byte(nil), encoded[start:end]...)))
 				}
 				got := &remote.RemoteMessage{}
-				require.NoError(t, remoteCodec{}.Unmarshal(data, got))
+				require.NoError(t, testCodec().Unmarshal(data, got))
 				require.True(t, proto.Equal(tt.msg, got), "in %d parts", parts)
 			}
 		})
@@ -279,25 +282,27 @@ func TestRemoteCodecUnmarshalOutlivesBuffer(t *testing.T) {
 	copy(*buf, encoded)
 	received := mem.NewBuffer(buf, pool)
 
+	c := testCodec()
 	got := &remote.RemoteMessage{}
-	require.NoError(t, remoteCodec{}.Unmarshal(mem.BufferSlice{received}, got))
+	require.NoError(t, c.Unmarshal(mem.BufferSlice{received}, got))
 	received.Free()
 	require.Equal(t, data, got.GetMessageBatch().GetEnvelopes()[0].GetMessageData())
 
 	// A message other than RemoteMessage goes through proto.
 	pid := &actor.PID{Address: "x", Id: "y", RequestId: 3}
-	out, err := remoteCodec{}.Marshal(pid)
+	out, err := c.Marshal(pid)
 	require.NoError(t, err)
 	var back actor.PID
-	require.NoError(t, remoteCodec{}.Unmarshal(out, &back))
+	require.NoError(t, c.Unmarshal(out, &back))
 	require.True(t, proto.Equal(pid, &back))
 }
 
 func TestRemoteCodecRejects(t *testing.T) {
-	_, err := remoteCodec{}.Marshal(struct{}{})
+	c := testCodec()
+	_, err := c.Marshal(struct{}{})
 	require.Error(t, err)
-	require.Error(t, remoteCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer{0x0a, 0x00}}, &struct{}{}))
-	require.Equal(t, "proto", remoteCodec{}.Name())
+	require.Error(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer{0x0a, 0x00}}, &struct{}{}))
+	require.Equal(t, "proto", c.Name())
 
 	valid, err := proto.Marshal(batchMessage(&remote.MessageBatch{
 		TypeNames: []string{"t"},
@@ -357,7 +362,7 @@ func FuzzRemoteCodecUnmarshal(f *testing.F) {
 		b, err := proto.Marshal(tt.msg)
 		require.NoError(f, err)
 		f.Add(b)
-		out, err := remoteCodec{}.Marshal(tt.msg)
+		out, err := testCodec().Marshal(tt.msg)
 		require.NoError(f, err)
 		if m := out.Materialize(); !bytes.Equal(m, b) {
 			f.Add(m) // the same message, fields in the codec's order
@@ -381,15 +386,37 @@ func FuzzRemoteCodecUnmarshal(f *testing.F) {
 
 		// Through the codec's entry point, which may hand envelopes to
 		// aliasSerializer but decodes the same.
+		tr := NewTransport()
 		viaCodec := &remote.RemoteMessage{}
-		cerr := remoteCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(input)}, viaCodec)
+		cerr := remoteCodec{t: tr}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(input)}, viaCodec)
 		require.Equal(t, err == nil, cerr == nil, "unmarshalRemoteMessage: %v, codec: %v", err, cerr)
 		if cerr == nil {
-			remoteReads.release(viaCodec)
+			// Each envelope handed to aliasSerializer that it decodes
+			// gives records that hold the buffer, and only those:
+			// released, they leave no hold behind.
+			delivered := true
+			for _, e := range viaCodec.GetMessageBatch().GetEnvelopes() {
+				if e.SerializerId != aliasSerializerID {
+					continue
+				}
+				m, err := remote.Deserialize(e.MessageData, viaCodec.GetMessageBatch().TypeNames[e.TypeId], e.SerializerId)
+				if err != nil {
+					delivered = false
+					continue
+				}
+				releaseProduces(tr, m)
+			}
+			tr.releaseRead(viaCodec)
+			if delivered {
+				require.Zero(t, tr.received.size(), "holds left after every request was released")
+			}
+			// Proto's id and aliasSerializer's read the same; the codec
+			// picks between them.
+			proto0 := func(id int32) bool { return id == 0 || id == aliasSerializerID }
 			want := got.GetMessageBatch().GetEnvelopes()
 			for i, e := range viaCodec.GetMessageBatch().GetEnvelopes() {
-				if i < len(want) && want[i].SerializerId == 0 && e.SerializerId == aliasSerializerID {
-					e.SerializerId = 0
+				if i < len(want) && proto0(want[i].SerializerId) && proto0(e.SerializerId) {
+					e.SerializerId = want[i].SerializerId
 				}
 			}
 			require.True(t, proto.Equal(got, viaCodec))
@@ -402,7 +429,7 @@ func FuzzRemoteCodecUnmarshal(f *testing.F) {
 		discardUnknown(got.ProtoReflect())
 		require.True(t, proto.Equal(want, got), "proto:\n%v\ncodec:\n%v", want, got)
 		// What was decoded encodes again as proto would.
-		out, err := remoteCodec{}.Marshal(got)
+		out, err := testCodec().Marshal(got)
 		require.NoError(t, err)
 		again := &remote.RemoteMessage{}
 		require.NoError(t, proto.Unmarshal(out.Materialize(), again))
@@ -576,11 +603,12 @@ func TestEnvelopeSize(t *testing.T) {
 	}
 }
 
-// fakeServerStream hands out its messages, each decoded by the codec as
-// gRPC would.
+// fakeServerStream hands out its messages, each decoded by codec as gRPC
+// would.
 type fakeServerStream struct {
 	grpc.ServerStream
-	wire [][]byte
+	codec remoteCodec
+	wire  [][]byte
 }
 
 func (s *fakeServerStream) RecvMsg(m any) error {
@@ -590,18 +618,15 @@ func (s *fakeServerStream) RecvMsg(m any) error {
 	b := s.wire[0]
 	s.wire = s.wire[1:]
 	half := len(b) / 2
-	return remoteCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b[:half]), mem.SliceBuffer(b[half:])}, m)
+	return s.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b[:half]), mem.SliceBuffer(b[half:])}, m)
 }
 
 // A stream holds the buffer of the message it read last, and only that:
 // each read lets go of the one before, and the end of the stream of the
 // last. Until then the decoded data stays intact.
 func TestHeldStreamLetsGoOnNextRead(t *testing.T) {
-	held := func() int {
-		remoteReads.mu.Lock()
-		defer remoteReads.mu.Unlock()
-		return len(remoteReads.m)
-	}
+	tr := NewTransport()
+	held := tr.reads.size
 	before := held()
 	var encoded [][]byte
 	for i := range 3 {
@@ -612,7 +637,7 @@ func TestHeldStreamLetsGoOnNextRead(t *testing.T) {
 		require.NoError(t, err)
 		encoded = append(encoded, b)
 	}
-	hs := &heldStream{ServerStream: &fakeServerStream{wire: encoded}}
+	hs := &heldStream{ServerStream: &fakeServerStream{codec: remoteCodec{t: tr}, wire: encoded}, t: tr}
 	for i := range 3 {
 		rm := &remote.RemoteMessage{}
 		require.NoError(t, hs.RecvMsg(rm))
@@ -621,7 +646,7 @@ func TestHeldStreamLetsGoOnNextRead(t *testing.T) {
 	}
 	require.ErrorIs(t, hs.RecvMsg(&remote.RemoteMessage{}), io.EOF)
 	require.Equal(t, before, held(), "a failed read holds nothing")
-	hs.releaseLast()
+	hs.end()
 	require.Equal(t, before, held())
 }
 
@@ -629,9 +654,8 @@ func TestHeldStreamLetsGoOnNextRead(t *testing.T) {
 // which copies, so a stream that never reads again (a client's) keeps
 // nothing.
 func TestRemoteCodecHoldsOnlyBatches(t *testing.T) {
-	remoteReads.mu.Lock()
-	before := len(remoteReads.m)
-	remoteReads.mu.Unlock()
+	tr := NewTransport()
+	before := tr.reads.size()
 	b, err := proto.Marshal(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectRequest{
 		ConnectRequest: &remote.ConnectRequest{ConnectionType: &remote.ConnectRequest_ServerConnection{
 			ServerConnection: &remote.ServerConnection{SystemId: "peer", Address: "127.0.0.1:1"},
@@ -639,25 +663,16 @@ func TestRemoteCodecHoldsOnlyBatches(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	rm := &remote.RemoteMessage{}
-	require.NoError(t, remoteCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, rm))
+	require.NoError(t, remoteCodec{t: tr}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, rm))
 	require.Equal(t, "peer", rm.GetConnectRequest().GetServerConnection().GetSystemId())
-	remoteReads.mu.Lock()
-	defer remoteReads.mu.Unlock()
-	require.Equal(t, before, len(remoteReads.m))
+	require.Equal(t, before, tr.reads.size())
 }
 
-// heldCount is how many decoded messages hold a buffer of the pool.
-func heldCount() int {
-	remoteReads.mu.Lock()
-	defer remoteReads.mu.Unlock()
-	return len(remoteReads.m)
-}
-
-// receive decodes msg as a server stream does: encoded by the sender's
-// codec, cut into several buffers, decoded by the receiver's.
-func receive(t *testing.T, msg *remote.RemoteMessage) *remote.RemoteMessage {
+// receive decodes msg as a server stream of tr does: encoded by the
+// sender's codec, cut into several buffers, decoded by tr's.
+func receive(t *testing.T, tr *Transport, msg *remote.RemoteMessage) *remote.RemoteMessage {
 	t.Helper()
-	out, err := remoteCodec{}.Marshal(msg)
+	out, err := testCodec().Marshal(msg)
 	require.NoError(t, err)
 	encoded := out.Materialize()
 	var data mem.BufferSlice
@@ -665,8 +680,21 @@ func receive(t *testing.T, msg *remote.RemoteMessage) *remote.RemoteMessage {
 		data = append(data, mem.SliceBuffer(bytes.Clone(encoded[start:min(start+16<<10, len(encoded))])))
 	}
 	got := &remote.RemoteMessage{}
-	require.NoError(t, remoteCodec{}.Unmarshal(data, got))
+	require.NoError(t, remoteCodec{t: tr}.Unmarshal(data, got))
 	return got
+}
+
+// releaseProduces releases to tr the produce requests m carries, as their
+// partitions do.
+func releaseProduces(tr *Transport, m any) {
+	switch m := m.(type) {
+	case *messages.ProduceRequest:
+		tr.Release(m)
+	case *messages.ProduceRequests:
+		for _, r := range m.Requests {
+			tr.Release(r)
+		}
+	}
 }
 
 // deliver deserializes each envelope of batch as protoactor's endpoint
@@ -716,9 +744,10 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 		recordsMessage(produceRequestName, patterned(inlineData, 5)),
 	}
 	aliased := []bool{true, false, false, false, true, false, true}
-	before := heldCount()
-	got := receive(t, recordsBatch(t, msgs...))
-	require.Equal(t, before+1, heldCount(), "the stream holds the buffer")
+	tr := NewTransport()
+	got := receive(t, tr, recordsBatch(t, msgs...))
+	require.Equal(t, 1, tr.reads.size(), "the stream holds the buffer")
+	require.Equal(t, 3, tr.received.size(), "each aliased request's records hold it")
 
 	batch := got.GetMessageBatch()
 	for i, e := range batch.GetEnvelopes() {
@@ -741,20 +770,21 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 	// The stream reads on; the requests still hold the buffer, so whatever
 	// the pool hands out of that size may be written over without touching
 	// their records.
-	remoteReads.release(got)
+	tr.releaseRead(got)
 	size := proto.Size(got)
 	tier := floor(size)
 	require.GreaterOrEqual(t, tier, 0)
+	pool := tr.buffers
 	var taken []*[]byte
-	for range remoteBuffers.tiers[tier].limit + remoteBuffers.tiers[min(tier+1, len(remoteBuffers.tiers)-1)].limit + 1 {
-		b := remoteBuffers.Get(size)
+	for range pool.tiers[tier].limit + pool.tiers[min(tier+1, len(pool.tiers)-1)].limit + 1 {
+		b := pool.Get(size)
 		for i := range *b {
 			(*b)[i] = 0xAA
 		}
 		taken = append(taken, b)
 	}
 	for _, b := range taken {
-		remoteBuffers.Put(b)
+		pool.Put(b)
 	}
 	for i, m := range delivered {
 		if aliased[i] {
@@ -787,14 +817,15 @@ func TestRemoteCodecAliasesRecords(t *testing.T) {
 
 	// Released, the last of them gives the buffer back to the pool.
 	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
-	defer emptyTiers(size)()
+	defer emptyTiers(pool, size)()
 	for i, m := range delivered {
 		if aliased[i] {
-			require.False(t, pooledBufferHolds(size, start), "buffer back in the pool before request %d is released", i)
-			ReleaseReceived(m.(*messages.ProduceRequest))
+			require.False(t, pooledBufferHolds(pool, size, start), "buffer back in the pool before request %d is released", i)
+			tr.Release(m.(*messages.ProduceRequest))
 		}
 	}
-	require.True(t, pooledBufferHolds(size, start), "the buffer did not go back to the pool")
+	require.True(t, pooledBufferHolds(pool, size, start), "the buffer did not go back to the pool")
+	require.Zero(t, tr.received.size())
 }
 
 // tierLen is how many buffers tier holds.
@@ -804,29 +835,29 @@ func tierLen(tier *poolTier) int {
 	return len(tier.free)
 }
 
-// emptyTiers takes every buffer out of the pool's tiers that serve size,
-// so that the next buffer put back is kept, and returns a func that puts
-// them back.
-func emptyTiers(size int) func() {
+// emptyTiers takes every buffer out of pool's tiers that serve size, so
+// that the next buffer put back is kept, and returns a func that puts them
+// back.
+func emptyTiers(pool *dirtyPool, size int) func() {
 	var taken []*[]byte
-	for t := floor(size); t <= floor(size)+1 && t < len(remoteBuffers.tiers); t++ {
-		for b := remoteBuffers.tiers[t].popFit(0); b != nil; b = remoteBuffers.tiers[t].popFit(0) {
-			remoteBuffers.kept.Add(-int64(cap(*b)))
+	for t := floor(size); t <= floor(size)+1 && t < len(pool.tiers); t++ {
+		for b := pool.tiers[t].popFit(0); b != nil; b = pool.tiers[t].popFit(0) {
+			pool.kept.Add(-int64(cap(*b)))
 			taken = append(taken, b)
 		}
 	}
 	return func() {
 		for _, b := range taken {
-			remoteBuffers.Put(b)
+			pool.Put(b)
 		}
 	}
 }
 
-// pooledBufferHolds reports whether a buffer in the pool's tiers that serve
+// pooledBufferHolds reports whether a buffer in pool's tiers that serve
 // size holds the byte at p.
-func pooledBufferHolds(size int, p *byte) bool {
-	for t := floor(size); t <= floor(size)+1 && t < len(remoteBuffers.tiers); t++ {
-		tier := remoteBuffers.tiers[t]
+func pooledBufferHolds(pool *dirtyPool, size int, p *byte) bool {
+	for t := floor(size); t <= floor(size)+1 && t < len(pool.tiers); t++ {
+		tier := pool.tiers[t]
 		tier.mu.Lock()
 		free := slices.Clone(tier.free)
 		tier.mu.Unlock()
@@ -840,10 +871,10 @@ func pooledBufferHolds(size int, p *byte) bool {
 }
 
 // The requests of a large ProduceRequests read back as sent, their records
-// aliasing the received buffer, and each holds it (or the copy its hold
-// moves to): the pool gets it back only once the stream has read on and
-// every one of them is released. A large ProduceRequests with no requests
-// holds nothing.
+// aliasing the received buffer, and each holds it (or a copy carrying its
+// records does): the pool gets it back only once the stream has read on
+// and every one of them is released. A large ProduceRequests with no
+// requests holds nothing.
 func TestRemoteCodecAliasesBundledRecords(t *testing.T) {
 	want := &messages.ProduceRequests{Requests: []*messages.ProduceRequest{
 		{Topic: "a", Partition: 0, Acks: 1, CorrelationId: 1, Records: patterned(64<<10, 1)},
@@ -852,11 +883,13 @@ func TestRemoteCodecAliasesBundledRecords(t *testing.T) {
 	}}
 	none := &messages.ProduceRequests{}
 	none.ProtoReflect().SetUnknown(appendBytesField(nil, 2, patterned(2*inlineData, 3)))
-	got := receive(t, recordsBatch(t, want, none))
+	tr := NewTransport()
+	got := receive(t, tr, recordsBatch(t, want, none))
 	batch := got.GetMessageBatch()
 	for i, e := range batch.GetEnvelopes() {
 		require.Equal(t, aliasSerializerID, e.SerializerId, "envelope %d", i)
 	}
+	require.Equal(t, 2, tr.received.size(), "the requests with records hold the buffer")
 	delivered := deliver(t, batch)
 	require.True(t, proto.Equal(want, delivered[0]), "got %v", delivered[0])
 	require.True(t, proto.Equal(none, delivered[1]), "got %v", delivered[1])
@@ -868,41 +901,198 @@ func TestRemoteCodecAliasesBundledRecords(t *testing.T) {
 
 	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
 	size := proto.Size(got)
-	defer emptyTiers(size)()
-	remoteReads.release(got)
+	defer emptyTiers(tr.buffers, size)()
+	tr.releaseRead(got)
 	for i, r := range reqs {
-		require.False(t, pooledBufferHolds(size, start), "buffer back in the pool before request %d is released", i)
+		require.False(t, pooledBufferHolds(tr.buffers, size, start), "buffer back in the pool before request %d is released", i)
 		if i == 0 {
 			// Handed on as a copy (as the partition manager does), the
-			// copy holds the buffer, and the first request no longer.
+			// copy releases the records' hold, and the first request,
+			// released after it, lets go of nothing more.
 			c := &messages.ProduceRequest{Records: r.Records}
-			receivedRecords.move(r, c)
-			ReleaseReceived(r)
-			require.False(t, pooledBufferHolds(size, start), "the moved hold was let go through the first request")
-			r = c
+			tr.Release(c)
+			require.Equal(t, 1, tr.received.size())
+			tr.Release(r)
+			require.False(t, pooledBufferHolds(tr.buffers, size, start), "the copy's hold was let go twice")
+			continue
 		}
-		ReleaseReceived(r)
+		tr.Release(r)
 	}
-	require.True(t, pooledBufferHolds(size, start), "the buffer did not go back to the pool")
+	require.True(t, pooledBufferHolds(tr.buffers, size, start), "the buffer did not go back to the pool")
+	require.Zero(t, tr.received.size())
 }
 
-// Produce requests protoactor never deserializes (it drops the rest of a
-// batch on an unknown target) do not keep the buffer from the pool once
-// the stream reads on.
-func TestRemoteCodecUnmetAliasesLetGo(t *testing.T) {
+// Produce requests protoactor never deserializes in a message its stream
+// reads past (a suspended endpoint reader skips whole messages) keep their
+// hold, and so the buffer from the pool: nothing tells them from requests
+// still on their way to a partition. (A stream that stops on a message
+// forgets them: see TestStoppedStreamForgetsItsHolds.)
+func TestRemoteCodecUnmetAliasesHold(t *testing.T) {
 	msg := recordsBatch(t, recordsMessage(produceRequestName, patterned(64<<10, 1)), recordsMessage(produceRequestName, patterned(64<<10, 2)))
-	got := receive(t, msg)
+	tr := NewTransport()
+	got := receive(t, tr, msg)
 	batch := got.GetMessageBatch()
 	first, err := remote.Deserialize(batch.Envelopes[0].MessageData, batch.TypeNames[0], batch.Envelopes[0].SerializerId)
 	require.NoError(t, err)
 	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
 	size := proto.Size(got)
-	defer emptyTiers(size)()
-	remoteReads.release(got)
-	require.False(t, pooledBufferHolds(size, start), "the deserialized request still holds the buffer")
-	ReleaseReceived(first.(*messages.ProduceRequest))
-	require.True(t, pooledBufferHolds(size, start), "the envelope never deserialized keeps the buffer")
-	ReleaseReceived(first.(*messages.ProduceRequest)) // a second release does nothing
+	defer emptyTiers(tr.buffers, size)()
+	tr.releaseRead(got)
+	require.Equal(t, 2, tr.received.size())
+	tr.Release(first.(*messages.ProduceRequest))
+	require.Equal(t, 1, tr.received.size(), "the envelope never deserialized keeps its hold")
+	require.False(t, pooledBufferHolds(tr.buffers, size, start), "the buffer went back to the pool under records that hold it")
+	tr.Release(first.(*messages.ProduceRequest)) // a second release does nothing
+	require.Equal(t, 1, tr.received.size())
+}
+
+// A stream that stops on a batch (protoactor stops at an envelope it
+// cannot deliver) forgets the holds of its records, delivered or not, and
+// its buffer goes to the garbage collector rather than the pool: the
+// requests delivered before the stop keep their records intact, and their
+// release does nothing.
+func TestStoppedStreamForgetsItsHolds(t *testing.T) {
+	msg := recordsBatch(t,
+		recordsMessage(produceRequestName, patterned(64<<10, 1)),
+		&messages.ProduceRequests{Requests: []*messages.ProduceRequest{{Topic: "a", Records: patterned(8<<10, 2)}}},
+	)
+	encoded, err := proto.Marshal(msg)
+	require.NoError(t, err)
+	tr := NewTransport()
+	hs := &heldStream{ServerStream: &fakeServerStream{codec: remoteCodec{t: tr}, wire: [][]byte{encoded}}, t: tr}
+	got := &remote.RemoteMessage{}
+	require.NoError(t, hs.RecvMsg(got))
+	require.Equal(t, 2, tr.received.size())
+	batch := got.GetMessageBatch()
+	first, err := remote.Deserialize(batch.Envelopes[0].MessageData, batch.TypeNames[0], batch.Envelopes[0].SerializerId)
+	require.NoError(t, err)
+	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
+	size := proto.Size(got)
+	defer emptyTiers(tr.buffers, size)()
+
+	hs.end()
+	require.Zero(t, tr.received.size(), "the holds of a stopped batch are kept")
+	require.Zero(t, tr.reads.size())
+	require.False(t, pooledBufferHolds(tr.buffers, size, start), "the buffer went back to the pool under a delivered request")
+	tr.Release(first.(*messages.ProduceRequest))
+	require.False(t, pooledBufferHolds(tr.buffers, size, start), "a forgotten hold was let go")
+	require.Equal(t, patterned(64<<10, 1), first.(*messages.ProduceRequest).Records)
+
+	// A stream that ends after reading on holds nothing to forget.
+	tr = NewTransport()
+	hs = &heldStream{ServerStream: &fakeServerStream{codec: remoteCodec{t: tr}, wire: [][]byte{encoded}}, t: tr}
+	require.NoError(t, hs.RecvMsg(&remote.RemoteMessage{}))
+	require.ErrorIs(t, hs.RecvMsg(&remote.RemoteMessage{}), io.EOF)
+	hs.end()
+	require.Equal(t, 2, tr.received.size(), "a batch read past is not forgotten")
+}
+
+// Past maxHeldProduces holds, every hold is forgotten at once, without
+// letting go of its buffer, which never returns to the pool: releasing
+// its records afterwards does nothing.
+func TestReceivedHoldsBounded(t *testing.T) {
+	tr := NewTransport()
+	r := tr.received
+	envelope := func(seed byte) []byte {
+		b, err := proto.Marshal(recordsMessage(produceRequestName, []byte{seed}))
+		require.NoError(t, err)
+		return b
+	}
+	// One buffer the first hold is on, then holds on others up to the
+	// bound.
+	buf := envelope(1)
+	first := &sharedRead{buf: &buf, pool: tr.buffers}
+	first.refs.Store(1)
+	r.hold(produceRequestName, buf, first)
+	require.Equal(t, int32(2), first.refs.Load())
+	for i := 1; i < maxHeldProduces; i++ {
+		b := envelope(byte(i))
+		s := &sharedRead{buf: &b, pool: tr.buffers}
+		s.refs.Store(1)
+		r.hold(produceRequestName, b, s)
+	}
+	require.Equal(t, maxHeldProduces, r.size())
+	b := envelope(0)
+	last := &sharedRead{buf: &b, pool: tr.buffers}
+	last.refs.Store(1)
+	r.hold(produceRequestName, b, last)
+	require.Equal(t, 1, r.size(), "the holds before were forgotten")
+
+	records, ok := lastBytesField(buf, produceRecordsField)
+	require.True(t, ok)
+	tr.Release(&messages.ProduceRequest{Records: records})
+	require.Equal(t, int32(2), first.refs.Load(), "a forgotten hold was let go")
+	require.Equal(t, 1, r.size())
+}
+
+// aliasedRecords finds, without allocating, exactly the records
+// aliasSerializer gives: the last records field of a ProduceRequest, and
+// that of each request of a ProduceRequests.
+func TestAliasedRecords(t *testing.T) {
+	one := recordsMessage(produceRequestName, patterned(300, 1))
+	twice, err := proto.Marshal(one)
+	require.NoError(t, err)
+	twice = appendBytesField(twice, produceRecordsField, patterned(200, 2))
+	bundle := &messages.ProduceRequests{Requests: []*messages.ProduceRequest{
+		{Topic: "a", Records: patterned(64<<10, 3)},
+		{Topic: "b"},
+		{Topic: "c", Records: patterned(10, 4)},
+	}}
+	bundled, err := proto.Marshal(bundle)
+	require.NoError(t, err)
+	single, err := proto.Marshal(one)
+	require.NoError(t, err)
+	empty, err := proto.Marshal(recordsMessage(produceRequestName, []byte{}))
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		typ  string
+		b    []byte
+		n    int
+		ok   bool
+	}{
+		{"one", produceRequestName, single, 1, true},
+		{"records twice", produceRequestName, twice, 1, true},
+		{"no records", produceRequestName, empty, 0, true},
+		{"bundled", produceRequestsName, bundled, 2, true},
+		{"malformed", produceRequestName, single[:len(single)-1], 0, false},
+		{"malformed request", produceRequestsName, []byte{0x0a, 0x02, 0x2a, 0x05}, 0, false},
+		{"another type", fetchResponseName, single, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var found [][]byte
+			n, ok := aliasedRecords(tt.typ, tt.b, func(r []byte) { found = append(found, r) })
+			require.Equal(t, tt.ok, ok)
+			require.Equal(t, tt.n, n)
+			require.Len(t, found, n)
+			if !ok {
+				return
+			}
+			m, err := aliasSerializer{}.Deserialize(tt.typ, tt.b)
+			require.NoError(t, err)
+			var want [][]byte
+			switch m := m.(type) {
+			case *messages.ProduceRequest:
+				want = append(want, m.Records)
+			case *messages.ProduceRequests:
+				for _, r := range m.Requests {
+					want = append(want, r.Records)
+				}
+			}
+			want = slices.DeleteFunc(want, func(r []byte) bool { return len(r) == 0 })
+			require.Len(t, found, len(want))
+			for i := range want {
+				require.Same(t, &want[i][0], &found[i][0], "records %d", i)
+				require.Equal(t, len(want[i]), len(found[i]))
+			}
+		})
+	}
+	var sum int
+	allocs := testing.AllocsPerRun(100, func() {
+		aliasedRecords(produceRequestsName, bundled, func(r []byte) { sum += len(r) })
+	})
+	require.Zero(t, allocs)
 }
 
 // A batch with no large record-carrying envelope keeps the pooled path: its
@@ -938,15 +1128,53 @@ func TestRemoteCodecSmallRecordsPooled(t *testing.T) {
 					Envelopes: []*remote.MessageEnvelope{{SerializerId: 1, MessageData: []byte(`{"topic":"` + string(bytes.Repeat([]byte("z"), 8<<10)) + `"}`)}},
 				})
 			}
-			before := heldCount()
-			got := receive(t, msg)
-			require.Equal(t, before+1, heldCount(), "the buffer is not held")
+			tr := NewTransport()
+			got := receive(t, tr, msg)
+			require.Equal(t, 1, tr.reads.size(), "the buffer is not held")
+			require.Zero(t, tr.received.size(), "records hold the buffer")
 			require.True(t, proto.Equal(msg, got))
 			for i, e := range got.GetMessageBatch().GetEnvelopes() {
 				require.Equal(t, msg.GetMessageBatch().Envelopes[i].SerializerId, e.SerializerId, "envelope %d", i)
 			}
-			remoteReads.release(got)
-			require.Equal(t, before, heldCount())
+			tr.releaseRead(got)
+			require.Zero(t, tr.reads.size())
+		})
+	}
+}
+
+// An envelope that arrives naming aliasSerializer's id is read as one
+// naming proto's: aliased, and holding the buffer, when the codec would
+// alias it, and copied when not, so that no records alias a buffer
+// unheld.
+func TestRemoteCodecWireAliasSerializerID(t *testing.T) {
+	tests := []struct {
+		name    string
+		msg     proto.Message
+		aliased bool
+	}{
+		{"large produce", recordsMessage(produceRequestName, patterned(64<<10, 1)), true},
+		{"small produce", recordsMessage(produceRequestName, patterned(100, 2)), false},
+		{"large fetch response", recordsMessage(fetchResponseName, patterned(64<<10, 3)), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := recordsBatch(t, tt.msg)
+			msg.GetMessageBatch().Envelopes[0].SerializerId = aliasSerializerID
+			tr := NewTransport()
+			got := receive(t, tr, msg)
+			e := got.GetMessageBatch().Envelopes[0]
+			m := deliver(t, got.GetMessageBatch())[0]
+			require.True(t, proto.Equal(tt.msg, m))
+			r := recordsOf(t, m)
+			if tt.aliased {
+				require.Equal(t, aliasSerializerID, e.SerializerId)
+				require.True(t, within(r, e.MessageData), "records copied")
+				require.True(t, tr.received.holds(&r[0]), "aliased records hold nothing")
+				return
+			}
+			require.Equal(t, int32(0), e.SerializerId)
+			require.False(t, within(r, e.MessageData), "records alias a buffer they do not hold")
+			require.Zero(t, tr.received.size())
 		})
 	}
 }
@@ -957,10 +1185,11 @@ func TestRemoteCodecAliasingOff(t *testing.T) {
 	aliasSerializerID = -1
 	t.Cleanup(func() { aliasSerializerID = id })
 	msg := recordsBatch(t, recordsMessage(produceRequestName, patterned(1<<20, 5)))
-	before := heldCount()
-	got := receive(t, msg)
-	require.Equal(t, before+1, heldCount())
+	tr := NewTransport()
+	got := receive(t, tr, msg)
+	require.Equal(t, 1, tr.reads.size())
+	require.Zero(t, tr.received.size())
 	require.True(t, proto.Equal(msg, got))
 	require.Equal(t, int32(0), got.GetMessageBatch().Envelopes[0].SerializerId)
-	remoteReads.release(got)
+	tr.releaseRead(got)
 }

@@ -37,36 +37,38 @@ const (
 	RemoteWriterQueueSize = 1024
 )
 
-// RemoteConfig returns protoactor remote settings for host:port with the
+// Config returns protoactor remote settings for host:port with the
 // remedies for its known hazards: a peer that sends a message type this
 // binary does not know makes the deserializer panic on the gRPC stream's
 // goroutine, which would kill the process, so a stream interceptor recovers
 // and drops that stream instead; and gRPC's message size limit is raised
 // while the writer batch is lowered, so a burst of large messages is not
 // silently dropped. Streams use remoteCodec and a buffer pool that does not
-// clear, which take copies off the path of record bytes.
+// clear, which take copies off the path of record bytes; both are t's, so
+// the config is for one actor system only.
 func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.Config {
+	codec := remoteCodec{t: t}
 	return remote.Configure(host, port,
 		remote.WithEndpointWriterBatchSize(RemoteWriterBatchSize),
 		remote.WithEndpointWriterQueueSize(RemoteWriterQueueSize),
 		remote.WithServerOptions(
 			grpc.MaxRecvMsgSize(MaxRemoteMessageBytes),
-			grpc.ChainStreamInterceptor(recoverStream(logger)),
-			grpc.ForceServerCodecV2(remoteCodec{}),
-			experimental.BufferPool(remoteBuffers),
+			grpc.ChainStreamInterceptor(t.recoverStream(logger)),
+			grpc.ForceServerCodecV2(codec),
+			experimental.BufferPool(t.buffers),
 		),
 		remote.WithDialOptions(
 			grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default; peers are on a trusted network
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(MaxRemoteMessageBytes), grpc.ForceCodecV2(remoteCodec{})),
-			experimental.WithBufferPool(remoteBuffers),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(MaxRemoteMessageBytes), grpc.ForceCodecV2(codec)),
+			experimental.WithBufferPool(t.buffers),
 		),
 	)
 }
 
-// recoverStream is the server streams' interceptor: it recovers a panic of
-// the deserializer, and hands the handler a heldStream, which lets go of
-// each decoded message's buffer on the next read.
-func recoverStream(logger *logrus.Entry) grpc.StreamServerInterceptor {
+// recoverStream is the interceptor of t's server streams: it recovers a
+// panic of the deserializer, and hands the handler a heldStream, which lets
+// go of each decoded message's buffer on the next read.
+func (t *Transport) recoverStream(logger *logrus.Entry) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -74,8 +76,8 @@ func recoverStream(logger *logrus.Entry) grpc.StreamServerInterceptor {
 				err = status.Errorf(codes.InvalidArgument, "depot: undecodable message: %v", r)
 			}
 		}()
-		hs := &heldStream{ServerStream: ss}
-		defer hs.releaseLast()
+		hs := &heldStream{ServerStream: ss, t: t}
+		defer hs.end()
 		return handler(srv, hs)
 	}
 }

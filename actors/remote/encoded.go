@@ -2,12 +2,11 @@ package remote
 
 import (
 	"fmt"
-	"slices"
+	"math/rand/v2"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/runtime/protoiface"
 
@@ -25,10 +24,10 @@ import (
 // so an encodedMessage must never reach a local actor: see isRemote.
 //
 // Its bytes are handed to the sender's stream, and remoteCodec puts them
-// back into remoteBuffers once gRPC has written them (when they are at
+// into its transport's pool once gRPC has written them (when they are at
 // least inlineData): an encodedMessage is sent once and not touched after.
 // Those of a ProduceRequests are a token for its pieces (see
-// OutgoingProduces), which remoteCodec writes in their place.
+// Transport.OutgoingProduces), which remoteCodec writes in their place.
 type encodedMessage struct {
 	protoreflect.Message
 	desc protoreflect.MessageDescriptor
@@ -166,27 +165,6 @@ func produceRequestHead(h []byte, r *messages.ProduceRequest) []byte {
 
 var produceRequestsDescriptor = (&messages.ProduceRequests{}).ProtoReflect().Descriptor()
 
-// OutgoingProduces returns the ProduceRequests a producer sends to the
-// partition manager to, for the partitions of rs that its node leads.
-// When to is in another actor system and the requests carry at least a
-// few KiB of records, their records are not copied: the message is a
-// token for them in producesToSend, and remoteCodec writes the requests'
-// fields and the records themselves, where they are, when the stream
-// sends it. The caller must then leave the records unchanged until their
-// requests are answered, and for good when they never are: a stream may
-// still be about to write them. Otherwise it is a message holding the
-// requests themselves (not rs, which the caller may reuse).
-func OutgoingProduces(system *actor.ActorSystem, to *actor.PID, rs []*messages.ProduceRequest) proto.Message {
-	records := 0
-	for _, r := range rs {
-		records += len(r.Records)
-	}
-	if records < inlineData || !isRemote(system, to) {
-		return &messages.ProduceRequests{Requests: slices.Clone(rs)}
-	}
-	return &encodedMessage{desc: produceRequestsDescriptor, b: producesToSend.put(gatherProduceRequests(rs))}
-}
-
 // gatheredProduces is the wire form of a ProduceRequests as pieces: each
 // request's fields, then its records.
 type gatheredProduces struct {
@@ -212,15 +190,20 @@ func gatherProduceRequests(rs []*messages.ProduceRequest) gatheredProduces {
 }
 
 // gatherTokenField is the field of a ProduceRequests that carries a token
-// of producesToSend. No ProduceRequests has it: a token sent as it is (its
-// pieces dropped, see maxPendingGathers) decodes to no requests, and the
-// producer, unanswered, sends them again.
+// of a transport's gatherTokens. No ProduceRequests has it: a token sent
+// as it is (its pieces dropped, see maxPendingGathers, or taken to another
+// transport's stream) decodes to no requests, and the producer,
+// unanswered, sends them again.
 const gatherTokenField protowire.Number = 15
 
-// gatherTokens holds the pieces of ProduceRequests on their way to a
-// remote stream, by the token their message carries.
+// gatherTokens holds the pieces of ProduceRequests on their way to one
+// transport's remote streams, by the token their message carries. Safe
+// for concurrent use.
 type gatherTokens struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// next is the last token given. It starts at random, so that a token
+	// that reaches another transport's stream (a producer given the wrong
+	// transport) is not taken for one of that transport's own.
 	next  uint64
 	m     map[uint64]gatheredProduces
 	order []uint64 // tokens by age, some already taken
@@ -232,7 +215,9 @@ type gatherTokens struct {
 // producer does not reuse unanswered.
 const maxPendingGathers = 1024
 
-var producesToSend = &gatherTokens{m: map[uint64]gatheredProduces{}}
+func newGatherTokens() *gatherTokens {
+	return &gatherTokens{next: rand.Uint64(), m: map[uint64]gatheredProduces{}}
+}
 
 // put keeps g and returns the token of a message that stands for it.
 func (t *gatherTokens) put(g gatheredProduces) []byte {

@@ -104,13 +104,13 @@ func TestIsRemote(t *testing.T) {
 }
 
 // sendThroughCodec marshals msg as the one envelope of a message batch,
-// as an endpoint writer sends it through remoteCodec, and returns what the
-// stream writes and the message the other end decodes from it.
-func sendThroughCodec(t *testing.T, msg proto.Message) (mem.BufferSlice, proto.Message) {
+// as an endpoint writer of tr sends it through remoteCodec, and returns
+// what the stream writes and the message the other end decodes from it.
+func sendThroughCodec(t *testing.T, tr *Transport, msg proto.Message) (mem.BufferSlice, proto.Message) {
 	t.Helper()
 	data, typeName, err := remote.Serialize(msg, 0)
 	require.NoError(t, err)
-	out, err := remoteCodec{}.Marshal(batchMessage(&remote.MessageBatch{
+	out, err := remoteCodec{t: tr}.Marshal(batchMessage(&remote.MessageBatch{
 		TypeNames: []string{typeName},
 		Targets:   []*actor.PID{actor.NewPID("127.0.0.1:9092", "p")},
 		Envelopes: []*remote.MessageEnvelope{{MessageData: data}},
@@ -139,6 +139,7 @@ func (t *gatherTokens) pending() int {
 func TestOutgoingProduces(t *testing.T) {
 	system := actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
+	tr := NewTransport()
 	far, near := actor.NewPID("127.0.0.1:9092", "p"), system.NewLocalPID("p")
 	for _, want := range [][]*messages.ProduceRequest{
 		{{Topic: "orders", Partition: 2, Acks: -1, TimeoutMs: 30000, CorrelationId: 1 << 40, Records: patterned(64<<10, 1)}},
@@ -154,10 +155,10 @@ func TestOutgoingProduces(t *testing.T) {
 		for i, w := range want {
 			rs[i] = proto.Clone(w).(*messages.ProduceRequest)
 		}
-		msg := OutgoingProduces(system, far, rs)
+		msg := tr.OutgoingProduces(system, far, rs)
 		_, ok := msg.(*encodedMessage)
 		require.True(t, ok, "%T", msg)
-		out, got := sendThroughCodec(t, msg)
+		out, got := sendThroughCodec(t, tr, msg)
 		require.True(t, proto.Equal(&messages.ProduceRequests{Requests: want}, got), "got %v", got)
 		for i, r := range rs {
 			handedOver := false
@@ -166,13 +167,13 @@ func TestOutgoingProduces(t *testing.T) {
 			}
 			require.Equal(t, len(r.Records) >= inlineData, handedOver, "request %d of %d bytes", i, len(r.Records))
 		}
-		require.Zero(t, producesToSend.pending(), "the stream took the records")
+		require.Zero(t, tr.outgoing.pending(), "the stream took the records")
 	}
 	small := []*messages.ProduceRequest{{Topic: "t", Records: patterned(inlineData/2, 4)}, {Topic: "t", Partition: 1, Records: patterned(inlineData/2-1, 5)}}
-	msg := OutgoingProduces(system, far, small)
+	msg := tr.OutgoingProduces(system, far, small)
 	require.Equal(t, small, msg.(*messages.ProduceRequests).Requests)
 	large := []*messages.ProduceRequest{{Topic: "t", Records: patterned(1<<20, 5)}}
-	msg = OutgoingProduces(system, near, large)
+	msg = tr.OutgoingProduces(system, near, large)
 	require.Same(t, large[0], msg.(*messages.ProduceRequests).Requests[0])
 	large[0] = nil
 	require.NotNil(t, msg.(*messages.ProduceRequests).Requests[0], "the message keeps its own slice")
@@ -184,29 +185,23 @@ func TestOutgoingProduces(t *testing.T) {
 func TestOutgoingProducesTokensAreBounded(t *testing.T) {
 	system := actor.NewActorSystem()
 	t.Cleanup(system.Shutdown)
-	t.Cleanup(func() {
-		producesToSend.mu.Lock()
-		clear(producesToSend.m)
-		producesToSend.order = nil
-		producesToSend.mu.Unlock()
-	})
+	tr := NewTransport()
 	far := actor.NewPID("127.0.0.1:9092", "p")
 	rs := []*messages.ProduceRequest{{Topic: "t", Acks: 1, Records: patterned(inlineData, 6)}}
-	first := OutgoingProduces(system, far, rs)
+	first := tr.OutgoingProduces(system, far, rs)
 	for range maxPendingGathers - 1 {
-		OutgoingProduces(system, far, rs)
+		tr.OutgoingProduces(system, far, rs)
 	}
-	require.Equal(t, maxPendingGathers, producesToSend.pending())
-	last := OutgoingProduces(system, far, rs)
-	require.Equal(t, maxPendingGathers, producesToSend.pending(), "the oldest went")
+	require.Equal(t, maxPendingGathers, tr.outgoing.pending())
+	last := tr.OutgoingProduces(system, far, rs)
+	require.Equal(t, maxPendingGathers, tr.outgoing.pending(), "the oldest went")
 
-	_, got := sendThroughCodec(t, first)
+	_, got := sendThroughCodec(t, tr, first)
 	require.Empty(t, got.(*messages.ProduceRequests).Requests, "its records are gone")
-	_, got = sendThroughCodec(t, last)
+	_, got = sendThroughCodec(t, tr, last)
 	require.True(t, proto.Equal(&messages.ProduceRequests{Requests: rs}, got))
-	_, got = sendThroughCodec(t, last)
+	_, got = sendThroughCodec(t, tr, last)
 	require.Empty(t, got.(*messages.ProduceRequests).Requests, "a token is taken once")
-
 }
 
 // The room left for a produce request's fields holds the longest topic

@@ -4,130 +4,201 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/depot-dev/depot/messages"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // sharedRead is the pooled buffer a received remote message was decoded
-// from. The stream holds it until its next read (see heldStream), and each
-// ProduceRequest whose records alias it holds it until its partition has
-// appended them (see ReleaseReceived); the last to let go puts it back into
-// remoteBuffers.
+// from, and the pool it came from. The stream holds it until its next read
+// (see heldStream), and each received ProduceRequest whose records alias
+// it holds it until its partition has appended them (see receivedHolds);
+// the last to let go puts it back into pool. refs counts the holds.
 type sharedRead struct {
 	buf  *[]byte
+	pool *dirtyPool
 	refs atomic.Int32
-	// expected are the starts of the envelopes handed to aliasSerializer
-	// and not deserialized yet; guarded by receivedRecords.mu.
-	expected []*byte
 }
 
 func (s *sharedRead) release() {
 	if s.refs.Add(-1) == 0 {
-		remoteBuffers.Put(s.buf)
+		s.pool.Put(s.buf)
 	}
 }
 
-// receivedHolds tracks which sharedRead each aliased ProduceRequest holds,
-// from the codec, which expects it, through aliasSerializer, which makes
-// it, to the partition, which releases it. Safe for concurrent use.
+// receivedHolds is one transport's registry of the received records that
+// alias a pooled buffer: by the address of their first byte, the
+// sharedRead they hold one reference of. remoteCodec fills it as it hands
+// envelopes to aliasSerializer, one entry for each non-empty Records the
+// serializer's decode will give a request (see aliasedRecords), and
+// Transport.Release empties it. The serializer, which protoactor gives no
+// actor system, needs no part in it. Safe for concurrent use.
 //
-// A request that is never released (a dead letter, a partition that
-// panicked) keeps its buffer from the pool, not from the garbage
-// collector: once maxHeldProduces are held, the holds are forgotten all at
-// once, and their buffers are left to the collector.
+// An address is a safe key. Each key is the address of a byte inside a
+// buffer that its entry holds (refs > 0), so that buffer is neither in the
+// pool nor collected, and no other live allocation can have that address:
+// two entries never share a key unless they are the same records, and a
+// request whose records were not received here (a local one, or one
+// received into a buffer since forgotten) finds no entry. Records received
+// once yield one entry each, as the envelopes of a message and the
+// requests of a ProduceRequests occupy disjoint bytes.
+//
+// Records that are never released (a request protoactor never
+// deserialized, a dead letter, a partition that panicked) keep their
+// buffer out of the pool. Once maxHeldProduces entries are held, all are
+// forgotten at once, without letting go of their references: a buffer
+// with a forgotten hold never returns to the pool, whatever else lets go
+// of it, and is left to the garbage collector once nothing aliases it.
 type receivedHolds struct {
-	mu       sync.Mutex
-	expected map[*byte]*sharedRead
-	owners   map[*messages.ProduceRequest]*sharedRead
+	mu sync.Mutex
+	m  map[*byte]*sharedRead
 }
 
-// maxHeldProduces bounds the produce requests holding a pooled buffer: a
+// maxHeldProduces bounds the records holding a pooled buffer: a
 // ProduceRequests may carry a request for every partition of a node.
 const maxHeldProduces = 1 << 16
 
-var receivedRecords = &receivedHolds{
-	expected: map[*byte]*sharedRead{},
-	owners:   map[*messages.ProduceRequest]*sharedRead{},
+func newReceivedHolds() *receivedHolds {
+	return &receivedHolds{m: map[*byte]*sharedRead{}}
 }
 
-// expect notes that data, an envelope in s's buffer, goes to
-// aliasSerializer, whose request will hold s.
-func (r *receivedHolds) expect(data []byte, s *sharedRead) {
-	s.refs.Add(1)
-	r.mu.Lock()
-	r.expected[&data[0]] = s
-	s.expected = append(s.expected, &data[0])
-	r.mu.Unlock()
-}
-
-// own makes ms, decoded from data, the holders of the buffer data was
-// expected in; it does nothing for data not expected.
-func (r *receivedHolds) own(data []byte, ms ...*messages.ProduceRequest) {
-	if len(data) == 0 {
+// hold notes that the records of data, an envelope of the named type in
+// s's buffer that goes to aliasSerializer, each hold s. It does nothing
+// for data the serializer cannot decode, which gives no records.
+func (r *receivedHolds) hold(name string, data []byte, s *sharedRead) {
+	n, ok := aliasedRecords(name, data, nil)
+	if !ok || n == 0 {
 		return
 	}
+	s.refs.Add(int32(n))
 	r.mu.Lock()
-	s, ok := r.expected[&data[0]]
-	if !ok {
-		r.mu.Unlock()
-		return
+	defer r.mu.Unlock()
+	if len(r.m)+n > maxHeldProduces {
+		clear(r.m)
 	}
-	delete(r.expected, &data[0])
-	// expect counted one hold for data: one per request instead.
-	if len(ms) > 1 {
-		s.refs.Add(int32(len(ms) - 1))
+	if n > maxHeldProduces {
+		return // forgotten at once
 	}
-	if len(r.owners)+len(ms) > maxHeldProduces {
-		clear(r.owners)
-	}
-	for _, m := range ms {
-		r.owners[m] = s
-	}
-	r.mu.Unlock()
-	if len(ms) == 0 {
-		s.release()
-	}
+	aliasedRecords(name, data, func(records []byte) { r.m[&records[0]] = s })
 }
 
-// move makes to the holder of what from holds, if anything: to carries
-// from's records on.
-func (r *receivedHolds) move(from, to *messages.ProduceRequest) {
+// release lets go of the hold of the records starting at first, if they
+// have one; a second release of the same records does nothing.
+func (r *receivedHolds) release(first *byte) {
 	r.mu.Lock()
-	if s, ok := r.owners[from]; ok {
-		delete(r.owners, from)
-		r.owners[to] = s
-	}
-	r.mu.Unlock()
-}
-
-// forget drops the expectations of s that were not met (envelopes
-// protoactor did not deserialize) and lets go of their holds.
-func (r *receivedHolds) forget(s *sharedRead) {
-	r.mu.Lock()
-	unmet := 0
-	for _, k := range s.expected {
-		if r.expected[k] == s {
-			delete(r.expected, k)
-			unmet++
-		}
-	}
-	s.expected = nil
-	r.mu.Unlock()
-	for range unmet {
-		s.release()
-	}
-}
-
-// ReleaseReceived tells that m's records are no longer used, so that the
-// buffer they were received in, from another actor system, can serve
-// again. A partition calls it once it has appended them. It does nothing
-// for a request that holds no buffer; m must not be used after.
-func ReleaseReceived(m *messages.ProduceRequest) {
-	r := receivedRecords
-	r.mu.Lock()
-	s, ok := r.owners[m]
-	delete(r.owners, m)
+	s, ok := r.m[first]
+	delete(r.m, first)
 	r.mu.Unlock()
 	if ok {
 		s.release()
 	}
+}
+
+// forget drops the holds on s of the records of batch's aliased envelopes,
+// without letting go of them, so that s's buffer never returns to the pool
+// and is left to the garbage collector. A stream that stops on a batch
+// (protoactor stops at an envelope it cannot deliver) calls it: the
+// envelopes after that one were never deserialized, and would keep their
+// entries until maxHeldProduces clears them, and with them their buffer
+// from the collector; those before it are in some actor's hands, which
+// may still use their records.
+func (r *receivedHolds) forget(batch *remote.MessageBatch, s *sharedRead) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range batch.GetEnvelopes() {
+		if aliasSerializerID < 0 || e.SerializerId != aliasSerializerID || e.TypeId < 0 || int(e.TypeId) >= len(batch.TypeNames) {
+			continue
+		}
+		aliasedRecords(batch.TypeNames[e.TypeId], e.MessageData, func(records []byte) {
+			if r.m[&records[0]] == s {
+				delete(r.m, &records[0])
+			}
+		})
+	}
+}
+
+// size is how many records hold a buffer.
+func (r *receivedHolds) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// aliasedRecords calls fn, when not nil, with each non-empty Records that
+// aliasSerializer's decode of data, a message of the named type, gives a
+// request, in order, and returns how many there are: for a ProduceRequest,
+// the value of the last field 5 of wire type bytes, as unmarshalAliasing
+// takes it; for a ProduceRequests, that of each of its requests (each
+// field 1 of wire type bytes). ok is false, and fn is not called, when
+// data does not parse as the fields the serializer walks (it then fails
+// too) or the type is another. It walks the fields and allocates nothing.
+func aliasedRecords(name string, data []byte, fn func(records []byte)) (n int, ok bool) {
+	switch name {
+	case produceRequestName:
+		records, ok := lastBytesField(data, produceRecordsField)
+		if !ok || len(records) == 0 {
+			return 0, ok
+		}
+		if fn != nil {
+			fn(records)
+		}
+		return 1, true
+	case produceRequestsName:
+		if n, ok = eachRequestRecords(data, nil); !ok || fn == nil {
+			return n, ok
+		}
+		return eachRequestRecords(data, fn)
+	}
+	return 0, false
+}
+
+// eachRequestRecords is aliasedRecords for a ProduceRequests. With fn, it
+// calls it as it goes, so its caller first checks that data parses.
+func eachRequestRecords(data []byte, fn func(records []byte)) (n int, ok bool) {
+	for len(data) > 0 {
+		num, typ, tagLen := protowire.ConsumeTag(data)
+		if tagLen < 0 {
+			return 0, false
+		}
+		size := protowire.ConsumeFieldValue(num, typ, data[tagLen:])
+		if size < 0 {
+			return 0, false
+		}
+		if num == 1 && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(data[tagLen : tagLen+size])
+			records, ok := lastBytesField(v, produceRecordsField)
+			if !ok {
+				return 0, false
+			}
+			if len(records) > 0 {
+				n++
+				if fn != nil {
+					fn(records)
+				}
+			}
+		}
+		data = data[tagLen+size:]
+	}
+	return n, true
+}
+
+// lastBytesField returns the value of the last field num of wire type
+// bytes in b, nil if there is none, and false if b does not parse as
+// protobuf fields, walking them as unmarshalTaking does.
+func lastBytesField(b []byte, num protowire.Number) ([]byte, bool) {
+	var last []byte
+	for len(b) > 0 {
+		n, typ, tagLen := protowire.ConsumeTag(b)
+		if tagLen < 0 {
+			return nil, false
+		}
+		size := protowire.ConsumeFieldValue(n, typ, b[tagLen:])
+		if size < 0 {
+			return nil, false
+		}
+		if n == num && typ == protowire.BytesType {
+			last, _ = protowire.ConsumeBytes(b[tagLen : tagLen+size])
+		}
+		b = b[tagLen+size:]
+	}
+	return last, true
 }

@@ -31,8 +31,12 @@ import (
 // protoactor peers interoperate.
 //
 // A message decoded by it owns the bytes its Records alias only as far as
-// the caller's input is never reused. Deserialize never modifies its input.
-// It holds no state and is safe for concurrent use.
+// the caller's input is never reused: remoteCodec, which knows the
+// transport the input's buffer belongs to, notes each Records it is going
+// to give before protoactor calls Deserialize (see receivedHolds), since
+// protoactor keeps its serializers for the whole process and gives them
+// no actor system. Deserialize never modifies its input. It holds no
+// state and is safe for concurrent use.
 type aliasSerializer struct{}
 
 // aliasProbe is what aliasSerializer returns for aliasProbeTypeName, so that
@@ -159,14 +163,12 @@ func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
 			return nil, err
 		}
 		m.Records = records
-		receivedRecords.own(b, m)
 		return m, nil
 	case produceRequestsName:
 		m, err := unmarshalProduceRequests(b)
 		if err != nil {
 			return nil, err
 		}
-		receivedRecords.own(b, m.Requests...)
 		return m, nil
 	case fetchResponseName:
 		m := &messages.FetchResponse{}
