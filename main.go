@@ -34,6 +34,7 @@ import (
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/bench"
+	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/node"
 	"github.com/depot-dev/depot/wire"
@@ -55,17 +56,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "depot: %v\n", oneLine(err))
-	var usage usageError
-	if errors.As(err, &usage) || cmd == root || isFlagError(err) {
+	if usage.Is(err) || cmd == root || isFlagError(err) {
 		return exitUsage
 	}
 	return 1
 }
-
-// usageError marks an error in the command line rather than in the work.
-type usageError struct{ error }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 func isFlagError(err error) bool {
 	msg := err.Error()
@@ -114,7 +109,7 @@ func envOr(name, fallback string) string {
 // client connects to the brokers named by --brokers.
 func (g *globals) client() (*client.Client, error) {
 	if g.output != "text" && g.output != "json" {
-		return nil, usagef("-o %q: want text or json", g.output)
+		return nil, usage.Errorf("-o %q: want text or json", g.output)
 	}
 	logger := logrus.New()
 	logger.SetOutput(g.stderr)
@@ -126,7 +121,7 @@ func (g *globals) client() (*client.Client, error) {
 		}
 	}
 	if len(brokers) == 0 {
-		return nil, usagef("--brokers names no address")
+		return nil, usage.Errorf("--brokers names no address")
 	}
 	return client.New(client.Brokers(brokers...), client.RequestTimeout(g.timeout), client.Logger(logrus.NewEntry(logger)))
 }
@@ -163,13 +158,13 @@ func newNodeCommand(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applySettings(cmd.Flags(), configFile); err != nil {
-				return usageError{err}
+				return usage.Wrap(err)
 			}
 			cfg := node.Config{NodeID: nodeID, DataDir: dataDir, Listen: listen, HTTP: httpAddr, LogLevel: logLevel, Policy: policy, Balance: balance}
 			if throttle != "" {
 				n, err := node.ParseBytes(throttle)
 				if err != nil {
-					return usagef("--move-throttle: %v", err)
+					return usage.Errorf("--move-throttle: %v", err)
 				}
 				cfg.Balance.ThrottleBytesPerS = n
 				if n == 0 {
@@ -179,7 +174,7 @@ func newNodeCommand(g *globals) *cobra.Command {
 			if logDirs != "" {
 				dirs, err := node.ParseLogDirs(logDirs)
 				if err != nil {
-					return usagef("--log-dirs: %v", err)
+					return usage.Errorf("--log-dirs: %v", err)
 				}
 				cfg.LogDirs = dirs
 			}
@@ -291,12 +286,12 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 			for _, kv := range configs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
-					return usagef("-c %q: want key=value", kv)
+					return usage.Errorf("-c %q: want key=value", kv)
 				}
 				cfg[k] = v
 			}
 			if partitions < 1 {
-				return usagef("-p %d: a topic needs at least one partition", partitions)
+				return usage.Errorf("-p %d: a topic needs at least one partition", partitions)
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				for _, name := range args {
@@ -462,11 +457,11 @@ func newProduceCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
 			if acks != 0 && acks != 1 && acks != -1 {
-				return usagef("--acks %d: want 0, 1 or -1 (all)", acks)
+				return usage.Errorf("--acks %d: want 0, 1 or -1 (all)", acks)
 			}
 			codec, err := wire.ParseCompression(compression)
 			if err != nil {
-				return usageError{err}
+				return usage.Wrap(err)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -575,14 +570,14 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
 			if count < 0 {
-				return usagef("-n %d: want a positive count, or 0 for no limit", count)
+				return usage.Errorf("-n %d: want a positive count, or 0 for no limit", count)
 			}
 			if cmd.Flags().Changed("group") {
 				return consumeGroup(g, topic, group, offset, count, format, partitions)
 			}
 			at, err := parseOffset(offset)
 			if err != nil {
-				return usageError{err}
+				return usage.Wrap(err)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -609,7 +604,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 				n := int32(len(md.Topics[0].Partitions))
 				for _, p := range partitions {
 					if p < 0 || p >= n {
-						return usagef("-p %d: topic %s has partitions 0 to %d", p, topic, n-1)
+						return usage.Errorf("-p %d: topic %s has partitions 0 to %d", p, topic, n-1)
 					}
 					consumer.Assign(topic, p, at)
 				}
@@ -810,7 +805,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 		if hasCap {
 			n, err := node.ParseBytes(capText)
 			if err != nil {
-				return usagef("%s: %v", args[0], err)
+				return usage.Errorf("%s: %v", args[0], err)
 			}
 			capacity = n
 		}
@@ -904,10 +899,10 @@ const groupCommitInterval = 5 * time.Second
 // groupCommitInterval, when the group takes partitions away, and on exit.
 func consumeGroup(g *globals, topic, group, offset string, count int, format string, partitions []int32) error {
 	if group == "" {
-		return usagef("-g: empty group id")
+		return usage.Errorf("-g: empty group id")
 	}
 	if len(partitions) > 0 {
-		return usagef("-p cannot be used with -g: the group assigns the partitions")
+		return usage.Errorf("-p cannot be used with -g: the group assigns the partitions")
 	}
 	var reset client.ResetPolicy
 	switch offset {
@@ -916,7 +911,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 	case "end", "latest":
 		reset = client.ResetLatest
 	default:
-		return usagef("--offset %q: with -g, want start or end (where partitions with no committed offset start)", offset)
+		return usage.Errorf("--offset %q: with -g, want start or end (where partitions with no committed offset start)", offset)
 	}
 	c, err := g.client()
 	if err != nil {
@@ -1019,7 +1014,7 @@ func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c 
 // groupArg checks a group id given on the command line.
 func groupArg(args []string) (string, error) {
 	if args[0] == "" {
-		return "", usagef("empty group id")
+		return "", usage.Errorf("empty group id")
 	}
 	return args[0], nil
 }
@@ -1233,7 +1228,7 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if topic == "" {
-				return usagef("--topic is required")
+				return usage.Errorf("--topic is required")
 			}
 			chosen := 0
 			for _, name := range []string{"to-earliest", "to-latest", "to-offset", "to-datetime"} {
@@ -1242,15 +1237,15 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				}
 			}
 			if chosen != 1 {
-				return usagef("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+				return usage.Errorf("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
 			}
 			if cmd.Flags().Changed("to-offset") && toOffset < 0 {
-				return usagef("--to-offset %d: want a non-negative offset", toOffset)
+				return usage.Errorf("--to-offset %d: want a non-negative offset", toOffset)
 			}
 			var at time.Time
 			if cmd.Flags().Changed("to-datetime") {
 				if at, err = time.Parse(time.RFC3339, toDatetime); err != nil {
-					return usagef("--to-datetime %q: want RFC 3339, like 2024-05-01T12:00:00Z", toDatetime)
+					return usage.Errorf("--to-datetime %q: want RFC 3339, like 2024-05-01T12:00:00Z", toDatetime)
 				}
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
@@ -1283,7 +1278,7 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				offsets := map[client.TopicPartition]int64{}
 				for _, p := range partitions {
 					if p < 0 || p >= n {
-						return usagef("--partitions %d: topic %s has partitions 0 to %d", p, topic, n-1)
+						return usage.Errorf("--partitions %d: topic %s has partitions 0 to %d", p, topic, n-1)
 					}
 					o, err := resetTarget(ctx, c, topic, p, toEarliest, toLatest, cmd.Flags().Changed("to-offset"), toOffset, at)
 					if err != nil {
@@ -1372,7 +1367,7 @@ func newGroupDeleteCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, group := range args {
 				if group == "" {
-					return usagef("empty group id")
+					return usage.Errorf("empty group id")
 				}
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
