@@ -28,11 +28,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-	"gopkg.in/yaml.v3"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/bench"
 	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/messages"
@@ -95,7 +92,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.brokers, "brokers", envOr("DEPOT_BROKERS", node.DefaultListen), "comma-separated node addresses to contact (env DEPOT_BROKERS)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.PersistentFlags().DurationVar(&g.timeout, "timeout", 30*time.Second, "how long to wait for a node's answer")
-	root.AddCommand(newNodeCommand(g), newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newDisksCommand(g), bench.NewCommand(stdout, stderr))
+	root.AddCommand(newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newDisksCommand(g), node.NewCommand(stderr), bench.NewCommand(stdout, stderr))
 	return root
 }
 
@@ -135,133 +132,6 @@ func (g *globals) printJSON(v any) error {
 // signalContext is cancelled by SIGINT or SIGTERM.
 func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-// ---- depot node ----
-
-func newNodeCommand(g *globals) *cobra.Command {
-	var (
-		configFile string
-		nodeID     int32
-		dataDir    string
-		logDirs    string
-		listen     string
-		httpAddr   string
-		logLevel   string
-		policy     string
-		balance    disks.BalanceSettings
-		throttle   string
-	)
-	cmd := &cobra.Command{
-		Use:   "node",
-		Short: "Start a node (settings from flags, DEPOT_* environment variables, then --config YAML)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applySettings(cmd.Flags(), configFile); err != nil {
-				return usage.Wrap(err)
-			}
-			cfg := node.Config{NodeID: nodeID, DataDir: dataDir, Listen: listen, HTTP: httpAddr, LogLevel: logLevel, Policy: policy, Balance: balance}
-			if throttle != "" {
-				n, err := node.ParseBytes(throttle)
-				if err != nil {
-					return usage.Errorf("--move-throttle: %v", err)
-				}
-				cfg.Balance.ThrottleBytesPerS = n
-				if n == 0 {
-					cfg.Balance.ThrottleBytesPerS = -1
-				}
-			}
-			if logDirs != "" {
-				dirs, err := node.ParseLogDirs(logDirs)
-				if err != nil {
-					return usage.Errorf("--log-dirs: %v", err)
-				}
-				cfg.LogDirs = dirs
-			}
-			logger := logrus.New()
-			logger.SetOutput(g.stderr)
-			if level, err := logrus.ParseLevel(logLevel); err == nil {
-				logger.SetLevel(level)
-			}
-			cfg.Logger = logger
-			// Signals are caught from here on, so that one that arrives
-			// during start-up stops the node cleanly once it has started.
-			ctx, stop := signalContext()
-			defer stop()
-			n, err := node.Start(cfg)
-			if err != nil {
-				return err
-			}
-			<-ctx.Done()
-			logger.Info("shutting down")
-			return n.Stop()
-		},
-	}
-	f := cmd.Flags()
-	f.StringVar(&configFile, "config", "", "YAML file of settings, keyed by flag name (env DEPOT_CONFIG)")
-	f.Int32Var(&nodeID, "node-id", 1, "this node's id in the cluster")
-	f.StringVar(&dataDir, "data-dir", node.DefaultDataDir, "directory for the metadata log and, by default, two log directories")
-	f.StringVar(&logDirs, "log-dirs", "", "comma-separated log directories, each PATH or PATH=CAPACITY (default: DATA-DIR/logs-0,DATA-DIR/logs-1)")
-	f.StringVar(&listen, "listen", node.DefaultListen, "actor address clients and nodes connect to")
-	f.StringVar(&httpAddr, "http", node.DefaultHTTP, "address of /healthz, /metrics and /debug/pprof/ (empty disables)")
-	f.StringVar(&logLevel, "log-level", "info", "log level: error, warn, info, debug")
-	f.StringVar(&policy, "placement-policy", disks.PolicyLoad, "where new partitions go: load (projected bytes against capacity, spread per topic) or count (Kafka's rule)")
-	f.DurationVar(&balance.Interval, "balance-interval", 30*time.Second, "how often the balancer plans moves between log dirs (negative: only on request)")
-	f.Float64Var(&balance.MaxDeviation, "balance-max-deviation", 0.10, "keep every log dir's used fraction within this fraction of the node's mean")
-	f.Float64Var(&balance.HighWater, "balance-high-water", 0.80, "keep every log dir below this fraction of its capacity")
-	f.StringVar(&throttle, "move-throttle", "64MiB", "copy rate of a partition move, per second (0: unlimited)")
-	return cmd
-}
-
-// applySettings fills every flag not given on the command line from its
-// DEPOT_* environment variable (--data-dir: DEPOT_DATA_DIR), then from the
-// YAML config file, whose keys are the flag names.
-func applySettings(flags *pflag.FlagSet, configFile string) error {
-	if configFile == "" {
-		configFile = os.Getenv("DEPOT_CONFIG")
-	}
-	fileValues := map[string]any{}
-	if configFile != "" {
-		data, err := os.ReadFile(configFile)
-		if err != nil {
-			return fmt.Errorf("config file: %w", err)
-		}
-		if err := yaml.Unmarshal(data, &fileValues); err != nil {
-			return fmt.Errorf("config file %s: %w", configFile, err)
-		}
-		for key := range fileValues {
-			if flags.Lookup(key) == nil || key == "config" {
-				return fmt.Errorf("config file %s: unknown setting %q", configFile, key)
-			}
-		}
-	}
-	var errs []error
-	flags.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || f.Name == "config" {
-			return
-		}
-		env := "DEPOT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(env); ok {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
-			}
-			return
-		}
-		if v, ok := fileValues[f.Name]; ok {
-			text := fmt.Sprint(v)
-			if list, ok := v.([]any); ok {
-				parts := make([]string, len(list))
-				for i, item := range list {
-					parts[i] = fmt.Sprint(item)
-				}
-				text = strings.Join(parts, ",")
-			}
-			if err := f.Value.Set(text); err != nil {
-				errs = append(errs, fmt.Errorf("config file %s: %s: %q: %w", configFile, f.Name, text, err))
-			}
-		}
-	})
-	return errors.Join(errs...)
 }
 
 // ---- depot topic ----

@@ -8,12 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,15 +20,6 @@ import (
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/node"
 )
-
-// The test binary doubles as the depot command when DEPOT_TEST_MAIN is set,
-// so that tests can run nodes as processes and kill them.
-func TestMain(m *testing.M) {
-	if os.Getenv("DEPOT_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
 
 // cli runs the depot command in-process.
 func cli(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
@@ -188,195 +176,6 @@ func unusedAddress(t *testing.T) string {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	return addr
-}
-
-func TestNodeSettingsFromEnvAndFile(t *testing.T) {
-	dir := t.TempDir()
-	config := dir + "/depot.yaml"
-	require.NoError(t, os.WriteFile(config, []byte("log-level: warn\nlog-dirs:\n  - "+dir+"/a\n  - "+dir+"/b\nhttp: \"\"\n"), 0o644))
-	t.Setenv("DEPOT_DATA_DIR", dir+"/data")
-	t.Setenv("DEPOT_LISTEN", "127.0.0.1:0")
-
-	// A bad key in the file is refused before anything starts.
-	bad := dir + "/bad.yaml"
-	require.NoError(t, os.WriteFile(bad, []byte("data-dri: x\n"), 0o644))
-	_, errOut, code := cli(t, "", "node", "--config", bad)
-	require.Equal(t, 2, code)
-	require.Contains(t, errOut, `unknown setting "data-dri"`)
-
-	// A good file and env: the node starts with them; a SIGTERM stops it.
-	cmd := exec.Command(os.Args[0], "node", "--config", config)
-	cmd.Env = append(os.Environ(), "DEPOT_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	require.Eventually(t, func() bool {
-		_, errA := os.Stat(dir + "/a")
-		_, errB := os.Stat(dir + "/data/meta")
-		return errA == nil && errB == nil
-	}, 20*time.Second, 20*time.Millisecond)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, cmd.Wait(), stderr.String())
-	_, err := os.Stat(dir + "/b")
-	require.NoError(t, err)
-}
-
-// nodeProcess is a depot node run as a child process.
-type nodeProcess struct {
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func startNodeProcess(t *testing.T, dataDir, listen string) *nodeProcess {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "node", "--data-dir", dataDir, "--listen", listen, "--http", "", "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "DEPOT_TEST_MAIN=1")
-	p := &nodeProcess{cmd: cmd, stderr: &lockedBuffer{}}
-	cmd.Stderr = p.stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return p
-}
-
-func (p *nodeProcess) kill(t *testing.T) {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
-	_ = p.cmd.Wait()
-}
-
-// waitReady polls the node's metadata until it answers.
-func waitReady(t *testing.T, c *client.Client, p *nodeProcess) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.Metadata(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node not ready: %v\n%s", err, p.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TestCrashKeepsAcknowledgedRecords kills a node with SIGKILL while two
-// producers (acks=1 and acks=all) are writing, restarts it, and checks that
-// every acknowledged record is there, at its acknowledged offset, once.
-func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
-	dataDir := t.TempDir()
-	listen := unusedAddress(t)
-	proc := startNodeProcess(t, dataDir, listen)
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	c, err := client.New(client.Brokers(listen), client.RequestTimeout(5*time.Second), client.Logger(logrus.NewEntry(logger)))
-	require.NoError(t, err)
-	defer c.Close()
-	waitReady(t, c, proc)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	type ack struct {
-		partition int32
-		offset    int64
-	}
-	acked := map[string]map[string]ack{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	produceCtx, stopProducing := context.WithCancel(ctx)
-	for _, acks := range []int{1, -1} {
-		topic := fmt.Sprintf("crash-acks%d", acks)
-		_, err := c.CreateTopic(ctx, topic, 2, nil)
-		require.NoError(t, err)
-		acked[topic] = map[string]ack{}
-		p, err := c.NewProducer(client.Acks(acks), client.DeliveryTimeout(3*time.Second), client.ProducerRequestTimeout(time.Second))
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer p.Close()
-			for i := 0; i < 2_000_000 && produceCtx.Err() == nil; i++ {
-				r := &client.Record{Topic: topic, Key: []byte(fmt.Sprint(i % 10)), Value: []byte(fmt.Sprintf("%s-%d", topic, i))}
-				p.Produce(produceCtx, r, func(r *client.Record, err error) {
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					acked[topic][string(r.Value)] = ack{r.Partition, r.Offset}
-					mu.Unlock()
-				})
-			}
-		}()
-	}
-	// Kill once both producers have had plenty acknowledged.
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked["crash-acks1"]) > 20_000 && len(acked["crash-acks-1"]) > 20_000
-	}, time.Minute, 5*time.Millisecond, "producers too slow:\n%s", proc.stderr.String())
-	proc.kill(t)
-	time.Sleep(200 * time.Millisecond)
-	stopProducing()
-	wg.Wait()
-
-	proc = startNodeProcess(t, dataDir, listen)
-	waitReady(t, c, proc)
-	mu.Lock()
-	defer mu.Unlock()
-	for topic, acks := range acked {
-		consumer, err := c.NewConsumer()
-		require.NoError(t, err)
-		consumer.AssignTopic(topic, client.AtStart())
-		seen := map[string]bool{}
-		next := map[int32]int64{}
-		end := map[int32]int64{}
-		for p := int32(0); p < 2; p++ {
-			end[p], err = c.ListOffset(ctx, topic, p, -1)
-			require.NoError(t, err)
-		}
-		for next[0] < end[0] || next[1] < end[1] {
-			records, err := consumer.Poll(ctx)
-			require.NoError(t, err)
-			for _, r := range records {
-				require.Equal(t, next[r.Partition], r.Offset, "%s/%d dense offsets", topic, r.Partition)
-				next[r.Partition]++
-				require.False(t, seen[string(r.Value)], "%s duplicated", r.Value)
-				seen[string(r.Value)] = true
-				if a, ok := acks[string(r.Value)]; ok {
-					require.Equal(t, a, ack{r.Partition, r.Offset}, "%s moved", r.Value)
-				}
-			}
-		}
-		consumer.Close()
-		for value := range acks {
-			require.True(t, seen[value], "acknowledged %s lost", value)
-		}
-		t.Logf("%s: %d acknowledged, %d after restart", topic, len(acks), len(seen))
-	}
 }
 
 func TestCLIGroupUsageErrors(t *testing.T) {
