@@ -23,8 +23,11 @@ import (
 	"github.com/depot-dev/depot/node"
 )
 
-// exitUsage is the exit status for a malformed command line.
-const exitUsage = 2
+// Exit statuses of the depot command, besides 0 for success.
+const (
+	exitFailure = 1 // the work asked for failed
+	exitUsage   = 2 // the command line is malformed
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
@@ -39,15 +42,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintf(stderr, "depot: %v\n", oneLine(err))
-	if usage.Is(err) || cmd == root || isFlagError(err) {
+	// The root runs nothing itself: the one error it returns unmarked is
+	// cobra's unknown command.
+	if cmd == root || usage.Is(err) {
 		return exitUsage
 	}
-	return 1
-}
-
-func isFlagError(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "flag") || strings.Contains(msg, "unknown command") || strings.Contains(msg, "arg(s)")
+	return exitFailure
 }
 
 // oneLine keeps an error to one line for the terminal.
@@ -66,5 +66,23 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	cli.AddCommands(root, stdin, stdout, stderr)
 	root.AddCommand(node.NewCommand(stderr), bench.NewCommand(stdout, stderr))
+	// A flag that does not parse and arguments that a command does not take
+	// are usage errors, whichever command they are given to. The completion command is
+	// added now rather than on Execute, so that its arguments are checked the
+	// same way.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Wrap(err) })
+	root.InitDefaultCompletionCmd()
+	markArgErrors(root)
 	return root
+}
+
+// markArgErrors makes the argument check of cmd, and of every command below
+// it, return its error as a usage error.
+func markArgErrors(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error { return usage.Wrap(check(cmd, args)) }
+	}
+	for _, sub := range cmd.Commands() {
+		markArgErrors(sub)
+	}
 }

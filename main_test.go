@@ -109,3 +109,36 @@ func TestCLIGroupUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// Cobra's own refusals (a flag that does not parse, a wrong number of
+// arguments, an unknown command) exit with the usage status whichever
+// command they are given to; a command's failure does not.
+func TestCommandLineErrorsExitWithUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown command", []string{"nope"}, 2, `unknown command "nope" for "depot"; ; Did you mean this?; 	node`},
+		{"unknown flag", []string{"--nope"}, 2, "unknown flag: --nope"},
+		{"unknown shorthand", []string{"topic", "create", "x", "-x"}, 2, "unknown shorthand flag: 'x' in -x"},
+		{"flag without its value", []string{"disks", "--node"}, 2, "flag needs an argument: --node"},
+		{"flag value that does not parse", []string{"node", "--node-id", "x"}, 2, `invalid argument "x" for "--node-id" flag`},
+		{"bad global flag", []string{"--timeout", "x", "topic", "list"}, 2, `invalid argument "x" for "--timeout" flag`},
+		{"too few arguments", []string{"topic", "create"}, 2, "requires at least 1 arg(s), only received 0"},
+		{"too many arguments", []string{"topic", "describe", "a", "b"}, 2, "accepts 1 arg(s), received 2"},
+		{"argument to a command that takes none", []string{"node", "extra"}, 2, `unknown command "extra" for "depot node"`},
+		{"argument to bench", []string{"bench", "extra"}, 2, `unknown command "extra" for "depot bench"`},
+		{"unknown bench flag", []string{"bench", "--nope"}, 2, "unknown flag: --nope"},
+		{"argument to completion", []string{"completion", "bash", "extra"}, 2, `unknown command "extra" for "depot completion bash"`},
+		{"bench config it cannot run", []string{"bench", "--acks", "7"}, 1, `bench: invalid config: acks "7"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := depot(t, "", tc.args...)
+			require.Equal(t, tc.code, code, errOut)
+			require.True(t, strings.HasPrefix(errOut, "depot: "+tc.want), "%q", errOut)
+			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
+		})
+	}
+}
