@@ -2,39 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/node"
 )
 
-// The test binary doubles as the depot command when DEPOT_TEST_MAIN is set,
-// so that tests can run nodes as processes and kill them.
-func TestMain(m *testing.M) {
-	if os.Getenv("DEPOT_TEST_MAIN") == "1" {
-		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
-
-// cli runs the depot command in-process.
-func cli(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+// depot runs the depot command in-process.
+func depot(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(args, strings.NewReader(stdin), &out, &errOut)
@@ -51,98 +30,10 @@ func startTestNode(t *testing.T) *node.Node {
 	return n
 }
 
-func TestCLIAsAUser(t *testing.T) {
-	n := startTestNode(t)
-	b := "--brokers=" + n.Address()
-
-	out, errOut, code := cli(t, "", "topic", "create", "orders", "-p", "3", "-c", "retention.ms=3600000", b)
-	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "created topic orders with 3 partitions\n", out)
-
-	out, _, code = cli(t, "", "topic", "list", "-o", "json", b)
-	require.Equal(t, 0, code)
-	var topics []struct {
-		Name       string `json:"name"`
-		Partitions int    `json:"partitions"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &topics))
-	require.Equal(t, "orders", topics[0].Name)
-	require.Equal(t, 3, topics[0].Partitions)
-
-	var lines strings.Builder
-	for i := 0; i < 300; i++ {
-		fmt.Fprintf(&lines, "user-%d:order-%d\n", i%7, i)
-	}
-	_, errOut, code = cli(t, lines.String(), "produce", "orders", "-k", ":", "--acks", "1", b)
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, errOut, "produced 300 records")
-
-	out, errOut, code = cli(t, "", "consume", "orders", "-n", "300", "-f", "%p %o %k %v\\n", b)
-	require.Equal(t, 0, code, errOut)
-	got := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, got, 300)
-	seen := map[string]bool{}
-	nextOffset := map[string]int{}
-	for _, line := range got {
-		var partition, key, value string
-		var offset int
-		_, err := fmt.Sscanf(line, "%s %d %s %s", &partition, &offset, &key, &value)
-		require.NoError(t, err, line)
-		require.Equal(t, nextOffset[partition], offset, "offsets per partition in order: %s", line)
-		nextOffset[partition]++
-		require.Equal(t, fmt.Sprint(client.KeyPartition([]byte(key), 3)), partition, "key %s on its murmur2 partition", key)
-		require.False(t, seen[value], "duplicate %s", value)
-		seen[value] = true
-	}
-
-	out, errOut, code = cli(t, "", "topic", "describe", "orders", "-o", "json", b)
-	require.Equal(t, 0, code, errOut)
-	var described struct {
-		Configs    map[string]string `json:"configs"`
-		Partitions []struct {
-			LogDir       string `json:"log_dir"`
-			LogEndOffset int64  `json:"log_end_offset"`
-			Bytes        int64  `json:"bytes"`
-		} `json:"partitions"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &described))
-	require.Equal(t, "3600000", described.Configs["retention.ms"])
-	var total int64
-	for _, p := range described.Partitions {
-		require.NotEmpty(t, p.LogDir)
-		total += p.LogEndOffset
-		if p.LogEndOffset > 0 {
-			require.Positive(t, p.Bytes)
-		}
-	}
-	require.Equal(t, int64(300), total)
-
-	out, errOut, code = cli(t, "", "disks", "-o", "json", b)
-	require.Equal(t, 0, code, errOut)
-	var disks []map[string]any
-	require.NoError(t, json.Unmarshal([]byte(out), &disks))
-	require.Len(t, disks, 2)
-	for _, d := range disks {
-		for _, field := range []string{"path", "state", "partitions", "bytes", "capacity_bytes", "free_bytes"} {
-			require.Contains(t, d, field)
-		}
-		require.Equal(t, "online", d["state"])
-		require.Positive(t, d["capacity_bytes"])
-	}
-	out, errOut, code = cli(t, "", "disks", "balance", "--dry-run", b)
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "NOW")
-
-	_, errOut, code = cli(t, "", "topic", "delete", "orders", b)
-	require.Equal(t, 0, code, errOut)
-	out, _, _ = cli(t, "", "topic", "list", b)
-	require.NotContains(t, out, "orders")
-}
-
 func TestCLIErrors(t *testing.T) {
 	n := startTestNode(t)
 	b := "--brokers=" + n.Address()
-	_, errOut, code := cli(t, "", "topic", "create", "small", "-c", "max.message.bytes=200", b)
+	_, errOut, code := depot(t, "", "topic", "create", "small", "-c", "max.message.bytes=200", b)
 	require.Equal(t, 0, code, errOut)
 
 	for _, tc := range []struct {
@@ -167,16 +58,16 @@ func TestCLIErrors(t *testing.T) {
 		{"bad log dirs", "", []string{"node", "--log-dirs", "/tmp/a=lots", "--listen", "127.0.0.1:0"}, 2, "bad size"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errOut, code := cli(t, tc.stdin, tc.args...)
+			_, errOut, code := depot(t, tc.stdin, tc.args...)
 			require.Equal(t, tc.code, code, errOut)
 			require.Contains(t, errOut, tc.want)
 			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
 		})
 	}
 	// Nothing was created or written by the refused commands.
-	out, _, _ := cli(t, "", "topic", "list", b)
+	out, _, _ := depot(t, "", "topic", "list", b)
 	require.NotContains(t, out, "\nx ")
-	out, _, _ = cli(t, "", "topic", "describe", "small", "-o", "json", b)
+	out, _, _ = depot(t, "", "topic", "describe", "small", "-o", "json", b)
 	require.Contains(t, out, `"log_end_offset": 0`)
 }
 
@@ -188,195 +79,6 @@ func unusedAddress(t *testing.T) string {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	return addr
-}
-
-func TestNodeSettingsFromEnvAndFile(t *testing.T) {
-	dir := t.TempDir()
-	config := dir + "/depot.yaml"
-	require.NoError(t, os.WriteFile(config, []byte("log-level: warn\nlog-dirs:\n  - "+dir+"/a\n  - "+dir+"/b\nhttp: \"\"\n"), 0o644))
-	t.Setenv("DEPOT_DATA_DIR", dir+"/data")
-	t.Setenv("DEPOT_LISTEN", "127.0.0.1:0")
-
-	// A bad key in the file is refused before anything starts.
-	bad := dir + "/bad.yaml"
-	require.NoError(t, os.WriteFile(bad, []byte("data-dri: x\n"), 0o644))
-	_, errOut, code := cli(t, "", "node", "--config", bad)
-	require.Equal(t, 2, code)
-	require.Contains(t, errOut, `unknown setting "data-dri"`)
-
-	// A good file and env: the node starts with them; a SIGTERM stops it.
-	cmd := exec.Command(os.Args[0], "node", "--config", config)
-	cmd.Env = append(os.Environ(), "DEPOT_TEST_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	require.Eventually(t, func() bool {
-		_, errA := os.Stat(dir + "/a")
-		_, errB := os.Stat(dir + "/data/meta")
-		return errA == nil && errB == nil
-	}, 20*time.Second, 20*time.Millisecond)
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	require.NoError(t, cmd.Wait(), stderr.String())
-	_, err := os.Stat(dir + "/b")
-	require.NoError(t, err)
-}
-
-// nodeProcess is a depot node run as a child process.
-type nodeProcess struct {
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func startNodeProcess(t *testing.T, dataDir, listen string) *nodeProcess {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "node", "--data-dir", dataDir, "--listen", listen, "--http", "", "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "DEPOT_TEST_MAIN=1")
-	p := &nodeProcess{cmd: cmd, stderr: &lockedBuffer{}}
-	cmd.Stderr = p.stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return p
-}
-
-func (p *nodeProcess) kill(t *testing.T) {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
-	_ = p.cmd.Wait()
-}
-
-// waitReady polls the node's metadata until it answers.
-func waitReady(t *testing.T, c *client.Client, p *nodeProcess) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.Metadata(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node not ready: %v\n%s", err, p.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TestCrashKeepsAcknowledgedRecords kills a node with SIGKILL while two
-// producers (acks=1 and acks=all) are writing, restarts it, and checks that
-// every acknowledged record is there, at its acknowledged offset, once.
-func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
-	dataDir := t.TempDir()
-	listen := unusedAddress(t)
-	proc := startNodeProcess(t, dataDir, listen)
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	c, err := client.New(client.Brokers(listen), client.RequestTimeout(5*time.Second), client.Logger(logrus.NewEntry(logger)))
-	require.NoError(t, err)
-	defer c.Close()
-	waitReady(t, c, proc)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	type ack struct {
-		partition int32
-		offset    int64
-	}
-	acked := map[string]map[string]ack{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	produceCtx, stopProducing := context.WithCancel(ctx)
-	for _, acks := range []int{1, -1} {
-		topic := fmt.Sprintf("crash-acks%d", acks)
-		_, err := c.CreateTopic(ctx, topic, 2, nil)
-		require.NoError(t, err)
-		acked[topic] = map[string]ack{}
-		p, err := c.NewProducer(client.Acks(acks), client.DeliveryTimeout(3*time.Second), client.ProducerRequestTimeout(time.Second))
-		require.NoError(t, err)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer p.Close()
-			for i := 0; i < 2_000_000 && produceCtx.Err() == nil; i++ {
-				r := &client.Record{Topic: topic, Key: []byte(fmt.Sprint(i % 10)), Value: []byte(fmt.Sprintf("%s-%d", topic, i))}
-				p.Produce(produceCtx, r, func(r *client.Record, err error) {
-					if err != nil {
-						return
-					}
-					mu.Lock()
-					acked[topic][string(r.Value)] = ack{r.Partition, r.Offset}
-					mu.Unlock()
-				})
-			}
-		}()
-	}
-	// Kill once both producers have had plenty acknowledged.
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked["crash-acks1"]) > 20_000 && len(acked["crash-acks-1"]) > 20_000
-	}, time.Minute, 5*time.Millisecond, "producers too slow:\n%s", proc.stderr.String())
-	proc.kill(t)
-	time.Sleep(200 * time.Millisecond)
-	stopProducing()
-	wg.Wait()
-
-	proc = startNodeProcess(t, dataDir, listen)
-	waitReady(t, c, proc)
-	mu.Lock()
-	defer mu.Unlock()
-	for topic, acks := range acked {
-		consumer, err := c.NewConsumer()
-		require.NoError(t, err)
-		consumer.AssignTopic(topic, client.AtStart())
-		seen := map[string]bool{}
-		next := map[int32]int64{}
-		end := map[int32]int64{}
-		for p := int32(0); p < 2; p++ {
-			end[p], err = c.ListOffset(ctx, topic, p, -1)
-			require.NoError(t, err)
-		}
-		for next[0] < end[0] || next[1] < end[1] {
-			records, err := consumer.Poll(ctx)
-			require.NoError(t, err)
-			for _, r := range records {
-				require.Equal(t, next[r.Partition], r.Offset, "%s/%d dense offsets", topic, r.Partition)
-				next[r.Partition]++
-				require.False(t, seen[string(r.Value)], "%s duplicated", r.Value)
-				seen[string(r.Value)] = true
-				if a, ok := acks[string(r.Value)]; ok {
-					require.Equal(t, a, ack{r.Partition, r.Offset}, "%s moved", r.Value)
-				}
-			}
-		}
-		consumer.Close()
-		for value := range acks {
-			require.True(t, seen[value], "acknowledged %s lost", value)
-		}
-		t.Logf("%s: %d acknowledged, %d after restart", topic, len(acks), len(seen))
-	}
 }
 
 func TestCLIGroupUsageErrors(t *testing.T) {
@@ -400,7 +102,7 @@ func TestCLIGroupUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Refused before any node is contacted.
-			_, errOut, code := cli(t, "", append(tc.args, "--brokers", unusedAddress(t))...)
+			_, errOut, code := depot(t, "", append(tc.args, "--brokers", unusedAddress(t))...)
 			require.Equal(t, 2, code, errOut)
 			require.Contains(t, errOut, tc.want)
 			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
@@ -408,254 +110,35 @@ func TestCLIGroupUsageErrors(t *testing.T) {
 	}
 }
 
-// groupOffsets is `depot group describe -o json`, reduced to committed
-// offsets per partition.
-func groupOffsets(t *testing.T, b, group string) (state string, committed map[int32]int64, members int) {
-	t.Helper()
-	out, errOut, code := cli(t, "", "group", "describe", group, "-o", "json", b)
-	require.Equal(t, 0, code, errOut)
-	var d struct {
-		State      string `json:"state"`
-		Members    []any  `json:"members"`
-		Partitions []struct {
-			Partition int32 `json:"partition"`
-			Committed int64 `json:"committed"`
-			LogEnd    int64 `json:"log_end_offset"`
-			Lag       int64 `json:"lag"`
-		} `json:"partitions"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &d), out)
-	committed = map[int32]int64{}
-	for _, p := range d.Partitions {
-		committed[p.Partition] = p.Committed
-		if p.Committed >= 0 {
-			require.Equal(t, p.LogEnd-p.Committed, p.Lag)
-		}
-	}
-	return d.State, committed, len(d.Members)
-}
-
-func sum(m map[int32]int64) (n int64) {
-	for _, v := range m {
-		n += max(v, 0)
-	}
-	return n
-}
-
-func TestCLIGroups(t *testing.T) {
-	n := startTestNode(t)
-	b := "--brokers=" + n.Address()
-	_, errOut, code := cli(t, "", "topic", "create", "orders", "-p", "2", b)
-	require.Equal(t, 0, code, errOut)
-	var lines strings.Builder
-	for i := range 100 {
-		fmt.Fprintf(&lines, "k%d:v%d\n", i, i)
-	}
-	_, errOut, code = cli(t, lines.String(), "produce", "orders", "-k", ":", b)
-	require.Equal(t, 0, code, errOut)
-
-	// Two runs of a group consumer read everything once: the first
-	// committed exactly what it printed.
-	seen := map[string]int{}
-	out, errOut, code := cli(t, "", "consume", "orders", "-g", "g", "-n", "30", b)
-	require.Equal(t, 0, code, errOut)
-	for _, v := range strings.Fields(out) {
-		seen[v]++
-	}
-	state, committed, members := groupOffsets(t, b, "g")
-	require.Equal(t, "Empty", state)
-	require.Zero(t, members)
-	require.Equal(t, int64(30), sum(committed), "committed what was printed: %v", committed)
-	out, errOut, code = cli(t, "", "consume", "orders", "-g", "g", "-n", "70", b)
-	require.Equal(t, 0, code, errOut)
-	for _, v := range strings.Fields(out) {
-		seen[v]++
-	}
-	require.Len(t, seen, 100)
-	for v, n := range seen {
-		require.Equal(t, 1, n, "%s read twice", v)
-	}
-	_, committed, _ = groupOffsets(t, b, "g")
-	require.Equal(t, int64(100), sum(committed))
-
-	out, errOut, code = cli(t, "", "group", "list", "-o", "json", b)
-	require.Equal(t, 0, code, errOut)
-	var groups []struct {
-		Group   string `json:"group"`
-		State   string `json:"state"`
-		Members int    `json:"members"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &groups), out)
-	require.Len(t, groups, 1)
-	require.Equal(t, "g", groups[0].Group)
-	require.Equal(t, "Empty", groups[0].State)
-
-	// A group with a member refuses resets and deletion, and describe shows
-	// who owns what.
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
-	require.NoError(t, err)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	busy, err := c.NewGroupConsumer("busy", []string{"orders"}, client.ResetOffset(client.ResetEarliest))
-	require.NoError(t, err)
-	_, err = busy.Poll(ctx)
-	require.NoError(t, err)
-	out, errOut, code = cli(t, "", "group", "describe", "busy", b)
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, busy.MemberID())
-	require.Contains(t, out, "orders-0,orders-1")
+// Cobra's own refusals (a flag that does not parse, a wrong number of
+// arguments, an unknown command) exit with the usage status whichever
+// command they are given to; a command's failure does not.
+func TestCommandLineErrorsExitWithUsage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		code int
 		want string
 	}{
-		{"unknown group", []string{"group", "describe", "nope", b}, "unknown group nope"},
-		{"delete unknown group", []string{"group", "delete", "nope", b}, "unknown group nope"},
-		{"reset while active", []string{"group", "reset-offsets", "busy", "--topic", "orders", "--to-earliest", b}, "group busy is not empty"},
-		{"delete while active", []string{"group", "delete", "busy", b}, "group busy is not empty"},
-		{"reset of an unknown topic", []string{"group", "reset-offsets", "g", "--topic", "nope", "--to-earliest", b}, "unknown topic nope"},
-		{"consume an unknown topic", []string{"consume", "nope", "-g", "g", "-n", "1", b}, "unknown topic nope"},
+		{"unknown command", []string{"nope"}, 2, `unknown command "nope" for "depot"; ; Did you mean this?; 	node`},
+		{"unknown flag", []string{"--nope"}, 2, "unknown flag: --nope"},
+		{"unknown shorthand", []string{"topic", "create", "x", "-x"}, 2, "unknown shorthand flag: 'x' in -x"},
+		{"flag without its value", []string{"disks", "--node"}, 2, "flag needs an argument: --node"},
+		{"flag value that does not parse", []string{"node", "--node-id", "x"}, 2, `invalid argument "x" for "--node-id" flag`},
+		{"bad global flag", []string{"--timeout", "x", "topic", "list"}, 2, `invalid argument "x" for "--timeout" flag`},
+		{"too few arguments", []string{"topic", "create"}, 2, "requires at least 1 arg(s), only received 0"},
+		{"too many arguments", []string{"topic", "describe", "a", "b"}, 2, "accepts 1 arg(s), received 2"},
+		{"argument to a command that takes none", []string{"node", "extra"}, 2, `unknown command "extra" for "depot node"`},
+		{"argument to bench", []string{"bench", "extra"}, 2, `unknown command "extra" for "depot bench"`},
+		{"unknown bench flag", []string{"bench", "--nope"}, 2, "unknown flag: --nope"},
+		{"argument to completion", []string{"completion", "bash", "extra"}, 2, `unknown command "extra" for "depot completion bash"`},
+		{"bench config it cannot run", []string{"bench", "--acks", "7"}, 1, `bench: invalid config: acks "7"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errOut, code := cli(t, "", tc.args...)
-			require.Equal(t, 1, code, errOut)
-			require.Contains(t, errOut, tc.want)
+			_, errOut, code := depot(t, "", tc.args...)
+			require.Equal(t, tc.code, code, errOut)
+			require.True(t, strings.HasPrefix(errOut, "depot: "+tc.want), "%q", errOut)
 			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
 		})
 	}
-	busy.Close()
-
-	// Reset to the start: the group reads everything again.
-	out, errOut, code = cli(t, "", "group", "reset-offsets", "g", "--topic", "orders", "--to-earliest", "-o", "json", b)
-	require.Equal(t, 0, code, errOut)
-	var reset []struct {
-		Partition int32 `json:"partition"`
-		Previous  int64 `json:"previous"`
-		Offset    int64 `json:"offset"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &reset), out)
-	require.Len(t, reset, 2)
-	for _, r := range reset {
-		require.Zero(t, r.Offset)
-		require.Equal(t, committed[r.Partition], r.Previous)
-	}
-	out, errOut, code = cli(t, "", "group", "reset-offsets", "g", "--topic", "orders", "--partitions", "1", "--to-offset", "1000", b)
-	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "PREVIOUS")
-	_, committed, _ = groupOffsets(t, b, "g")
-	require.Zero(t, committed[0])
-	end, err := c.ListOffset(ctx, "orders", 1, client.LatestOffset)
-	require.NoError(t, err)
-	require.Equal(t, end, committed[1], "an offset past the end is kept at the end")
-	out, errOut, code = cli(t, "", "consume", "orders", "-g", "g", "-n", fmt.Sprint(100-end), "-f", "%p\\n", b)
-	require.Equal(t, 0, code, errOut)
-	require.Equal(t, strings.Repeat("0\n", int(100-end)), out)
-
-	out, errOut, code = cli(t, "", "group", "delete", "g", b)
-	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "deleted group g\n", out)
-	_, errOut, code = cli(t, "", "group", "describe", "g", b)
-	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "unknown group g")
-}
-
-// Two members share a topic, one leaves mid-way, and every record is read
-// at least once with the group's offsets at the end of the log.
-func TestGroupMembersShareAndHandOver(t *testing.T) {
-	n := startTestNode(t)
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
-	require.NoError(t, err)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	_, err = c.CreateTopic(ctx, "shared", 4, nil)
-	require.NoError(t, err)
-	p, err := c.NewProducer()
-	require.NoError(t, err)
-	defer p.Close()
-	const first, total = 4000, 5000
-	produce := func(from, to int) {
-		for i := from; i < to; i++ {
-			p.Produce(ctx, &client.Record{Topic: "shared", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}, nil)
-		}
-		require.NoError(t, p.Flush(ctx))
-	}
-	produce(0, first)
-
-	var mu sync.Mutex
-	seen := map[string]int{}
-	owners := map[string][]client.TopicPartition{}
-	newMember := func(name string) *client.GroupConsumer {
-		gc, err := c.NewGroupConsumer("sharers", []string{"shared"}, client.ResetOffset(client.ResetEarliest),
-			client.HeartbeatInterval(100*time.Millisecond), client.SessionTimeout(3*time.Second), client.AutoCommit(100*time.Millisecond),
-			client.OnAssigned(func(_ context.Context, tps []client.TopicPartition) {
-				mu.Lock()
-				owners[name] = append(owners[name], tps...)
-				mu.Unlock()
-			}))
-		require.NoError(t, err)
-		return gc
-	}
-	a, b := newMember("a"), newMember("b")
-	consume := func(gc *client.GroupConsumer, stop func() bool) error {
-		for !stop() {
-			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-			records, err := gc.Poll(short)
-			cancel()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return err
-			}
-			mu.Lock()
-			for _, r := range records {
-				seen[string(r.Value)]++
-			}
-			mu.Unlock()
-		}
-		return nil
-	}
-	var bothOwned atomic.Bool
-	var wg sync.WaitGroup
-	var errA error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		errA = consume(a, func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(seen) == total
-		})
-	}()
-	// b reads until both members have partitions, then leaves.
-	require.NoError(t, consume(b, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(owners["a"]) > 0 && len(owners["b"]) > 0 {
-			bothOwned.Store(true)
-		}
-		return bothOwned.Load() || ctx.Err() != nil
-	}))
-	b.Close()
-	// What comes after b left is all a's to read, on every partition.
-	produce(first, total)
-	wg.Wait()
-	require.NoError(t, errA)
-	require.True(t, bothOwned.Load(), "the group never split the partitions")
-	require.Len(t, a.Assigned(), 4)
-	require.NoError(t, a.CommitSync(ctx))
-	mu.Lock()
-	require.Len(t, seen, total)
-	mu.Unlock()
-	a.Close()
-	committed, err := c.CommittedOffsets(ctx, "sharers")
-	require.NoError(t, err)
-	var sumCommitted int64
-	for _, o := range committed {
-		sumCommitted += o
-	}
-	require.Equal(t, int64(total), sumCommitted)
 }

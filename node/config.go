@@ -35,8 +35,9 @@ type LogDir struct {
 	Capacity int64
 }
 
-// Config is a node's configuration. The zero value plus Defaults is a
-// working single node on 127.0.0.1.
+// Config is a node's configuration. The zero value is a working single
+// node on 127.0.0.1, without the HTTP listener: Start fills in every unset
+// field, and DefaultConfig spells those defaults out.
 type Config struct {
 	// NodeID identifies the node in a cluster. Default 1.
 	NodeID int32
@@ -79,6 +80,16 @@ type Config struct {
 	FS disk.FS
 	// Logger overrides the logger built from LogLevel.
 	Logger *logrus.Logger
+}
+
+// DefaultConfig returns the settings of a node given none, each spelled
+// out: what Start fills in for an unset field, HTTP on DefaultHTTP (the zero
+// Config has no HTTP listener) and the balancer's defaults. LogDirs stays
+// empty, so that the log directories follow DataDir.
+func DefaultConfig() Config {
+	c := Config{HTTP: DefaultHTTP, Balance: disks.DefaultBalanceSettings()}.withDefaults()
+	c.LogDirs = nil
+	return c
 }
 
 // withDefaults returns c with every unset field defaulted.
@@ -221,6 +232,20 @@ func ParseLogDirs(s string) ([]LogDir, error) {
 		return nil, errors.New("no log dir named")
 	}
 	return dirs, nil
+}
+
+// formatBytes renders n in the largest binary unit that divides it exactly
+// (64MiB, 1536KiB, 1000), so that ParseBytes reads n back.
+func formatBytes(n int64) string {
+	units := []string{"KiB", "MiB", "GiB", "TiB"}
+	unit := ""
+	for _, u := range units {
+		if n == 0 || n%1024 != 0 {
+			break
+		}
+		n, unit = n/1024, u
+	}
+	return strconv.FormatInt(n, 10) + unit
 }
 
 // ParseBytes parses a size such as 512, 64KiB, 10MB or 1.5GiB.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,4 +237,102 @@ func TestGroupKilledMemberResumesFromLastCommit(t *testing.T) {
 	}
 	require.Equal(t, len(uncommitted.count), redelivered, "what the victim read after its last commit is read again")
 	t.Logf("survivor read the rest %v after the victim died (session timeout 1 s); %d records read twice", took.Round(10*time.Millisecond), redelivered)
+}
+
+// Two members share a topic, one leaves mid-way, and every record is read
+// at least once with the group's offsets at the end of the log.
+func TestGroupMembersShareAndHandOver(t *testing.T) {
+	n := startNode(t, testConfig(t, t.TempDir()))
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err = c.CreateTopic(ctx, "shared", 4, nil)
+	require.NoError(t, err)
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	const first, total = 4000, 5000
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			p.Produce(ctx, &client.Record{Topic: "shared", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}, nil)
+		}
+		require.NoError(t, p.Flush(ctx))
+	}
+	produce(0, first)
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	owners := map[string][]client.TopicPartition{}
+	newMember := func(name string) *client.GroupConsumer {
+		gc, err := c.NewGroupConsumer("sharers", []string{"shared"}, client.ResetOffset(client.ResetEarliest),
+			client.HeartbeatInterval(100*time.Millisecond), client.SessionTimeout(3*time.Second), client.AutoCommit(100*time.Millisecond),
+			client.OnAssigned(func(_ context.Context, tps []client.TopicPartition) {
+				mu.Lock()
+				owners[name] = append(owners[name], tps...)
+				mu.Unlock()
+			}))
+		require.NoError(t, err)
+		return gc
+	}
+	a, b := newMember("a"), newMember("b")
+	consume := func(gc *client.GroupConsumer, stop func() bool) error {
+		for !stop() {
+			short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			records, err := gc.Poll(short)
+			cancel()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			mu.Lock()
+			for _, r := range records {
+				seen[string(r.Value)]++
+			}
+			mu.Unlock()
+		}
+		return nil
+	}
+	var bothOwned atomic.Bool
+	var wg sync.WaitGroup
+	var errA error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errA = consume(a, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) == total
+		})
+	}()
+	// b reads until both members have partitions, then leaves.
+	require.NoError(t, consume(b, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(owners["a"]) > 0 && len(owners["b"]) > 0 {
+			bothOwned.Store(true)
+		}
+		return bothOwned.Load() || ctx.Err() != nil
+	}))
+	b.Close()
+	// What comes after b left is all a's to read, on every partition.
+	produce(first, total)
+	wg.Wait()
+	require.NoError(t, errA)
+	require.True(t, bothOwned.Load(), "the group never split the partitions")
+	require.Len(t, a.Assigned(), 4)
+	require.NoError(t, a.CommitSync(ctx))
+	mu.Lock()
+	require.Len(t, seen, total)
+	mu.Unlock()
+	a.Close()
+	committed, err := c.CommittedOffsets(ctx, "sharers")
+	require.NoError(t, err)
+	var sumCommitted int64
+	for _, o := range committed {
+		sumCommitted += o
+	}
+	require.Equal(t, int64(total), sumCommitted)
 }

@@ -127,6 +127,10 @@ type BalanceSettings struct {
 	MinMoveBytes int64
 }
 
+// DefaultBalanceSettings returns the settings the balancer runs with when
+// given none: every field of BalanceSettings at its stated default.
+func DefaultBalanceSettings() BalanceSettings { return BalanceSettings{}.withDefaults() }
+
 func (b BalanceSettings) withDefaults() BalanceSettings {
 	if b.Interval == 0 {
 		b.Interval = 30 * time.Second

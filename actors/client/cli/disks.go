@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/internal/usage"
+	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/node"
+)
+
+// diskRow is one log directory in `depot disks -o json`.
+type diskRow struct {
+	Path           string  `json:"path"`
+	State          string  `json:"state"`
+	Error          string  `json:"error,omitempty"`
+	Partitions     int32   `json:"partitions"`
+	Bytes          int64   `json:"bytes"`
+	CapacityBytes  int64   `json:"capacity_bytes"`
+	FreeBytes      int64   `json:"free_bytes"`
+	WriteBytesPerS float64 `json:"write_bytes_per_s"`
+	ProjectedBytes int64   `json:"projected_bytes"`
+	UsedPercent    float64 `json:"used_percent"`
+}
+
+func diskRows(dirs []*messages.LogDirInfo) []diskRow {
+	rows := make([]diskRow, 0, len(dirs))
+	for _, d := range dirs {
+		r := diskRow{Path: d.Path, State: d.State, Error: d.Error, Partitions: d.Partitions, Bytes: d.Bytes,
+			CapacityBytes: d.CapacityBytes, FreeBytes: d.FreeBytes, WriteBytesPerS: d.WriteBytesPerS, ProjectedBytes: d.ProjectedBytes}
+		if d.CapacityBytes > 0 {
+			r.UsedPercent = float64(d.Bytes) / float64(d.CapacityBytes) * 100
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func (g *globals) printDisks(rows []diskRow) error {
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "PATH\tSTATE\tPARTITIONS\tBYTES\tUSED\tCAPACITY\tFREE\tWRITE/S")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%.1f%%\t%s\t%s\t%s\n", r.Path, r.State, r.Partitions, humanBytes(r.Bytes),
+			r.UsedPercent, humanBytes(r.CapacityBytes), humanBytes(r.FreeBytes), humanBytes(int64(r.WriteBytesPerS)))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(g.stdout, "%s is %s: %s\n", r.Path, r.State, r.Error)
+		}
+	}
+	return nil
+}
+
+// humanBytes renders n in binary units.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func newDisksCommand(g *globals) *cobra.Command {
+	var nodeAddr string
+	run := func(fn func(ctx context.Context, c *client.Client) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error { return g.withClient(cmd, fn) }
+	}
+	cmd := &cobra.Command{
+		Use:   "disks",
+		Short: "Show a node's log directories: state, partitions, bytes, capacity, free, write rate",
+		Args:  cobra.NoArgs,
+		RunE: run(func(ctx context.Context, c *client.Client) error {
+			resp, err := c.DescribeLogDirs(ctx, nodeAddr)
+			if err != nil {
+				return err
+			}
+			rows := diskRows(resp.Dirs)
+			if g.output == "json" {
+				return g.printJSON(rows)
+			}
+			return g.printDisks(rows)
+		}),
+	}
+	cmd.PersistentFlags().StringVar(&nodeAddr, "node", "", "address of the node whose disks to act on (default: the first of --brokers)")
+
+	add := &cobra.Command{
+		Use:   "add PATH[=CAPACITY]",
+		Short: "Add a log directory to a running node (it survives restarts)",
+		Args:  cobra.ExactArgs(1),
+	}
+	add.RunE = func(cmd *cobra.Command, args []string) error {
+		path, capText, hasCap := strings.Cut(args[0], "=")
+		var capacity int64
+		if hasCap {
+			n, err := node.ParseBytes(capText)
+			if err != nil {
+				return usage.Errorf("%s: %v", args[0], err)
+			}
+			capacity = n
+		}
+		return run(func(ctx context.Context, c *client.Client) error {
+			if err := c.AddLogDir(ctx, nodeAddr, path, capacity); err != nil {
+				return fmt.Errorf("add log dir %s: %w", path, err)
+			}
+			fmt.Fprintf(g.stdout, "added log dir %s\n", path)
+			return nil
+		})(cmd, args)
+	}
+
+	drain := &cobra.Command{
+		Use:   "drain PATH",
+		Short: "Move every partition off a log directory so that it can be removed",
+		Args:  cobra.ExactArgs(1),
+	}
+	drain.RunE = func(cmd *cobra.Command, args []string) error {
+		return run(func(ctx context.Context, c *client.Client) error {
+			moves, err := c.DrainLogDir(ctx, nodeAddr, args[0])
+			if err != nil {
+				return fmt.Errorf("drain log dir %s: %w", args[0], err)
+			}
+			if g.output == "json" {
+				return g.printJSON(moves)
+			}
+			fmt.Fprintf(g.stdout, "draining %s: %d partitions to move\n", args[0], len(moves))
+			return printMoves(g, moves)
+		})(cmd, args)
+	}
+
+	var dryRun bool
+	balance := &cobra.Command{
+		Use:   "balance",
+		Short: "Show the balancer's plan and, without --dry-run, carry it out",
+		Args:  cobra.NoArgs,
+		RunE: run(func(ctx context.Context, c *client.Client) error {
+			resp, err := c.Balance(ctx, nodeAddr, dryRun)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.printJSON(map[string]any{"moves": resp.Moves, "before": diskRows(resp.Before), "after": diskRows(resp.After), "running": resp.Running})
+			}
+			if len(resp.Moves) == 0 {
+				fmt.Fprintln(g.stdout, "balanced: no move needed")
+			} else {
+				verb := "moving"
+				if dryRun {
+					verb = "would move"
+				}
+				var total int64
+				for _, m := range resp.Moves {
+					total += m.Bytes
+				}
+				fmt.Fprintf(g.stdout, "%s %d partitions, %s\n", verb, len(resp.Moves), humanBytes(total))
+				if err := printMoves(g, resp.Moves); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintln(g.stdout, "\nNOW")
+			if err := g.printDisks(diskRows(resp.Before)); err != nil {
+				return err
+			}
+			fmt.Fprintln(g.stdout, "\nAFTER")
+			return g.printDisks(diskRows(resp.After))
+		}),
+	}
+	balance.Flags().BoolVar(&dryRun, "dry-run", false, "only show the plan")
+	cmd.AddCommand(add, drain, balance)
+	return cmd
+}
+
+func printMoves(g *globals, moves []*messages.PartitionMove) error {
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tFROM\tTO\tBYTES")
+	for _, m := range moves {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", m.Topic, m.Partition, m.FromDir, m.ToDir, humanBytes(m.Bytes))
+	}
+	return w.Flush()
+}

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/internal/usage"
+	"github.com/depot-dev/depot/wire"
+)
+
+func newProduceCommand(g *globals) *cobra.Command {
+	var (
+		keySeparator string
+		acks         int
+		compression  string
+		partition    int32
+		maxLine      int
+	)
+	cmd := &cobra.Command{
+		Use:   "produce TOPIC",
+		Short: "Produce one record per line of standard input",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := args[0]
+			if acks != 0 && acks != 1 && acks != -1 {
+				return usage.Errorf("--acks %d: want 0, 1 or -1 (all)", acks)
+			}
+			codec, err := wire.ParseCompression(compression)
+			if err != nil {
+				return usage.Wrap(err)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, stop := signalContext()
+			defer stop()
+			if _, err := c.Metadata(ctx, topic); err != nil {
+				return err
+			}
+			opts := []client.ProducerOpt{client.Acks(acks), client.Compression(codec)}
+			if partition >= 0 {
+				opts = append(opts, client.WithPartitioner(client.ManualPartitioner()))
+			}
+			p, err := c.NewProducer(opts...)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			started := time.Now()
+			var produced, failed, bytes int64
+			var firstErr error
+			errCh := make(chan error, 1)
+			scanner := bufio.NewScanner(g.stdin)
+			scanner.Buffer(make([]byte, 64<<10), maxLine)
+			for scanner.Scan() {
+				line := scanner.Bytes()
+				r := &client.Record{Topic: topic, Partition: partition}
+				if keySeparator != "" {
+					if k, v, ok := strings.Cut(string(line), keySeparator); ok {
+						r.Key, r.Value = []byte(k), []byte(v)
+					} else {
+						r.Value = append([]byte(nil), line...)
+					}
+				} else {
+					r.Value = append([]byte(nil), line...)
+				}
+				bytes += int64(len(r.Key) + len(r.Value))
+				p.Produce(ctx, r, func(_ *client.Record, err error) {
+					if err != nil {
+						select {
+						case errCh <- err:
+						default:
+						}
+					}
+				})
+				produced++
+				select {
+				case firstErr = <-errCh:
+				default:
+				}
+				if firstErr != nil {
+					break
+				}
+			}
+			if err := scanner.Err(); err != nil && firstErr == nil {
+				if errors.Is(err, bufio.ErrTooLong) {
+					firstErr = fmt.Errorf("a line is longer than --max-line %d bytes", maxLine)
+				} else {
+					firstErr = fmt.Errorf("reading standard input: %w", err)
+				}
+			}
+			if err := p.Flush(ctx); err != nil && firstErr == nil {
+				firstErr = err
+			}
+			select {
+			case err := <-errCh:
+				if firstErr == nil {
+					firstErr = err
+				}
+				failed++
+			default:
+			}
+			elapsed := time.Since(started)
+			if firstErr != nil {
+				return fmt.Errorf("produce to %s: %w", topic, firstErr)
+			}
+			fmt.Fprintf(g.stderr, "produced %d records (%d bytes) to %s in %v (%.0f records/s), acks=%d\n",
+				produced-failed, bytes, topic, elapsed.Round(time.Millisecond), float64(produced)/elapsed.Seconds(), acks)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&keySeparator, "key-separator", "k", "", "split each line into key and value at the first occurrence of this string")
+	cmd.Flags().IntVar(&acks, "acks", -1, "acknowledgement: 0 (none), 1 (leader wrote), -1 (all, after fsync)")
+	cmd.Flags().StringVarP(&compression, "compression", "z", "none", "compression: none, gzip, snappy, lz4, zstd")
+	cmd.Flags().Int32VarP(&partition, "partition", "p", -1, "produce to this partition (default: by key hash, sticky without a key)")
+	cmd.Flags().IntVar(&maxLine, "max-line", 1<<20, "longest line accepted, in bytes")
+	return cmd
+}

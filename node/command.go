@@ -1,0 +1,161 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/depot-dev/depot/internal/usage"
+)
+
+// NewCommand returns the `depot node` command, which starts a node and logs
+// to stderr until SIGINT or SIGTERM stops it. Each setting comes from its
+// flag, else its DEPOT_* environment variable, else the --config YAML file,
+// else DefaultConfig. A malformed setting is a usage error.
+func NewCommand(stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Start a node (settings from flags, DEPOT_* environment variables, then --config YAML)",
+		Args:  cobra.NoArgs,
+	}
+	f := newCommandFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := f.config()
+		if err != nil {
+			return err
+		}
+		logger := logrus.New()
+		logger.SetOutput(stderr)
+		if level, err := logrus.ParseLevel(cfg.LogLevel); err == nil {
+			logger.SetLevel(level)
+		}
+		cfg.Logger = logger
+		// Signals are caught from here on, so that one that arrives
+		// during start-up stops the node cleanly once it has started.
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		n, err := Start(cfg)
+		if err != nil {
+			return err
+		}
+		<-ctx.Done()
+		logger.Info("shutting down")
+		return n.Stop()
+	}
+	return cmd
+}
+
+// commandFlags are the settings of `depot node` as its flags hold them.
+// Each flag's default is DefaultConfig's.
+type commandFlags struct {
+	flags      *pflag.FlagSet
+	cfg        Config
+	configFile string
+	logDirs    string
+	throttle   string
+}
+
+func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
+	d := DefaultConfig()
+	f := &commandFlags{flags: flags, cfg: d}
+	flags.StringVar(&f.configFile, "config", "", "YAML file of settings, keyed by flag name (env DEPOT_CONFIG)")
+	flags.Int32Var(&f.cfg.NodeID, "node-id", d.NodeID, "this node's id in the cluster")
+	flags.StringVar(&f.cfg.DataDir, "data-dir", d.DataDir, "directory for the metadata log and, by default, two log directories")
+	flags.StringVar(&f.logDirs, "log-dirs", "", "comma-separated log directories, each PATH or PATH=CAPACITY (default: DATA-DIR/logs-0,DATA-DIR/logs-1)")
+	flags.StringVar(&f.cfg.Listen, "listen", d.Listen, "actor address clients and nodes connect to")
+	flags.StringVar(&f.cfg.HTTP, "http", d.HTTP, "address of /healthz, /metrics and /debug/pprof/ (empty disables)")
+	flags.StringVar(&f.cfg.LogLevel, "log-level", d.LogLevel, "log level: error, warn, info, debug")
+	flags.StringVar(&f.cfg.Policy, "placement-policy", d.Policy, "where new partitions go: load (projected bytes against capacity, spread per topic) or count (Kafka's rule)")
+	flags.DurationVar(&f.cfg.Balance.Interval, "balance-interval", d.Balance.Interval, "how often the balancer plans moves between log dirs (negative: only on request)")
+	flags.Float64Var(&f.cfg.Balance.MaxDeviation, "balance-max-deviation", d.Balance.MaxDeviation, "keep every log dir's used fraction within this fraction of the node's mean")
+	flags.Float64Var(&f.cfg.Balance.HighWater, "balance-high-water", d.Balance.HighWater, "keep every log dir below this fraction of its capacity")
+	flags.StringVar(&f.throttle, "move-throttle", formatBytes(d.Balance.ThrottleBytesPerS), "copy rate of a partition move, per second (0: unlimited)")
+	return f
+}
+
+// config fills the flags not given on the command line from the environment
+// and the config file, then returns the Config they make.
+func (f *commandFlags) config() (Config, error) {
+	if err := applySettings(f.flags, f.configFile); err != nil {
+		return Config{}, usage.Wrap(err)
+	}
+	cfg := f.cfg
+	if f.throttle != "" {
+		n, err := ParseBytes(f.throttle)
+		if err != nil {
+			return Config{}, usage.Errorf("--move-throttle: %v", err)
+		}
+		cfg.Balance.ThrottleBytesPerS = n
+		if n == 0 {
+			cfg.Balance.ThrottleBytesPerS = -1
+		}
+	}
+	if f.logDirs != "" {
+		dirs, err := ParseLogDirs(f.logDirs)
+		if err != nil {
+			return Config{}, usage.Errorf("--log-dirs: %v", err)
+		}
+		cfg.LogDirs = dirs
+	}
+	return cfg, nil
+}
+
+// applySettings fills every flag not given on the command line from its
+// DEPOT_* environment variable (--data-dir: DEPOT_DATA_DIR), then from the
+// YAML config file, whose keys are the flag names.
+func applySettings(flags *pflag.FlagSet, configFile string) error {
+	if configFile == "" {
+		configFile = os.Getenv("DEPOT_CONFIG")
+	}
+	fileValues := map[string]any{}
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		if err := yaml.Unmarshal(data, &fileValues); err != nil {
+			return fmt.Errorf("config file %s: %w", configFile, err)
+		}
+		for key := range fileValues {
+			if flags.Lookup(key) == nil || key == "config" {
+				return fmt.Errorf("config file %s: unknown setting %q", configFile, key)
+			}
+		}
+	}
+	var errs []error
+	flags.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "config" {
+			return
+		}
+		env := "DEPOT_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", env, v, err))
+			}
+			return
+		}
+		if v, ok := fileValues[f.Name]; ok {
+			text := fmt.Sprint(v)
+			if list, ok := v.([]any); ok {
+				parts := make([]string, len(list))
+				for i, item := range list {
+					parts[i] = fmt.Sprint(item)
+				}
+				text = strings.Join(parts, ",")
+			}
+			if err := f.Value.Set(text); err != nil {
+				errs = append(errs, fmt.Errorf("config file %s: %s: %q: %w", configFile, f.Name, text, err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}

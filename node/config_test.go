@@ -1,0 +1,48 @@
+package node
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaultConfigIsWhatStartFillsIn(t *testing.T) {
+	d := DefaultConfig()
+	require.NoError(t, d.withDefaults().validate())
+	require.Empty(t, d.LogDirs, "log dirs follow the data dir")
+	require.Equal(t, DefaultHTTP, d.HTTP)
+
+	filled := d.withDefaults()
+	require.Equal(t, []LogDir{{Path: filepath.Join(DefaultDataDir, "logs-0")}, {Path: filepath.Join(DefaultDataDir, "logs-1")}}, filled.LogDirs)
+	filled.LogDirs = nil
+	require.Equal(t, d, filled, "Start changes nothing else in the defaults")
+
+	unset := Config{HTTP: DefaultHTTP, Balance: d.Balance}.withDefaults()
+	unset.LogDirs = nil
+	require.Equal(t, d, unset)
+}
+
+func TestFormatBytesReadsBack(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0"},
+		{1, "1"},
+		{1000, "1000"},
+		{1024, "1KiB"},
+		{1536 << 10, "1536KiB"},
+		{64 << 20, "64MiB"},
+		{3 << 30, "3GiB"},
+		{5 << 40, "5TiB"},
+		{2048 << 40, "2048TiB"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			require.Equal(t, tc.want, formatBytes(tc.n))
+			n, err := ParseBytes(tc.want)
+			require.NoError(t, err)
+			require.Equal(t, tc.n, n)
+		})
+	}
+}
