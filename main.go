@@ -19,7 +19,6 @@ import (
 
 	"github.com/depot-dev/depot/actors/client/cli"
 	"github.com/depot-dev/depot/bench"
-	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/node"
 )
 
@@ -44,7 +43,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "depot: %v\n", oneLine(err))
 	// The root runs nothing itself: the one error it returns unmarked is
 	// cobra's unknown command.
-	if cmd == root || usage.Is(err) {
+	if cmd == root || node.IsUsage(err) {
 		return exitUsage
 	}
 	return exitFailure
@@ -70,7 +69,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	// are usage errors, whichever command they are given to. The completion command is
 	// added now rather than on Execute, so that its arguments are checked the
 	// same way.
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage.Wrap(err) })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return node.MarkUsage(err) })
 	root.InitDefaultCompletionCmd()
 	markArgErrors(root)
 	return root
@@ -80,7 +79,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 // it, return its error as a usage error.
 func markArgErrors(cmd *cobra.Command) {
 	if check := cmd.Args; check != nil {
-		cmd.Args = func(cmd *cobra.Command, args []string) error { return usage.Wrap(check(cmd, args)) }
+		cmd.Args = func(cmd *cobra.Command, args []string) error { return node.MarkUsage(check(cmd, args)) }
 	}
 	for _, sub := range cmd.Commands() {
 		markArgErrors(sub)

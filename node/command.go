@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
-
-	"github.com/depot-dev/depot/internal/usage"
 )
 
 // NewCommand returns the `depot node` command, which starts a node and logs
@@ -86,13 +84,13 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 // and the config file, then returns the Config they make.
 func (f *commandFlags) config() (Config, error) {
 	if err := applySettings(f.flags, f.configFile); err != nil {
-		return Config{}, usage.Wrap(err)
+		return Config{}, MarkUsage(err)
 	}
 	cfg := f.cfg
 	if f.throttle != "" {
 		n, err := ParseBytes(f.throttle)
 		if err != nil {
-			return Config{}, usage.Errorf("--move-throttle: %v", err)
+			return Config{}, Usagef("--move-throttle: %v", err)
 		}
 		cfg.Balance.ThrottleBytesPerS = n
 		if n == 0 {
@@ -102,7 +100,7 @@ func (f *commandFlags) config() (Config, error) {
 	if f.logDirs != "" {
 		dirs, err := ParseLogDirs(f.logDirs)
 		if err != nil {
-			return Config{}, usage.Errorf("--log-dirs: %v", err)
+			return Config{}, Usagef("--log-dirs: %v", err)
 		}
 		cfg.LogDirs = dirs
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
 )
 
 // The test binary doubles as `depot node` when DEPOT_TEST_NODE is set, so
@@ -107,7 +106,7 @@ func TestCommandFlagsSetConfig(t *testing.T) {
 	for _, args := range [][]string{{"--log-dirs", "/tmp/a=lots"}, {"--move-throttle", "lots"}, {"--config", "/nonexistent"}} {
 		_, err := parseCommandFlags(t, args...)
 		require.Error(t, err)
-		require.True(t, usage.Is(err), "%v: %v", args, err)
+		require.True(t, IsUsage(err), "%v: %v", args, err)
 	}
 }
 
@@ -125,7 +124,7 @@ func TestNodeSettingsFromEnvAndFile(t *testing.T) {
 	cmd.SetArgs([]string{"--config", bad})
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	err := cmd.Execute()
-	require.True(t, usage.Is(err), "%v", err)
+	require.True(t, IsUsage(err), "%v", err)
 	require.ErrorContains(t, err, `unknown setting "data-dri"`)
 
 	// A good file and env: the node starts with them; a SIGTERM stops it.

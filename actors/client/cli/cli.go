@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/node"
 )
 
@@ -59,7 +58,7 @@ func envOr(name, fallback string) string {
 // client connects to the brokers named by --brokers.
 func (g *globals) client() (*client.Client, error) {
 	if g.output != "text" && g.output != "json" {
-		return nil, usage.Errorf("-o %q: want text or json", g.output)
+		return nil, node.Usagef("-o %q: want text or json", g.output)
 	}
 	logger := logrus.New()
 	logger.SetOutput(g.stderr)
@@ -71,7 +70,7 @@ func (g *globals) client() (*client.Client, error) {
 		}
 	}
 	if len(brokers) == 0 {
-		return nil, usage.Errorf("--brokers names no address")
+		return nil, node.Usagef("--brokers names no address")
 	}
 	return client.New(client.Brokers(brokers...), client.RequestTimeout(g.timeout), client.Logger(logrus.NewEntry(logger)))
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/node"
 )
 
 func newConsumeCommand(g *globals) *cobra.Command {
@@ -32,14 +32,14 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
 			if count < 0 {
-				return usage.Errorf("-n %d: want a positive count, or 0 for no limit", count)
+				return node.Usagef("-n %d: want a positive count, or 0 for no limit", count)
 			}
 			if cmd.Flags().Changed("group") {
 				return consumeGroup(g, topic, group, offset, count, format, partitions)
 			}
 			at, err := parseOffset(offset)
 			if err != nil {
-				return usage.Wrap(err)
+				return node.MarkUsage(err)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -66,7 +66,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 				n := int32(len(md.Topics[0].Partitions))
 				for _, p := range partitions {
 					if p < 0 || p >= n {
-						return usage.Errorf("-p %d: topic %s has partitions 0 to %d", p, topic, n-1)
+						return node.Usagef("-p %d: topic %s has partitions 0 to %d", p, topic, n-1)
 					}
 					consumer.Assign(topic, p, at)
 				}
@@ -181,10 +181,10 @@ const groupCommitInterval = 5 * time.Second
 // groupCommitInterval, when the group takes partitions away, and on exit.
 func consumeGroup(g *globals, topic, group, offset string, count int, format string, partitions []int32) error {
 	if group == "" {
-		return usage.Errorf("-g: empty group id")
+		return node.Usagef("-g: empty group id")
 	}
 	if len(partitions) > 0 {
-		return usage.Errorf("-p cannot be used with -g: the group assigns the partitions")
+		return node.Usagef("-p cannot be used with -g: the group assigns the partitions")
 	}
 	var reset client.ResetPolicy
 	switch offset {
@@ -193,7 +193,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 	case "end", "latest":
 		reset = client.ResetLatest
 	default:
-		return usage.Errorf("--offset %q: with -g, want start or end (where partitions with no committed offset start)", offset)
+		return node.Usagef("--offset %q: with -g, want start or end (where partitions with no committed offset start)", offset)
 	}
 	c, err := g.client()
 	if err != nil {

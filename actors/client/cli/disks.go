@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/node"
 )
@@ -107,7 +106,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 		if hasCap {
 			n, err := node.ParseBytes(capText)
 			if err != nil {
-				return usage.Errorf("%s: %v", args[0], err)
+				return node.Usagef("%s: %v", args[0], err)
 			}
 			capacity = n
 		}

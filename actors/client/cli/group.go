@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/node"
 )
 
 func newGroupCommand(g *globals) *cobra.Command {
@@ -26,7 +26,7 @@ func newGroupCommand(g *globals) *cobra.Command {
 // groupArg checks a group id given on the command line.
 func groupArg(args []string) (string, error) {
 	if args[0] == "" {
-		return "", usage.Errorf("empty group id")
+		return "", node.Usagef("empty group id")
 	}
 	return args[0], nil
 }
@@ -240,7 +240,7 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				return err
 			}
 			if topic == "" {
-				return usage.Errorf("--topic is required")
+				return node.Usagef("--topic is required")
 			}
 			chosen := 0
 			for _, name := range []string{"to-earliest", "to-latest", "to-offset", "to-datetime"} {
@@ -249,15 +249,15 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				}
 			}
 			if chosen != 1 {
-				return usage.Errorf("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
+				return node.Usagef("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
 			}
 			if cmd.Flags().Changed("to-offset") && toOffset < 0 {
-				return usage.Errorf("--to-offset %d: want a non-negative offset", toOffset)
+				return node.Usagef("--to-offset %d: want a non-negative offset", toOffset)
 			}
 			var at time.Time
 			if cmd.Flags().Changed("to-datetime") {
 				if at, err = time.Parse(time.RFC3339, toDatetime); err != nil {
-					return usage.Errorf("--to-datetime %q: want RFC 3339, like 2024-05-01T12:00:00Z", toDatetime)
+					return node.Usagef("--to-datetime %q: want RFC 3339, like 2024-05-01T12:00:00Z", toDatetime)
 				}
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
@@ -290,7 +290,7 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				offsets := map[client.TopicPartition]int64{}
 				for _, p := range partitions {
 					if p < 0 || p >= n {
-						return usage.Errorf("--partitions %d: topic %s has partitions 0 to %d", p, topic, n-1)
+						return node.Usagef("--partitions %d: topic %s has partitions 0 to %d", p, topic, n-1)
 					}
 					o, err := resetTarget(ctx, c, topic, p, toEarliest, toLatest, cmd.Flags().Changed("to-offset"), toOffset, at)
 					if err != nil {
@@ -379,7 +379,7 @@ func newGroupDeleteCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, group := range args {
 				if group == "" {
-					return usage.Errorf("empty group id")
+					return node.Usagef("empty group id")
 				}
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
+	"github.com/depot-dev/depot/node"
 )
 
 // groupOffsets is `depot group describe -o json`, reduced to committed
@@ -130,7 +130,7 @@ func TestGroupCommands(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, err := depot(t, "", tc.args...)
 			require.Error(t, err)
-			require.False(t, usage.Is(err), "a failure, not a usage error: %v", err)
+			require.False(t, node.IsUsage(err), "a failure, not a usage error: %v", err)
 			require.ErrorContains(t, err, tc.want)
 			require.Empty(t, errOut, "nothing on stderr but the error")
 		})
@@ -168,6 +168,6 @@ func TestGroupCommands(t *testing.T) {
 	require.Equal(t, "deleted group g\n", out)
 	_, _, err = depot(t, "", "group", "describe", "g", b)
 	require.Error(t, err)
-	require.False(t, usage.Is(err), "a failure, not a usage error: %v", err)
+	require.False(t, node.IsUsage(err), "a failure, not a usage error: %v", err)
 	require.ErrorContains(t, err, "unknown group g")
 }

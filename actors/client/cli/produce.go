@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
+	"github.com/depot-dev/depot/node"
 	"github.com/depot-dev/depot/wire"
 )
 
@@ -29,11 +29,11 @@ func newProduceCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
 			if acks != 0 && acks != 1 && acks != -1 {
-				return usage.Errorf("--acks %d: want 0, 1 or -1 (all)", acks)
+				return node.Usagef("--acks %d: want 0, 1 or -1 (all)", acks)
 			}
 			codec, err := wire.ParseCompression(compression)
 			if err != nil {
-				return usage.Wrap(err)
+				return node.MarkUsage(err)
 			}
 			c, err := g.client()
 			if err != nil {

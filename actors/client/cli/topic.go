@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/internal/usage"
 	"github.com/depot-dev/depot/messages"
+	"github.com/depot-dev/depot/node"
 )
 
 func newTopicCommand(g *globals) *cobra.Command {
@@ -34,12 +34,12 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 			for _, kv := range configs {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
-					return usage.Errorf("-c %q: want key=value", kv)
+					return node.Usagef("-c %q: want key=value", kv)
 				}
 				cfg[k] = v
 			}
 			if partitions < 1 {
-				return usage.Errorf("-p %d: a topic needs at least one partition", partitions)
+				return node.Usagef("-p %d: a topic needs at least one partition", partitions)
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				for _, name := range args {
