@@ -50,6 +50,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -253,9 +255,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// ParseAcks parses an acks setting: 0, 1, -1 or all.
+// ParseAcks parses an acks setting as Kafka's producers spell it: 0 (no
+// answer waited for), 1 (the leader wrote it), -1 or all (every in-sync
+// replica has it and the leader fsynced it). Case and surrounding spaces are
+// ignored. Anything else is an error wrapping ErrConfig that names the four
+// spellings.
 func ParseAcks(s string) (int, error) {
-	switch s {
+	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "0":
 		return 0, nil
 	case "1":
@@ -263,7 +269,15 @@ func ParseAcks(s string) (int, error) {
 	case "-1", "all":
 		return -1, nil
 	}
-	return 0, fmt.Errorf("%w: acks %q: want 0, 1, -1 or all", ErrConfig, s)
+	return 0, fmt.Errorf("%w: acks %q: want 0, 1, -1 or all (all is -1)", ErrConfig, s)
+}
+
+// FormatAcks is acks as a report shows it: 0, 1 or all.
+func FormatAcks(acks int) string {
+	if acks == -1 {
+		return "all"
+	}
+	return strconv.Itoa(acks)
 }
 
 // Result is one row of a report: a workload's figures.

@@ -142,7 +142,7 @@ the client's, and the embedded node's when there is one.`,
 	f.IntVar(&cfg.Partitions, "partitions", 1, "partitions of the topic")
 	f.IntVar(&cfg.Producers, "producers", 1, "producers, each with its own batching")
 	f.IntVar(&cfg.Consumers, "consumers", 1, "consumers; partition p goes to consumer p mod consumers")
-	f.StringVar(&acks, "acks", "1", "acknowledgement: 0, 1, -1 or all")
+	f.StringVar(&acks, "acks", "1", "acknowledgement: 0 (none waited for), 1 (leader wrote), -1 or all (every in-sync replica, after fsync)")
 	f.StringVar(&compression, "compression", "none", "compression: none, gzip, snappy, lz4, zstd")
 	f.IntVar(&cfg.Keys, "keys", 0, "distinct keys, used in turn (0: null keys)")
 	f.Float64Var(&cfg.Rate, "rate", 0, "target records/s across producers (0: unthrottled)")

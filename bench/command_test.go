@@ -220,6 +220,35 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// --acks takes the four spellings of Kafka's producers, -1 included (not
+// taken for a flag), and reports all for -1.
+func TestBenchAcksSpellings(t *testing.T) {
+	tests := []struct {
+		acks     string
+		wantJSON float64
+		wantText string
+	}{
+		{"0", 0, "acks=0"},
+		{"1", 1, "acks=1"},
+		{"-1", -1, "acks=all"},
+		{"all", -1, "acks=all"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.acks, func(t *testing.T) {
+			stdout, stderr, err := runCommand(t, "--acks", tt.acks, "--records", "300", "--workload", "produce", "--dir", t.TempDir(), "-o", "json")
+			require.NoError(t, err, stderr)
+			require.Equal(t, tt.wantJSON, jsonRows(t, stdout)[RowProduce]["acks"])
+
+			stdout, stderr, err = runCommand(t, "--acks="+tt.acks, "--records", "300", "--workload", "produce", "--dir", t.TempDir())
+			require.NoError(t, err, stderr)
+			require.Contains(t, stdout, tt.wantText+",")
+		})
+	}
+	_, _, err := runCommand(t, "--acks", "2")
+	require.ErrorIs(t, err, ErrConfig)
+	require.EqualError(t, err, `bench: invalid config: acks "2": want 0, 1, -1 or all (all is -1)`)
+}
+
 // --buffer-bytes bounds each producer's unacknowledged bytes, and the JSON
 // reports the bound and a peak within it.
 func TestBenchBufferBytes(t *testing.T) {

@@ -70,16 +70,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if len(cfg.Brokers) > 0 {
 		target = fmt.Sprintf("brokers %v", cfg.Brokers)
 	}
-	acks := fmt.Sprint(cfg.Acks)
-	if cfg.Acks == -1 {
-		acks = "all"
-	}
 	rate := "unthrottled"
 	if cfg.Rate > 0 {
 		rate = fmt.Sprintf("%.0f records/s", cfg.Rate)
 	}
 	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s\n",
-		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, acks, cfg.Compression, cfg.Keys, rate)
+		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, FormatAcks(cfg.Acks), cfg.Compression, cfg.Keys, rate)
 	if cfg.Warmup > 0 {
 		var warm int64
 		for _, r := range rep.Results {

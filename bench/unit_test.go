@@ -173,13 +173,37 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 }
 
 func TestParseAcks(t *testing.T) {
-	for in, want := range map[string]int{"0": 0, "1": 1, "-1": -1, "all": -1} {
-		got, err := ParseAcks(in)
-		require.NoError(t, err)
-		require.Equal(t, want, got, in)
+	tests := []struct {
+		in   string
+		want int
+	}{
+		{"0", 0},
+		{"1", 1},
+		{"-1", -1},
+		{"all", -1},
+		{"ALL", -1},
+		{" all ", -1},
 	}
-	_, err := ParseAcks("2")
-	require.ErrorIs(t, err, ErrConfig)
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseAcks(tt.in)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+	for _, in := range []string{"2", "-2", "", "none", "acks=all", "1.0"} {
+		t.Run("bad "+in, func(t *testing.T) {
+			_, err := ParseAcks(in)
+			require.ErrorIs(t, err, ErrConfig)
+			require.ErrorContains(t, err, "want 0, 1, -1 or all")
+		})
+	}
+}
+
+func TestFormatAcks(t *testing.T) {
+	for acks, want := range map[int]string{0: "0", 1: "1", -1: "all"} {
+		require.Equal(t, want, FormatAcks(acks))
+	}
 }
 
 func TestBaselineMeasures(t *testing.T) {
