@@ -1,6 +1,7 @@
 // Package bench is Depot's benchmark driver: `depot bench` produces and
-// consumes records against an embedded node (or against running nodes named
-// by --brokers) and reports throughput and latency in the manner of
+// consumes records against running nodes (named by --brokers or
+// DEPOT_BROKERS) or a node embedded in the process (with neither, or with
+// --embedded), and reports throughput and latency in the manner of
 // kafka-producer-perf-test and the OpenMessaging Benchmark.
 //
 // # Workloads

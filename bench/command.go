@@ -18,13 +18,24 @@ import (
 	"github.com/depot-dev/depot/wire"
 )
 
+// EnvBrokers is the environment variable every depot command, bench
+// included, takes its node addresses from when --brokers is not given.
+const EnvBrokers = "DEPOT_BROKERS"
+
 // NewCommand returns the `depot bench` command, writing its report to stdout
-// and its progress bar (on a terminal only) and logs to stderr. SIGINT or
-// SIGTERM ends the run early; what was measured is still printed.
+// and its progress bar (on a terminal only) and logs to stderr. It reads
+// DEPOT_BROKERS from the process's environment. SIGINT or SIGTERM ends the
+// run early; what was measured is still printed.
 func NewCommand(stdout, stderr io.Writer) *cobra.Command {
+	return newCommand(stdout, stderr, os.LookupEnv)
+}
+
+// newCommand is NewCommand reading the environment through lookupEnv.
+func newCommand(stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *cobra.Command {
 	var (
 		cfg         Config
 		brokers     string
+		embedded    bool
 		acks        string
 		compression string
 		workload    string
@@ -37,10 +48,15 @@ func NewCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure produce and consume throughput and latency",
-		Long: `Measure produce and consume throughput and latency, by default against a node
-embedded in this process (data in a temporary directory, removed at the end),
-or against running nodes with --brokers (a topic is created there and deleted
-at the end unless --keep).
+		Long: `Measure produce and consume throughput and latency of running nodes or of a
+node embedded in this process.
+
+What is measured: the nodes --brokers names; else the nodes DEPOT_BROKERS
+names, as for every depot command; else, or with --embedded, a node embedded
+in this process (data in a temporary directory under --dir, removed at the
+end unless --keep). --embedded with --brokers or DEPOT_BROKERS set is an
+error. On running nodes the topic is created and deleted at the end unless
+--keep.
 
 Workloads: produce; consume (produce, then re-read everything from the start);
 both (the default: consumers tail the topic while producing, giving end-to-end
@@ -52,10 +68,9 @@ the client's, and the embedded node's when there is one.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			for _, b := range strings.Split(brokers, ",") {
-				if b = strings.TrimSpace(b); b != "" {
-					cfg.Brokers = append(cfg.Brokers, b)
-				}
+			env, envSet := lookupEnv(EnvBrokers)
+			if cfg.Brokers, err = resolveBrokers(brokers, cmd.Flags().Changed("brokers"), env, envSet, embedded); err != nil {
+				return err
 			}
 			if cfg.Acks, err = ParseAcks(acks); err != nil {
 				return err
@@ -132,7 +147,8 @@ the client's, and the embedded node's when there is one.`,
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
 	f := cmd.Flags()
-	f.StringVar(&brokers, "brokers", "", "comma-separated node addresses to benchmark (default: an embedded node)")
+	f.StringVar(&brokers, "brokers", "", "comma-separated node addresses to benchmark (env DEPOT_BROKERS; with neither, an embedded node)")
+	f.BoolVar(&embedded, "embedded", false, "benchmark a node embedded in this process (the default when neither --brokers nor DEPOT_BROKERS is set)")
 	f.StringVar(&cfg.Topic, "topic", "", "topic to produce to, created if missing (default depot-bench-<random>)")
 	f.BoolVar(&cfg.Keep, "keep", false, "keep the topic (with --brokers) or the embedded node's data at the end")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the embedded node's data and the baseline file (default the system temporary directory)")
@@ -159,6 +175,41 @@ the client's, and the embedded node's when there is one.`,
 	f.BoolVar(&cfg.Baseline, "baseline", false, "first measure file write, read, group commit, the latency of paced writes and loopback TCP, and give ratios to them")
 	f.DurationVar(&cfg.BaselineDuration, "baseline-duration", DefaultBaselineDuration, "duration of the paced write and of the loopback measurement (the other file passes are bounded by 5 times it)")
 	return cmd
+}
+
+// resolveBrokers decides what a run benchmarks from --brokers (flag, and
+// whether it was given), DEPOT_BROKERS (env, and whether it is set) and
+// --embedded: the addresses of --brokers, else those of DEPOT_BROKERS, else
+// none, meaning a node embedded in the process. As for the other depot
+// commands, a DEPOT_BROKERS that is set counts even when empty. --embedded
+// with either of the others is an error, and so is a list that names no
+// address; both wrap ErrConfig.
+func resolveBrokers(flag string, flagSet bool, env string, envSet, embedded bool) ([]string, error) {
+	switch {
+	case embedded && flagSet:
+		return nil, fmt.Errorf("%w: --embedded and --brokers %q: give one of them", ErrConfig, flag)
+	case embedded && envSet:
+		return nil, fmt.Errorf("%w: --embedded, but %s=%q names nodes to benchmark: unset it, or leave out --embedded", ErrConfig, EnvBrokers, env)
+	case flagSet:
+		return splitBrokers("--brokers", flag)
+	case envSet:
+		return splitBrokers(EnvBrokers, env)
+	}
+	return nil, nil
+}
+
+// splitBrokers splits a comma-separated address list given by source.
+func splitBrokers(source, list string) ([]string, error) {
+	var brokers []string
+	for _, b := range strings.Split(list, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	if len(brokers) == 0 {
+		return nil, fmt.Errorf("%w: %s %q names no address", ErrConfig, source, list)
+	}
+	return brokers, nil
 }
 
 // writeAllocs writes the allocation profile (every allocation since the

@@ -206,6 +206,42 @@ func TestFormatAcks(t *testing.T) {
 	}
 }
 
+func TestResolveBrokers(t *testing.T) {
+	tests := []struct {
+		name     string
+		flag     string
+		flagSet  bool
+		env      string
+		envSet   bool
+		embedded bool
+		want     []string
+		wantErr  string
+	}{
+		{name: "neither: embedded"},
+		{name: "--embedded", embedded: true},
+		{name: "--brokers", flag: "a:1, b:2", flagSet: true, want: []string{"a:1", "b:2"}},
+		{name: "DEPOT_BROKERS", env: "c:3", envSet: true, want: []string{"c:3"}},
+		{name: "--brokers wins over DEPOT_BROKERS", flag: "a:1", flagSet: true, env: "c:3", envSet: true, want: []string{"a:1"}},
+		{name: "--embedded and --brokers", flag: "a:1", flagSet: true, embedded: true, wantErr: "--embedded and --brokers"},
+		{name: "--embedded and DEPOT_BROKERS", env: "c:3", envSet: true, embedded: true, wantErr: "unset it, or leave out --embedded"},
+		{name: "--embedded and an empty DEPOT_BROKERS", envSet: true, embedded: true, wantErr: "DEPOT_BROKERS=\"\""},
+		{name: "--brokers naming nothing", flag: ",", flagSet: true, wantErr: "names no address"},
+		{name: "DEPOT_BROKERS set and empty", envSet: true, wantErr: "DEPOT_BROKERS \"\" names no address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := resolveBrokers(tt.flag, tt.flagSet, tt.env, tt.envSet, tt.embedded)
+			if tt.wantErr != "" {
+				require.ErrorIs(t, err, ErrConfig)
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
 func TestBaselineMeasures(t *testing.T) {
 	dir := t.TempDir()
 	b, err := MeasureBaseline(t.Context(), dir, 4<<20, 1<<20, 100*time.Millisecond)
