@@ -62,8 +62,11 @@ type Baseline struct {
 }
 
 // baselineBytes is the file size of the baseline: what the run produces,
-// between 1 MiB and 1 GiB.
+// between 1 MiB and 1 GiB (1 GiB for a run bounded by time only).
 func baselineBytes(cfg Config) int64 {
+	if !cfg.countBound() {
+		return maxBaselineBytes
+	}
 	n := cfg.Records * int64(cfg.RecordSize)
 	return min(max(n, minBaselineBytes), maxBaselineBytes)
 }

@@ -6,8 +6,9 @@
 //
 // # Workloads
 //
-//   - produce: producers send --records records (or run for --duration,
-//     whichever ends first); the row reports acknowledged records per second
+//   - produce: producers send --records records or run for --duration,
+//     whichever ends first (with --duration alone, for that long); the row
+//     reports acknowledged records per second
 //     and the acknowledgement latency (Produce call to promise).
 //   - both (the default): as produce, with consumers tailing the topic from
 //     the first offset of the run while the producers run (OpenMessaging's
@@ -126,7 +127,9 @@ type Config struct {
 	// RecordSize is each value's size in bytes, at least 8. Default 1024.
 	RecordSize int
 	// Records is the number of records produced across producers. Default
-	// 1,000,000.
+	// 1,000,000 when Duration is not set either; with Duration set and
+	// Records zero, production has no count bound and ends by time. So a
+	// run is always bounded in time, and in count unless Duration is set.
 	Records int64
 	// Duration bounds production (and separately the catch-up read).
 	// Default 60 s.
@@ -188,7 +191,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RecordSize == 0 {
 		c.RecordSize = DefaultRecordSize
 	}
-	if c.Records == 0 {
+	if c.Records == 0 && c.Duration == 0 {
 		c.Records = DefaultRecords
 	}
 	if c.Duration == 0 {
@@ -280,6 +283,11 @@ func FormatAcks(acks int) string {
 	}
 	return strconv.Itoa(acks)
 }
+
+// countBound reports whether production ends at Records (or earlier, at
+// Duration); without it production ends by time. For a config with
+// defaults applied.
+func (c Config) countBound() bool { return c.Records > 0 }
 
 // Result is one row of a report: a workload's figures.
 type Result struct {

@@ -58,6 +58,10 @@ end unless --keep). --embedded with --brokers or DEPOT_BROKERS set is an
 error. On running nodes the topic is created and deleted at the end unless
 --keep.
 
+Production ends at --records (default 1000000) or --duration (default 60s),
+whichever comes first; with --duration given and --records not, it ends at
+--duration. Every phase is bounded in time.
+
 Workloads: produce; consume (produce, then re-read everything from the start);
 both (the default: consumers tail the topic while producing, giving end-to-end
 latency, then a catch-up read). MB is 10^6 bytes of record values. Cores is
@@ -76,6 +80,9 @@ the client's, and the embedded node's when there is one.`,
 				return err
 			}
 			cfg.AcksSet = true
+			if err := countAndTime(cmd, &cfg); err != nil {
+				return err
+			}
 			if cfg.Compression, err = wire.ParseCompression(compression); err != nil {
 				return fmt.Errorf("%w: %w", ErrConfig, err)
 			}
@@ -153,8 +160,8 @@ the client's, and the embedded node's when there is one.`,
 	f.BoolVar(&cfg.Keep, "keep", false, "keep the topic (with --brokers) or the embedded node's data at the end")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the embedded node's data and the baseline file (default the system temporary directory)")
 	f.IntVar(&cfg.RecordSize, "record-size", DefaultRecordSize, "bytes per record value, at least 8")
-	f.Int64Var(&cfg.Records, "records", DefaultRecords, "records to produce across producers")
-	f.DurationVar(&cfg.Duration, "duration", DefaultDuration, "time bound of production (and of the catch-up read); whichever of it and --records ends first")
+	f.Int64Var(&cfg.Records, "records", DefaultRecords, "records to produce across producers; with --duration given and --records not, no record bound (the run ends by time)")
+	f.DurationVar(&cfg.Duration, "duration", DefaultDuration, "time bound of production (and of the catch-up read); with --records too, whichever ends first")
 	f.IntVar(&cfg.Partitions, "partitions", 1, "partitions of the topic")
 	f.IntVar(&cfg.Producers, "producers", 1, "producers, each with its own batching")
 	f.IntVar(&cfg.Consumers, "consumers", 1, "consumers; partition p goes to consumer p mod consumers")
@@ -175,6 +182,26 @@ the client's, and the embedded node's when there is one.`,
 	f.BoolVar(&cfg.Baseline, "baseline", false, "first measure file write, read, group commit, the latency of paced writes and loopback TCP, and give ratios to them")
 	f.DurationVar(&cfg.BaselineDuration, "baseline-duration", DefaultBaselineDuration, "duration of the paced write and of the loopback measurement (the other file passes are bounded by 5 times it)")
 	return cmd
+}
+
+// countAndTime sets cfg's bounds from --records and --duration: a flag left
+// out leaves its field zero, for Config's defaults (--duration alone runs
+// for that long, without a record bound); a flag given must be positive.
+func countAndTime(cmd *cobra.Command, cfg *Config) error {
+	f := cmd.Flags()
+	switch {
+	case !f.Changed("records"):
+		cfg.Records = 0
+	case cfg.Records <= 0:
+		return fmt.Errorf("%w: --records %d: want at least 1 (to run by time, give --duration and leave out --records)", ErrConfig, cfg.Records)
+	}
+	switch {
+	case !f.Changed("duration"):
+		cfg.Duration = 0
+	case cfg.Duration <= 0:
+		return fmt.Errorf("%w: --duration %s: want more than 0", ErrConfig, cfg.Duration)
+	}
+	return nil
 }
 
 // resolveBrokers decides what a run benchmarks from --brokers (flag, and

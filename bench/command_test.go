@@ -315,6 +315,50 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 	}
 }
 
+// --duration without --records runs for the duration, with no record
+// bound; with both, whichever ends first; either given as 0 is refused.
+func TestBenchDurationAlone(t *testing.T) {
+	stdout, stderr, err := runCommand(t, "--duration", "700ms", "--rate", "5000", "--workload", "produce", "--dir", t.TempDir(), "-o", "json")
+	require.NoError(t, err, stderr)
+	row := jsonRows(t, stdout)[RowProduce]
+	require.GreaterOrEqual(t, row["seconds"].(float64), 0.6, "ended by time")
+	require.Positive(t, row["records"].(float64))
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"duration alone", []string{"--duration", "300ms"}, "for 300ms (no record bound)"},
+		{"records alone", []string{"--records", "200"}, "200 records or 1m0s, whichever first"},
+		{"both", []string{"--records", "200", "--duration", "5s"}, "200 records or 5s, whichever first"},
+		{"neither", nil, "1000000 records or 1m0s, whichever first"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(tt.args, "--rate", "2000", "--workload", "produce", "--dir", t.TempDir())
+			if tt.args == nil {
+				// The default run, cut short: only its heading is looked at.
+				ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+				defer cancel()
+				var stdout, stderr bytes.Buffer
+				cmd := newCommand(&stdout, &stderr, func(string) (string, bool) { return "", false })
+				cmd.SetArgs(args)
+				require.NoError(t, cmd.ExecuteContext(ctx), stderr.String())
+				require.Contains(t, stdout.String(), tt.want)
+				return
+			}
+			stdout, stderr, err := runCommand(t, args...)
+			require.NoError(t, err, stderr)
+			require.Contains(t, stdout, tt.want)
+		})
+	}
+	for _, args := range [][]string{{"--records", "0"}, {"--duration", "0s"}, {"--records", "0", "--duration", "1s"}} {
+		_, _, err := runCommand(t, args...)
+		require.ErrorIs(t, err, ErrConfig, args)
+	}
+}
+
 // --acks takes the four spellings of Kafka's producers, -1 included (not
 // taken for a flag), and reports all for -1.
 func TestBenchAcksSpellings(t *testing.T) {

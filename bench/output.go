@@ -74,8 +74,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if cfg.Rate > 0 {
 		rate = fmt.Sprintf("%.0f records/s", cfg.Rate)
 	}
-	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s\n",
-		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, FormatAcks(cfg.Acks), cfg.Compression, cfg.Keys, rate)
+	bound := fmt.Sprintf("for %s (no record bound)", cfg.Duration)
+	if cfg.countBound() {
+		bound = fmt.Sprintf("%d records or %s, whichever first", cfg.Records, cfg.Duration)
+	}
+	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s, %s\n",
+		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, FormatAcks(cfg.Acks), cfg.Compression, cfg.Keys, rate, bound)
 	if cfg.Warmup > 0 {
 		var warm int64
 		for _, r := range rep.Results {

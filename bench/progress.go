@@ -27,6 +27,9 @@ func (p *progress) phase(desc string, max int64, count *atomic.Int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.finishLocked()
+	if max <= 0 {
+		max = -1 // no count bound: a spinner
+	}
 	p.bar = progressbar.NewOptions64(max,
 		progressbar.OptionSetWriter(p.w),
 		progressbar.OptionSetDescription(desc),

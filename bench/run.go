@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -433,17 +434,20 @@ func (r *run) tailTarget() []int64 {
 	return nil
 }
 
-// produceAll runs the producers until Records are produced, Duration has
-// passed or ctx ends, then flushes them.
+// produceAll runs the producers until Records are produced (when the run
+// has a count bound), Duration has passed or ctx ends, then flushes them.
 func (r *run) produceAll(ctx context.Context) {
 	cfg := r.cfg
 	pctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, p := range r.producers {
-		quota := cfg.Records / int64(cfg.Producers)
-		if int64(i) < cfg.Records%int64(cfg.Producers) {
-			quota++
+		quota := int64(math.MaxInt64) // ended by pctx
+		if cfg.countBound() {
+			quota = cfg.Records / int64(cfg.Producers)
+			if int64(i) < cfg.Records%int64(cfg.Producers) {
+				quota++
+			}
 		}
 		wg.Go(func() { r.produce(pctx, p, i, quota) })
 	}

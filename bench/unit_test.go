@@ -150,6 +150,28 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 	require.Equal(t, WorkloadBoth, cfg.Workload)
 	require.Regexp(t, `^depot-bench-[0-9a-f]{8}$`, cfg.Topic)
 
+	bounds := []struct {
+		name         string
+		in           Config
+		wantRecords  int64
+		wantDuration time.Duration
+	}{
+		{"neither: both defaults", Config{}, DefaultRecords, DefaultDuration},
+		{"duration alone: ended by time", Config{Duration: 10 * time.Second}, 0, 10 * time.Second},
+		{"records alone: the default duration bounds it", Config{Records: 5}, 5, DefaultDuration},
+		{"both", Config{Records: 5, Duration: time.Second}, 5, time.Second},
+	}
+	for _, tt := range bounds {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.in.withDefaults()
+			require.NoError(t, err)
+			require.Equal(t, tt.wantRecords, got.Records)
+			require.Equal(t, tt.wantDuration, got.Duration)
+			require.Equal(t, tt.wantRecords > 0, got.countBound())
+			require.Positive(t, got.Duration, "never unbounded in time")
+		})
+	}
+
 	cfg, err = Config{AcksSet: true}.withDefaults()
 	require.NoError(t, err)
 	require.Equal(t, 0, cfg.Acks)
