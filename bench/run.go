@@ -303,7 +303,7 @@ func (r *run) execute(ctx context.Context) error {
 		}
 	}
 
-	r.progress.phase("produce", cfg.Records, &r.produced)
+	r.progress.phase("produce", cfg.Records, cfg.Duration, &r.produced)
 	r.produceStart = markCPU()
 	r.warmEnd = r.produceStart.at.Add(cfg.Warmup)
 	r.produceAll(ctx)
@@ -319,14 +319,14 @@ func (r *run) execute(ctx context.Context) error {
 	r.endOffsets.Store(&ends)
 	total := r.recordsUpTo(ends)
 	if cfg.Workload == WorkloadBoth {
-		r.progress.phase("tail", total, &r.tail.records)
+		r.progress.phase("tail", total, cfg.DrainTimeout, &r.tail.records)
 		drain := time.AfterFunc(cfg.DrainTimeout, tailCancel)
 		tailWG.Wait()
 		drain.Stop()
 		r.checkRead(ctx, &r.tail, total, fmt.Sprintf("the tailing consumers stopped at the drain timeout (%s)", cfg.DrainTimeout))
 	}
 	if cfg.Workload != WorkloadProduce && ctx.Err() == nil && total > 0 {
-		r.progress.phase("consume", total, &r.catchUp.records)
+		r.progress.phase("consume", total, cfg.Duration, &r.catchUp.records)
 		cctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 		var wg sync.WaitGroup

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,4 +326,160 @@ func TestCheckReadCountsShortReads(t *testing.T) {
 	r.checkRead(t.Context(), &short, 10, "the read stopped")
 	require.Equal(t, int64(1), short.errors.Load())
 	require.EqualError(t, r.firstErr, "bench: the read stopped with 7 of 10 records read")
+}
+
+func TestRateWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	type sample struct {
+		at    time.Time
+		count int64
+	}
+	// steady is a sample every 100 ms from 0 to until ms, at perSecond
+	// from count from.
+	steady := func(from int64, perSecond float64, until int) []sample {
+		var out []sample
+		for at := 0; at <= until; at += 100 {
+			out = append(out, sample{ms(at), from + int64(perSecond*float64(at)/1000)})
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		samples   []sample
+		want      float64
+		wantKnown bool
+	}{
+		{"one sample", []sample{{t0, 5}}, 0, false},
+		{"too short a span for a rate", []sample{{t0, 0}, {ms(100), 1_000_000}}, 0, false},
+		{"a phase that starts with most records counted", append([]sample{{t0, 900_000}}, sample{ms(300), 930_000}), 100_000, true},
+		{"steady", steady(0, 100_000, 5000), 100_000, true},
+		{
+			"a stall empties the window",
+			append(steady(0, 100_000, 2000), sample{ms(5000), 200_000}, sample{ms(5100), 200_000}),
+			0, true,
+		},
+		{
+			"a fast start is forgotten after the span",
+			append([]sample{{t0, 0}, {ms(1000), 1_000_000}}, func() []sample {
+				var out []sample
+				for at := 1100; at <= 5000; at += 100 {
+					out = append(out, sample{ms(at), 1_000_000 + int64(at-1000)*100})
+				}
+				return out
+			}()...),
+			100_000, true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := rateWindow{span: 3 * time.Second}
+			for _, s := range tt.samples {
+				w.add(s.at, s.count)
+			}
+			got, known := w.rate()
+			require.Equal(t, tt.wantKnown, known)
+			require.InDelta(t, tt.want, got, tt.want*0.001+1e-9)
+			require.LessOrEqual(t, len(w.samples), 32, "only the window's samples are kept")
+			if len(w.samples) > 1 {
+				last := w.samples[len(w.samples)-1].at
+				require.LessOrEqual(t, last.Sub(w.samples[1].at), 3*time.Second, "the window spans at most a sample past its span")
+			}
+		})
+	}
+}
+
+func TestPhaseStatus(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	// window is a window whose rate is perSecond, ending at now.
+	window := func(now time.Time, perSecond float64) *rateWindow {
+		w := &rateWindow{span: 3 * time.Second}
+		w.add(now.Add(-time.Second), 0)
+		w.add(now, int64(perSecond))
+		return w
+	}
+	tests := []struct {
+		name         string
+		bounds       phaseBounds
+		w            *rateWindow
+		now          time.Time
+		count        int64
+		wantDone     float64
+		wantETA      time.Duration
+		wantETAKnown bool
+	}{
+		{
+			"the records left end it first",
+			phaseBounds{max: 1_000_000, start: t0, deadline: at(60)}, window(at(3), 100_000), at(3), 300_000,
+			0.3, 7 * time.Second, true,
+		},
+		{
+			"the deadline ends it first",
+			phaseBounds{max: 1_000_000, start: t0, deadline: at(60)}, window(at(54), 10_000), at(54), 540_000,
+			0.9, 6 * time.Second, true,
+		},
+		{
+			"no count bound: the time left",
+			phaseBounds{start: t0, deadline: at(10)}, window(at(2.5), 300_000), at(2.5), 750_000,
+			0.25, 7500 * time.Millisecond, true,
+		},
+		{
+			"no count bound and no rate yet",
+			phaseBounds{start: t0, deadline: at(10)}, &rateWindow{span: 3 * time.Second}, at(0.1), 0,
+			0.01, 9900 * time.Millisecond, true,
+		},
+		{
+			"rate unknown: no ETA, done by the further bound",
+			phaseBounds{max: 1000, start: t0, deadline: at(10)}, &rateWindow{span: 3 * time.Second}, at(0.1), 900,
+			0.9, 0, false,
+		},
+		{
+			"stalled: the deadline",
+			phaseBounds{max: 1000, start: t0, deadline: at(30)}, window(at(20), 0), at(20), 500,
+			2.0 / 3, 10 * time.Second, true,
+		},
+		{
+			"every record counted",
+			phaseBounds{max: 1000, start: t0, deadline: at(30)}, window(at(2), 500), at(2), 1000,
+			1, 0, true,
+		},
+		{
+			"past the deadline",
+			phaseBounds{start: t0, deadline: at(5)}, window(at(6), 500), at(6), 3000,
+			1, 0, true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := phaseStatus(tt.bounds, tt.w, tt.now, tt.count)
+			require.Equal(t, tt.count, s.count)
+			require.InDelta(t, tt.wantDone, s.done, 1e-9)
+			require.Equal(t, tt.wantETAKnown, s.etaKnown)
+			require.InDelta(t, float64(tt.wantETA), float64(s.eta), float64(time.Millisecond))
+		})
+	}
+}
+
+func TestProgressDescribe(t *testing.T) {
+	known := progressStatus{count: 300_000, rate: 101_234.4, rateKnown: true, eta: 6900 * time.Millisecond, etaKnown: true}
+	require.Equal(t, "produce: 300000/1000000 records, 101234 records/s, 7s left", known.describe("produce", 1_000_000))
+	require.Equal(t, "produce: 300000 records, 101234 records/s, 7s left", known.describe("produce", 0))
+	require.Equal(t, "tail: 5/10 records, - records/s, - left", progressStatus{count: 5}.describe("tail", 10))
+}
+
+// The bar a tail phase draws when it starts with most records read shows
+// no rate yet, rather than the whole count over an instant.
+func TestProgressPhaseStartsFromItsCount(t *testing.T) {
+	var out bytes.Buffer
+	p := &progress{w: &out}
+	var count atomic.Int64
+	count.Store(900_000)
+	p.phase("tail", 1_000_000, time.Minute, &count)
+	count.Store(910_000)
+	p.update()
+	require.Contains(t, out.String(), "tail: 910000/1000000 records, - records/s, - left")
+	p.finish()
+	p.finish()
+	(*progress)(nil).update()
 }
