@@ -328,10 +328,11 @@ type Result struct {
 	// WarmupRecords is how many records, produce row only, were produced
 	// during the warm-up and left out of it (see Config.Warmup).
 	WarmupRecords int64 `json:"warmup_records,omitempty"`
-	// RatioToBaseline is MB/s over the matching file figure (write, or
-	// the group commit for acks=all, for produce; read for the others);
-	// with Baseline only.
+	// RatioToBaseline is MB/s over the MB/s of the baseline row named by
+	// BaselineRow: the file write for produce (the group commit for
+	// acks=all), the file read for the others. With Baseline only.
 	RatioToBaseline *float64 `json:"ratio_to_baseline,omitempty"`
+	BaselineRow     string   `json:"baseline_row,omitempty"`
 	// RatioToLoopback is MB/s over loopback TCP MB/s; with Baseline only.
 	RatioToLoopback *float64 `json:"ratio_to_loopback,omitempty"`
 	Interrupted     bool     `json:"interrupted,omitempty"`

@@ -132,6 +132,9 @@ func TestBenchBaseline(t *testing.T) {
 		require.Positive(t, rows[name]["ratio_to_baseline"], name)
 		require.Positive(t, rows[name]["ratio_to_loopback"], name)
 	}
+	require.Equal(t, RowFileWrite, rows[RowProduce]["baseline_row"], "acks=1 is compared with the file write")
+	require.Equal(t, RowFileRead, rows[RowConsume]["baseline_row"])
+	require.InDelta(t, rows[RowProduce]["mb_per_s"].(float64)/rows[RowFileWrite]["mb_per_s"].(float64), rows[RowProduce]["ratio_to_baseline"], 1e-9)
 }
 
 // startTestNode starts a node for the command to benchmark and a client to

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -63,7 +64,37 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return nil
 }
 
-// WriteText writes the report as a table with a heading and a memory line.
+// ratioFootnote says what the ratio columns divide by: each row's MB/s by
+// a baseline row's, named with its figure and the rows that use it.
+func ratioFootnote(b *Baseline, results []Result) string {
+	var order []string
+	users := map[string][]string{}
+	for _, r := range results {
+		if r.RatioToBaseline == nil {
+			continue
+		}
+		if _, ok := users[r.BaselineRow]; !ok {
+			order = append(order, r.BaselineRow)
+		}
+		name := r.Workload
+		if r.Workload == RowProduce {
+			name += ", acks=" + FormatAcks(r.Acks)
+		}
+		users[r.BaselineRow] = append(users[r.BaselineRow], name)
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, row := range order {
+		parts = append(parts, fmt.Sprintf("%s's %.1f MB/s (%s)", row, b.mbPerSOf(row), strings.Join(users[row], ", ")))
+	}
+	return fmt.Sprintf("x disk: the row's MB/s over %s\nx loopback: the row's MB/s over %s's %.1f MB/s\n",
+		strings.Join(parts, ", over "), RowLoopback, b.LoopbackMBPerS)
+}
+
+// WriteText writes the report as a table with a heading, a note on the
+// ratio columns when there are any, and a memory line.
 func (rep *Report) WriteText(w io.Writer) error {
 	cfg := rep.Config
 	target := "embedded node"
@@ -125,6 +156,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if rep.Baseline != nil {
+		fmt.Fprint(w, ratioFootnote(rep.Baseline, rep.Results))
 	}
 	_, err := fmt.Fprintf(w, "memory: peak RSS %.1f MB; producer buffer peak %.1f MB of %.1f MB bound\n",
 		float64(rep.PeakRSSBytes)/1e6, float64(rep.PeakBufferedBytes)/1e6, float64(cfg.MaxBufferedBytes)/1e6)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"sync/atomic"
@@ -482,4 +483,62 @@ func TestProgressPhaseStartsFromItsCount(t *testing.T) {
 	p.finish()
 	p.finish()
 	(*progress)(nil).update()
+}
+
+func TestDiskRow(t *testing.T) {
+	tests := []struct {
+		workload string
+		acks     int
+		want     string
+	}{
+		{RowProduce, 0, RowFileWrite},
+		{RowProduce, 1, RowFileWrite},
+		{RowProduce, -1, RowGroupCommit},
+		{RowEndToEnd, -1, RowFileRead},
+		{RowConsume, 1, RowFileRead},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s acks=%d", tt.workload, tt.acks), func(t *testing.T) {
+			require.Equal(t, tt.want, diskRow(tt.workload, tt.acks))
+		})
+	}
+}
+
+// The text report says what the ratio columns are ratios of: each row's
+// MB/s over which baseline row's, with its figure.
+func TestWriteTextNamesTheRatios(t *testing.T) {
+	b := &Baseline{FileWriteMBPerS: 800, FileReadMBPerS: 4000, GroupCommitMBPerS: 400, LoopbackMBPerS: 2000}
+	tests := []struct {
+		name string
+		acks int
+		want []string
+	}{
+		{"acks=1", 1, []string{
+			"x disk: the row's MB/s over baseline-file-write's 800.0 MB/s (produce, acks=1), over baseline-file-read's 4000.0 MB/s (end-to-end, consume)\n",
+			"x loopback: the row's MB/s over baseline-loopback-tcp's 2000.0 MB/s\n",
+		}},
+		{"acks=all", -1, []string{
+			"x disk: the row's MB/s over baseline-file-group-commit's 400.0 MB/s (produce, acks=all), over baseline-file-read's",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &Report{Config: Config{Acks: tt.acks, Topic: "t"}, Baseline: b}
+			for _, w := range []string{RowProduce, RowEndToEnd, RowConsume} {
+				res := Result{Workload: w, Acks: tt.acks, MBPerS: 200}
+				b.applyRatios(&res, tt.acks)
+				rep.Results = append(rep.Results, res)
+			}
+			require.InDelta(t, 200/b.mbPerSOf(diskRow(RowProduce, tt.acks)), *rep.Results[0].RatioToBaseline, 1e-9)
+			var out bytes.Buffer
+			require.NoError(t, rep.WriteText(&out))
+			require.Contains(t, out.String(), "x disk  x loopback")
+			for _, want := range tt.want {
+				require.Contains(t, out.String(), want)
+			}
+		})
+	}
+	var out bytes.Buffer
+	require.NoError(t, (&Report{Config: Config{Topic: "t"}, Results: []Result{{Workload: RowProduce}}}).WriteText(&out))
+	require.NotContains(t, out.String(), "x disk", "no ratios, no note")
 }
