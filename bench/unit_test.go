@@ -2,16 +2,19 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot"
 )
 
 func TestTokenBucket(t *testing.T) {
@@ -541,4 +544,96 @@ func TestWriteTextNamesTheRatios(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, (&Report{Config: Config{Topic: "t"}, Results: []Result{{Workload: RowProduce}}}).WriteText(&out))
 	require.NotContains(t, out.String(), "x disk", "no ratios, no note")
+}
+
+func TestLatencyTicks(t *testing.T) {
+	// labels is the labelled ticks as "value=label", ascending.
+	labels := func(ticks []plot.Tick) []string {
+		var out []string
+		slices.SortFunc(ticks, func(a, b plot.Tick) int { return cmp.Compare(a.Value, b.Value) })
+		for _, tick := range ticks {
+			if !tick.IsMinor() {
+				out = append(out, fmt.Sprintf("%g=%s", tick.Value, tick.Label))
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name       string
+		p99        []float64
+		lo, hi     float64
+		want       []string
+		wantMinors int
+	}{
+		{
+			"every decade and the p99",
+			[]float64{45.3}, 0.01, 100,
+			[]string{"0.01=0.01", "0.1=0.1", "1=1", "10=10", "45.3=p99 45.3", "100=100"},
+			4 * 8, // 2..9 of each decade
+		},
+		{
+			"decades below 1 ms, range not on decades",
+			[]float64{0.05123}, 0.003, 0.8,
+			[]string{"0.01=0.01", "0.05123=p99 0.0512", "0.1=0.1"},
+			7 + 8 + 7, // 0.003..0.009, 0.02..0.09, 0.2..0.8
+		},
+		{
+			"every decade of a wide range",
+			nil, 0.001, 10_000,
+			[]string{"0.001=0.001", "0.01=0.01", "0.1=0.1", "1=1", "10=10", "100=100", "1000=1000", "10000=10000"},
+			7 * 8,
+		},
+		{
+			"a decade gives its label up to a p99 next to it",
+			[]float64{9.6}, 0.1, 100,
+			[]string{"0.1=0.1", "1=1", "9.6=p99 9.6", "100=100"},
+			3*8 + 1, // and 10, unlabelled
+		},
+		{
+			"two p99s next to each other share a label",
+			[]float64{4.31, 4.12}, 0.1, 100,
+			[]string{"0.1=0.1", "1=1", "4.12=p99 4.12 / 4.31", "10=10", "100=100"},
+			3 * 8,
+		},
+		{
+			"two p99s apart each have one",
+			[]float64{2.5, 4567.8}, 0.1, 10_000,
+			[]string{"0.1=0.1", "1=1", "2.5=p99 2.5", "10=10", "100=100", "1000=1000", "4567.8=p99 4570", "10000=10000"},
+			5 * 8,
+		},
+		{"a p99 out of range is left out", []float64{500}, 0.1, 10, []string{"0.1=0.1", "1=1", "10=10"}, 2 * 8},
+		{"no range", []float64{1}, 0, 10, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ticks := latencyTicks{p99: tt.p99}.Ticks(tt.lo, tt.hi)
+			require.Equal(t, tt.want, labels(ticks))
+			minors := 0
+			for _, tick := range ticks {
+				require.GreaterOrEqual(t, tick.Value, tt.lo)
+				require.LessOrEqual(t, tick.Value, tt.hi)
+				if tick.IsMinor() {
+					minors++
+				}
+			}
+			require.Equal(t, tt.wantMinors, minors)
+		})
+	}
+}
+
+// The latency plot's y axis runs over whole decades and carries the
+// latency ticks with the p99 of each distribution drawn.
+func TestLatencyPlotAxis(t *testing.T) {
+	ack, e2e := NewLatencies(), NewLatencies()
+	for i := 1; i <= 1000; i++ {
+		ack.Record(time.Duration(i) * 30 * time.Microsecond) // 0.03 .. 30 ms
+		e2e.Record(time.Duration(i) * 50 * time.Microsecond)
+	}
+	p, err := latencyPlot(&Report{Ack: ack, EndToEnd: e2e})
+	require.NoError(t, err)
+	require.InDelta(t, 0.001, p.Y.Min, 1e-12, "the decade at or below a tenth of the lowest")
+	require.InDelta(t, 100.0, p.Y.Max, 1e-9, "the decade at or above the highest")
+	ticks, ok := p.Y.Tick.Marker.(latencyTicks)
+	require.True(t, ok)
+	require.Equal(t, []float64{ack.QuantileMs(0.99), e2e.QuantileMs(0.99)}, ticks.p99)
 }
