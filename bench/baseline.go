@@ -62,8 +62,11 @@ type Baseline struct {
 }
 
 // baselineBytes is the file size of the baseline: what the run produces,
-// between 1 MiB and 1 GiB.
+// between 1 MiB and 1 GiB (1 GiB for a run bounded by time only).
 func baselineBytes(cfg Config) int64 {
+	if !cfg.countBound() {
+		return maxBaselineBytes
+	}
 	n := cfg.Records * int64(cfg.RecordSize)
 	return min(max(n, minBaselineBytes), maxBaselineBytes)
 }
@@ -341,18 +344,34 @@ func (b *Baseline) measureLoopback(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// applyRatios sets res's ratios: MB/s over file write (over the group
-// commit for acks=all) for produce, over file read for the consumer rows,
-// and over loopback for every row.
-func (b *Baseline) applyRatios(res *Result, acks int) {
-	disk := b.FileReadMBPerS
-	if res.Workload == RowProduce {
-		disk = b.FileWriteMBPerS
-		if acks == -1 {
-			disk = b.GroupCommitMBPerS
+// diskRow is the baseline row a workload row's disk ratio divides by: the
+// file write for produce (the group commit for acks=all), the file read
+// for the consumer rows.
+func diskRow(workload string, acks int) string {
+	switch {
+	case workload == RowProduce && acks == -1:
+		return RowGroupCommit
+	case workload == RowProduce:
+		return RowFileWrite
+	}
+	return RowFileRead
+}
+
+// mbPerSOf is the MB/s of the baseline row named row, 0 for none.
+func (b *Baseline) mbPerSOf(row string) float64 {
+	for _, r := range b.Rows() {
+		if r.Workload == row {
+			return r.MBPerS
 		}
 	}
-	res.RatioToBaseline = ratio(res.MBPerS, disk)
+	return 0
+}
+
+// applyRatios sets res's ratios: MB/s over the MB/s of its disk row (see
+// diskRow), named in BaselineRow, and over loopback TCP's for every row.
+func (b *Baseline) applyRatios(res *Result, acks int) {
+	res.BaselineRow = diskRow(res.Workload, acks)
+	res.RatioToBaseline = ratio(res.MBPerS, b.mbPerSOf(res.BaselineRow))
 	res.RatioToLoopback = ratio(res.MBPerS, b.LoopbackMBPerS)
 }
 

@@ -1,12 +1,14 @@
 // Package bench is Depot's benchmark driver: `depot bench` produces and
-// consumes records against an embedded node (or against running nodes named
-// by --brokers) and reports throughput and latency in the manner of
+// consumes records against running nodes (named by --brokers or
+// DEPOT_BROKERS) or a node embedded in the process (with neither, or with
+// --embedded), and reports throughput and latency in the manner of
 // kafka-producer-perf-test and the OpenMessaging Benchmark.
 //
 // # Workloads
 //
-//   - produce: producers send --records records (or run for --duration,
-//     whichever ends first); the row reports acknowledged records per second
+//   - produce: producers send --records records or run for --duration,
+//     whichever ends first (with --duration alone, for that long); the row
+//     reports acknowledged records per second
 //     and the acknowledgement latency (Produce call to promise).
 //   - both (the default): as produce, with consumers tailing the topic from
 //     the first offset of the run while the producers run (OpenMessaging's
@@ -50,6 +52,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -123,7 +127,9 @@ type Config struct {
 	// RecordSize is each value's size in bytes, at least 8. Default 1024.
 	RecordSize int
 	// Records is the number of records produced across producers. Default
-	// 1,000,000.
+	// 1,000,000 when Duration is not set either; with Duration set and
+	// Records zero, production has no count bound and ends by time. So a
+	// run is always bounded in time, and in count unless Duration is set.
 	Records int64
 	// Duration bounds production (and separately the catch-up read).
 	// Default 60 s.
@@ -185,7 +191,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RecordSize == 0 {
 		c.RecordSize = DefaultRecordSize
 	}
-	if c.Records == 0 {
+	if c.Records == 0 && c.Duration == 0 {
 		c.Records = DefaultRecords
 	}
 	if c.Duration == 0 {
@@ -253,9 +259,13 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// ParseAcks parses an acks setting: 0, 1, -1 or all.
+// ParseAcks parses an acks setting as Kafka's producers spell it: 0 (no
+// answer waited for), 1 (the leader wrote it), -1 or all (every in-sync
+// replica has it and the leader fsynced it). Case and surrounding spaces are
+// ignored. Anything else is an error wrapping ErrConfig that names the four
+// spellings.
 func ParseAcks(s string) (int, error) {
-	switch s {
+	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "0":
 		return 0, nil
 	case "1":
@@ -263,8 +273,21 @@ func ParseAcks(s string) (int, error) {
 	case "-1", "all":
 		return -1, nil
 	}
-	return 0, fmt.Errorf("%w: acks %q: want 0, 1, -1 or all", ErrConfig, s)
+	return 0, fmt.Errorf("%w: acks %q: want 0, 1, -1 or all (all is -1)", ErrConfig, s)
 }
+
+// FormatAcks is acks as a report shows it: 0, 1 or all.
+func FormatAcks(acks int) string {
+	if acks == -1 {
+		return "all"
+	}
+	return strconv.Itoa(acks)
+}
+
+// countBound reports whether production ends at Records (or earlier, at
+// Duration); without it production ends by time. For a config with
+// defaults applied.
+func (c Config) countBound() bool { return c.Records > 0 }
 
 // Result is one row of a report: a workload's figures.
 type Result struct {
@@ -305,10 +328,11 @@ type Result struct {
 	// WarmupRecords is how many records, produce row only, were produced
 	// during the warm-up and left out of it (see Config.Warmup).
 	WarmupRecords int64 `json:"warmup_records,omitempty"`
-	// RatioToBaseline is MB/s over the matching file figure (write, or
-	// the group commit for acks=all, for produce; read for the others);
-	// with Baseline only.
+	// RatioToBaseline is MB/s over the MB/s of the baseline row named by
+	// BaselineRow: the file write for produce (the group commit for
+	// acks=all), the file read for the others. With Baseline only.
 	RatioToBaseline *float64 `json:"ratio_to_baseline,omitempty"`
+	BaselineRow     string   `json:"baseline_row,omitempty"`
 	// RatioToLoopback is MB/s over loopback TCP MB/s; with Baseline only.
 	RatioToLoopback *float64 `json:"ratio_to_loopback,omitempty"`
 	Interrupted     bool     `json:"interrupted,omitempty"`

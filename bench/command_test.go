@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,11 +22,22 @@ import (
 	"github.com/depot-dev/depot/node"
 )
 
-// runCommand executes `depot bench args...` and returns stdout and stderr.
+// runCommand executes `depot bench args...` in an empty environment (so a
+// DEPOT_BROKERS of the shell running the tests is not used) and returns
+// stdout and stderr.
 func runCommand(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
+	return runCommandEnv(t, nil, args...)
+}
+
+// runCommandEnv is runCommand with the environment env.
+func runCommandEnv(t *testing.T, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := NewCommand(&stdout, &stderr)
+	cmd := newCommand(&stdout, &stderr, func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	})
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	return stdout.String(), stderr.String(), err
@@ -120,9 +132,15 @@ func TestBenchBaseline(t *testing.T) {
 		require.Positive(t, rows[name]["ratio_to_baseline"], name)
 		require.Positive(t, rows[name]["ratio_to_loopback"], name)
 	}
+	require.Equal(t, RowFileWrite, rows[RowProduce]["baseline_row"], "acks=1 is compared with the file write")
+	require.Equal(t, RowFileRead, rows[RowConsume]["baseline_row"])
+	require.InDelta(t, rows[RowProduce]["mb_per_s"].(float64)/rows[RowFileWrite]["mb_per_s"].(float64), rows[RowProduce]["ratio_to_baseline"], 1e-9)
 }
 
-func TestBenchAgainstBrokers(t *testing.T) {
+// startTestNode starts a node for the command to benchmark and a client to
+// look at it.
+func startTestNode(t *testing.T) (*node.Node, *client.Client) {
+	t.Helper()
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
 	n, err := node.Start(node.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", HTTP: "", Logger: logger})
@@ -131,24 +149,47 @@ func TestBenchAgainstBrokers(t *testing.T) {
 	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
+	return n, c
+}
 
+// topicRecords is the number of records topic holds across partitions.
+func topicRecords(t *testing.T, c *client.Client, topic string, partitions int32) int64 {
+	t.Helper()
+	total := int64(0)
+	for p := range partitions {
+		end, err := c.ListOffset(t.Context(), topic, p, client.LatestOffset)
+		require.NoError(t, err)
+		total += end
+	}
+	return total
+}
+
+func TestBenchAgainstBrokers(t *testing.T) {
+	n, c := startTestNode(t)
 	tests := []struct {
-		name   string
-		keep   bool
-		exists bool
+		name    string
+		keep    bool
+		exists  bool
+		fromEnv bool // the address in DEPOT_BROKERS, not in --brokers
 	}{
-		{"topic deleted at the end", false, false},
-		{"topic kept with --keep", true, true},
+		{"topic deleted at the end", false, false, false},
+		{"topic kept with --keep", true, true, false},
+		{"brokers from DEPOT_BROKERS", true, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			topic := "bench-" + strings.ReplaceAll(tt.name, " ", "-")
 			topic = strings.ReplaceAll(topic, "--", "")
-			args := []string{"--brokers", n.Address(), "--topic", topic, "--records", "1500", "--partitions", "3", "--workload", "produce", "-o", "json"}
+			args := []string{"--topic", topic, "--records", "1500", "--partitions", "3", "--workload", "produce", "-o", "json"}
+			env := map[string]string{EnvBrokers: n.Address()}
+			if !tt.fromEnv {
+				args = append(args, "--brokers", n.Address())
+				env = nil
+			}
 			if tt.keep {
 				args = append(args, "--keep")
 			}
-			stdout, stderr, err := runCommand(t, args...)
+			stdout, stderr, err := runCommandEnv(t, env, args...)
 			require.NoError(t, err, stderr)
 			rows := jsonRows(t, stdout)
 			require.Equal(t, 1500.0, rows[RowProduce]["records"])
@@ -162,13 +203,70 @@ func TestBenchAgainstBrokers(t *testing.T) {
 				return
 			}
 			require.Equal(t, messages.ErrorCode_NONE, md.Topics[0].Error)
-			total := int64(0)
-			for p := range int32(3) {
-				end, err := c.ListOffset(t.Context(), topic, p, client.LatestOffset)
-				require.NoError(t, err)
-				total += end
-			}
-			require.Equal(t, int64(1500), total)
+			require.Equal(t, int64(1500), topicRecords(t, c, topic, 3))
+		})
+	}
+}
+
+// NewCommand reads DEPOT_BROKERS from the process's environment, as the
+// other depot commands do, and --brokers wins over it.
+func TestBenchReadsDepotBrokers(t *testing.T) {
+	n, c := startTestNode(t)
+	t.Setenv(EnvBrokers, n.Address())
+	var stdout, stderr bytes.Buffer
+	cmd := NewCommand(&stdout, &stderr)
+	cmd.SetArgs([]string{"--topic", "bench-env", "--keep", "--records", "700", "--workload", "produce"})
+	require.NoError(t, cmd.Execute(), stderr.String())
+	require.Contains(t, stdout.String(), "depot bench: brokers ["+n.Address()+"]")
+	require.Equal(t, int64(700), topicRecords(t, c, "bench-env", 1))
+
+	t.Setenv(EnvBrokers, unusedAddress(t))
+	stdout.Reset()
+	cmd = NewCommand(&stdout, &stderr)
+	cmd.SetArgs([]string{"--brokers", n.Address(), "--topic", "bench-env", "--keep", "--records", "300", "--workload", "produce"})
+	require.NoError(t, cmd.Execute(), stderr.String())
+	require.Equal(t, int64(1000), topicRecords(t, c, "bench-env", 1))
+}
+
+// unusedAddress is a 127.0.0.1 address nothing listens on.
+func unusedAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// With neither --brokers nor DEPOT_BROKERS, or with --embedded, the run
+// is on an embedded node; --embedded with either of the others is refused
+// before anything starts.
+func TestBenchEmbedded(t *testing.T) {
+	for _, args := range [][]string{{}, {"--embedded"}} {
+		t.Run(strings.Join(append([]string{"bench"}, args...), " "), func(t *testing.T) {
+			stdout, stderr, err := runCommand(t, append(args, "--records", "300", "--workload", "produce", "--dir", t.TempDir())...)
+			require.NoError(t, err, stderr)
+			require.Contains(t, stdout, "depot bench: embedded node,")
+		})
+	}
+	refused := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"--embedded and --brokers", nil, []string{"--embedded", "--brokers", "127.0.0.1:1"}, "--embedded and --brokers"},
+		{"--embedded and DEPOT_BROKERS", map[string]string{EnvBrokers: "127.0.0.1:1"}, []string{"--embedded"}, "DEPOT_BROKERS=\"127.0.0.1:1\""},
+		{"empty --brokers", nil, []string{"--brokers", " , "}, "--brokers \" , \" names no address"},
+		{"empty DEPOT_BROKERS", map[string]string{EnvBrokers: ""}, nil, "DEPOT_BROKERS \"\" names no address"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			_, _, err := runCommandEnv(t, tt.env, append(tt.args, "--records", "300")...)
+			require.ErrorIs(t, err, ErrConfig)
+			require.ErrorContains(t, err, tt.want)
+			require.Less(t, time.Since(start), time.Second, "refused before a node or a client starts")
 		})
 	}
 }
@@ -218,6 +316,79 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 			require.ErrorIs(t, err, ErrConfig)
 		})
 	}
+}
+
+// --duration without --records runs for the duration, with no record
+// bound; with both, whichever ends first; either given as 0 is refused.
+func TestBenchDurationAlone(t *testing.T) {
+	stdout, stderr, err := runCommand(t, "--duration", "700ms", "--rate", "5000", "--workload", "produce", "--dir", t.TempDir(), "-o", "json")
+	require.NoError(t, err, stderr)
+	row := jsonRows(t, stdout)[RowProduce]
+	require.GreaterOrEqual(t, row["seconds"].(float64), 0.6, "ended by time")
+	require.Positive(t, row["records"].(float64))
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"duration alone", []string{"--duration", "300ms"}, "for 300ms (no record bound)"},
+		{"records alone", []string{"--records", "200"}, "200 records or 1m0s, whichever first"},
+		{"both", []string{"--records", "200", "--duration", "5s"}, "200 records or 5s, whichever first"},
+		{"neither", nil, "1000000 records or 1m0s, whichever first"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(tt.args, "--rate", "2000", "--workload", "produce", "--dir", t.TempDir())
+			if tt.args == nil {
+				// The default run, cut short: only its heading is looked at.
+				ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+				defer cancel()
+				var stdout, stderr bytes.Buffer
+				cmd := newCommand(&stdout, &stderr, func(string) (string, bool) { return "", false })
+				cmd.SetArgs(args)
+				require.NoError(t, cmd.ExecuteContext(ctx), stderr.String())
+				require.Contains(t, stdout.String(), tt.want)
+				return
+			}
+			stdout, stderr, err := runCommand(t, args...)
+			require.NoError(t, err, stderr)
+			require.Contains(t, stdout, tt.want)
+		})
+	}
+	for _, args := range [][]string{{"--records", "0"}, {"--duration", "0s"}, {"--records", "0", "--duration", "1s"}} {
+		_, _, err := runCommand(t, args...)
+		require.ErrorIs(t, err, ErrConfig, args)
+	}
+}
+
+// --acks takes the four spellings of Kafka's producers, -1 included (not
+// taken for a flag), and reports all for -1.
+func TestBenchAcksSpellings(t *testing.T) {
+	tests := []struct {
+		acks     string
+		wantJSON float64
+		wantText string
+	}{
+		{"0", 0, "acks=0"},
+		{"1", 1, "acks=1"},
+		{"-1", -1, "acks=all"},
+		{"all", -1, "acks=all"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.acks, func(t *testing.T) {
+			stdout, stderr, err := runCommand(t, "--acks", tt.acks, "--records", "300", "--workload", "produce", "--dir", t.TempDir(), "-o", "json")
+			require.NoError(t, err, stderr)
+			require.Equal(t, tt.wantJSON, jsonRows(t, stdout)[RowProduce]["acks"])
+
+			stdout, stderr, err = runCommand(t, "--acks="+tt.acks, "--records", "300", "--workload", "produce", "--dir", t.TempDir())
+			require.NoError(t, err, stderr)
+			require.Contains(t, stdout, tt.wantText+",")
+		})
+	}
+	_, _, err := runCommand(t, "--acks", "2")
+	require.ErrorIs(t, err, ErrConfig)
+	require.EqualError(t, err, `bench: invalid config: acks "2": want 0, 1, -1 or all (all is -1)`)
 }
 
 // --buffer-bytes bounds each producer's unacknowledged bytes, and the JSON

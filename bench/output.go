@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -63,23 +64,53 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return nil
 }
 
-// WriteText writes the report as a table with a heading and a memory line.
+// ratioFootnote says what the ratio columns divide by: each row's MB/s by
+// a baseline row's, named with its figure and the rows that use it.
+func ratioFootnote(b *Baseline, results []Result) string {
+	var order []string
+	users := map[string][]string{}
+	for _, r := range results {
+		if r.RatioToBaseline == nil {
+			continue
+		}
+		if _, ok := users[r.BaselineRow]; !ok {
+			order = append(order, r.BaselineRow)
+		}
+		name := r.Workload
+		if r.Workload == RowProduce {
+			name += ", acks=" + FormatAcks(r.Acks)
+		}
+		users[r.BaselineRow] = append(users[r.BaselineRow], name)
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, row := range order {
+		parts = append(parts, fmt.Sprintf("%s's %.1f MB/s (%s)", row, b.mbPerSOf(row), strings.Join(users[row], ", ")))
+	}
+	return fmt.Sprintf("x disk: the row's MB/s over %s\nx loopback: the row's MB/s over %s's %.1f MB/s\n",
+		strings.Join(parts, ", over "), RowLoopback, b.LoopbackMBPerS)
+}
+
+// WriteText writes the report as a table with a heading, a note on the
+// ratio columns when there are any, and a memory line.
 func (rep *Report) WriteText(w io.Writer) error {
 	cfg := rep.Config
 	target := "embedded node"
 	if len(cfg.Brokers) > 0 {
 		target = fmt.Sprintf("brokers %v", cfg.Brokers)
 	}
-	acks := fmt.Sprint(cfg.Acks)
-	if cfg.Acks == -1 {
-		acks = "all"
-	}
 	rate := "unthrottled"
 	if cfg.Rate > 0 {
 		rate = fmt.Sprintf("%.0f records/s", cfg.Rate)
 	}
-	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s\n",
-		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, acks, cfg.Compression, cfg.Keys, rate)
+	bound := fmt.Sprintf("for %s (no record bound)", cfg.Duration)
+	if cfg.countBound() {
+		bound = fmt.Sprintf("%d records or %s, whichever first", cfg.Records, cfg.Duration)
+	}
+	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s, %s\n",
+		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, FormatAcks(cfg.Acks), cfg.Compression, cfg.Keys, rate, bound)
 	if cfg.Warmup > 0 {
 		var warm int64
 		for _, r := range rep.Results {
@@ -125,6 +156,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if rep.Baseline != nil {
+		fmt.Fprint(w, ratioFootnote(rep.Baseline, rep.Results))
 	}
 	_, err := fmt.Fprintf(w, "memory: peak RSS %.1f MB; producer buffer peak %.1f MB of %.1f MB bound\n",
 		float64(rep.PeakRSSBytes)/1e6, float64(rep.PeakBufferedBytes)/1e6, float64(cfg.MaxBufferedBytes)/1e6)

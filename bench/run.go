@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -302,7 +303,7 @@ func (r *run) execute(ctx context.Context) error {
 		}
 	}
 
-	r.progress.phase("produce", cfg.Records, &r.produced)
+	r.progress.phase("produce", cfg.Records, cfg.Duration, &r.produced)
 	r.produceStart = markCPU()
 	r.warmEnd = r.produceStart.at.Add(cfg.Warmup)
 	r.produceAll(ctx)
@@ -318,14 +319,14 @@ func (r *run) execute(ctx context.Context) error {
 	r.endOffsets.Store(&ends)
 	total := r.recordsUpTo(ends)
 	if cfg.Workload == WorkloadBoth {
-		r.progress.phase("tail", total, &r.tail.records)
+		r.progress.phase("tail", total, cfg.DrainTimeout, &r.tail.records)
 		drain := time.AfterFunc(cfg.DrainTimeout, tailCancel)
 		tailWG.Wait()
 		drain.Stop()
 		r.checkRead(ctx, &r.tail, total, fmt.Sprintf("the tailing consumers stopped at the drain timeout (%s)", cfg.DrainTimeout))
 	}
 	if cfg.Workload != WorkloadProduce && ctx.Err() == nil && total > 0 {
-		r.progress.phase("consume", total, &r.catchUp.records)
+		r.progress.phase("consume", total, cfg.Duration, &r.catchUp.records)
 		cctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -433,17 +434,20 @@ func (r *run) tailTarget() []int64 {
 	return nil
 }
 
-// produceAll runs the producers until Records are produced, Duration has
-// passed or ctx ends, then flushes them.
+// produceAll runs the producers until Records are produced (when the run
+// has a count bound), Duration has passed or ctx ends, then flushes them.
 func (r *run) produceAll(ctx context.Context) {
 	cfg := r.cfg
 	pctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, p := range r.producers {
-		quota := cfg.Records / int64(cfg.Producers)
-		if int64(i) < cfg.Records%int64(cfg.Producers) {
-			quota++
+		quota := int64(math.MaxInt64) // ended by pctx
+		if cfg.countBound() {
+			quota = cfg.Records / int64(cfg.Producers)
+			if int64(i) < cfg.Records%int64(cfg.Producers) {
+				quota++
+			}
 		}
 		wg.Go(func() { r.produce(pctx, p, i, quota) })
 	}
