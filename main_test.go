@@ -132,7 +132,7 @@ func TestCommandLineErrorsExitWithUsage(t *testing.T) {
 		{"argument to bench", []string{"bench", "extra"}, 2, `unknown command "extra" for "depot bench"`},
 		{"unknown bench flag", []string{"bench", "--nope"}, 2, "unknown flag: --nope"},
 		{"argument to completion", []string{"completion", "bash", "extra"}, 2, `unknown command "extra" for "depot completion bash"`},
-		{"bench config it cannot run", []string{"bench", "--acks", "7"}, 1, `bench: invalid config: acks "7"`},
+		{"bench config it cannot run", []string{"bench", "--acks", "7"}, 2, `bench: invalid config: acks "7"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errOut, code := depot(t, "", tc.args...)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/depot-dev/depot/node"
 	"github.com/depot-dev/depot/wire"
 )
 
@@ -70,8 +72,13 @@ the client's, and the embedded node's when there is one.`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			defer func() {
+				// A configuration that cannot run is a malformed command line.
+				if errors.Is(err, ErrConfig) {
+					err = node.MarkUsage(err)
+				}
+			}()
 			env, envSet := lookupEnv(EnvBrokers)
 			if cfg.Brokers, err = resolveBrokers(brokers, cmd.Flags().Changed("brokers"), env, envSet, embedded); err != nil {
 				return err
