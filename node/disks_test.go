@@ -114,7 +114,7 @@ func runScenario(t *testing.T, policy string, balance bool) (written, balanced [
 	waitReported(t, n, 24*mib)
 	for _, name := range []string{"new1", "new2"} {
 		require.NoError(t, os.Mkdir(filepath.Join(root, name), 0o755))
-		require.NoError(t, c.AddLogDir(ctx, "", filepath.Join(root, name), 1<<30))
+		require.NoError(t, c.AddLogDir(ctx, "", filepath.Join(root, name), 1<<30, false))
 	}
 	_, err = c.CreateTopic(ctx, "orders", 12, nil)
 	require.NoError(t, err)
@@ -284,8 +284,8 @@ func TestHotAddDrainAndRestart(t *testing.T) {
 
 	// Hot add: the new directory serves at once and survives a restart.
 	require.NoError(t, os.Mkdir(second, 0o755))
-	require.NoError(t, c.AddLogDir(ctx, "", second, 1<<30))
-	require.Error(t, c.AddLogDir(ctx, "", second, 1<<30), "adding twice is refused")
+	require.NoError(t, c.AddLogDir(ctx, "", second, 1<<30, false))
+	require.Error(t, c.AddLogDir(ctx, "", second, 1<<30, false), "adding twice is refused")
 	// Drain the first: everything moves to the second.
 	moves, err := c.DrainLogDir(ctx, "", first)
 	require.NoError(t, err)

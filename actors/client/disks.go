@@ -44,10 +44,11 @@ func (c *Client) DescribeLogDirs(ctx context.Context, addr string) (*messages.De
 	return resp, codeError(resp.Error, resp.ErrorMessage)
 }
 
-// AddLogDir adds the directory path (capacity 0: as the file system says)
-// to the running node at addr.
-func (c *Client) AddLogDir(ctx context.Context, addr, path string, capacity int64) error {
-	resp, err := nodeRequest[*messages.AddLogDirResponse](ctx, c, addr, actors.PlacementActorName, &messages.AddLogDirRequest{Path: path, CapacityBytes: capacity})
+// AddLogDir adds the directory path, which must exist (capacity 0: as the
+// file system says), to the running node at addr. force adds one on the
+// file system of another log dir when neither declares a capacity.
+func (c *Client) AddLogDir(ctx context.Context, addr, path string, capacity int64, force bool) error {
+	resp, err := nodeRequest[*messages.AddLogDirResponse](ctx, c, addr, actors.PlacementActorName, &messages.AddLogDirRequest{Path: path, CapacityBytes: capacity, Force: force})
 	if err != nil {
 		return err
 	}

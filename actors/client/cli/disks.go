@@ -95,11 +95,18 @@ func newDisksCommand(g *globals) *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&nodeAddr, "node", "", "address of the node whose disks to act on (default: the first of --brokers)")
 
+	var force bool
 	add := &cobra.Command{
 		Use:   "add PATH[=CAPACITY]",
 		Short: "Add a log directory to a running node (it survives restarts)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Add a log directory to a running node; it survives restarts. PATH must exist:
+a mistyped mount point is refused rather than created. A directory on the same file
+system as another log dir needs a declared capacity (PATH=CAPACITY, e.g. /mnt/b=100GiB)
+on one of them, or --force: they would otherwise share the file system's space, and
+balancing between them would mean little.`,
+		Args: cobra.ExactArgs(1),
 	}
+	add.Flags().BoolVar(&force, "force", false, "add it even on the file system of another log dir with no capacity declared")
 	add.RunE = func(cmd *cobra.Command, args []string) error {
 		path, capText, hasCap := strings.Cut(args[0], "=")
 		var capacity int64
@@ -111,10 +118,43 @@ func newDisksCommand(g *globals) *cobra.Command {
 			capacity = n
 		}
 		return run(func(ctx context.Context, c *client.Client) error {
-			if err := c.AddLogDir(ctx, nodeAddr, path, capacity); err != nil {
+			if err := c.AddLogDir(ctx, nodeAddr, path, capacity, force); err != nil {
 				return fmt.Errorf("add log dir %s: %w", path, err)
 			}
 			fmt.Fprintf(g.stdout, "added log dir %s\n", path)
+			return nil
+		})(cmd, args)
+	}
+
+	undrain := &cobra.Command{
+		Use:   "undrain PATH",
+		Short: "Undo a drain: the log directory takes partitions again",
+		Args:  cobra.ExactArgs(1),
+	}
+	undrain.RunE = func(cmd *cobra.Command, args []string) error {
+		return run(func(ctx context.Context, c *client.Client) error {
+			if err := c.UndrainLogDir(ctx, nodeAddr, args[0]); err != nil {
+				return fmt.Errorf("undrain log dir %s: %w", args[0], err)
+			}
+			fmt.Fprintf(g.stdout, "%s takes partitions again\n", args[0])
+			return nil
+		})(cmd, args)
+	}
+
+	remove := &cobra.Command{
+		Use:   "remove PATH",
+		Short: "Remove a drained log directory that holds no partition from the node",
+		Long: `Remove a drained log directory that holds no partition from the node. Its files
+stay where they are. Drop it from --log-dirs before the next start: a start that still
+names it is refused. depot disks add takes it back.`,
+		Args: cobra.ExactArgs(1),
+	}
+	remove.RunE = func(cmd *cobra.Command, args []string) error {
+		return run(func(ctx context.Context, c *client.Client) error {
+			if err := c.RemoveLogDir(ctx, nodeAddr, args[0]); err != nil {
+				return fmt.Errorf("remove log dir %s: %w", args[0], err)
+			}
+			fmt.Fprintf(g.stdout, "removed log dir %s: drop it from --log-dirs before the next start\n", args[0])
 			return nil
 		})(cmd, args)
 	}
@@ -176,7 +216,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 		}),
 	}
 	balance.Flags().BoolVar(&dryRun, "dry-run", false, "only show the plan")
-	cmd.AddCommand(add, drain, balance)
+	cmd.AddCommand(add, drain, undrain, remove, balance)
 	return cmd
 }
 
