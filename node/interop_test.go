@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	depotremote "github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
@@ -26,7 +27,7 @@ func TestStockRemotePeerProducesAndFetches(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	pid := partitionPID(t, n, "interop", 0)
 
-	peer := actor.NewActorSystem()
+	peer := actortest.System(t)
 	r := remote.NewRemote(peer, remote.Configure("127.0.0.1", 0,
 		remote.WithServerOptions(grpc.MaxRecvMsgSize(depotremote.MaxRemoteMessageBytes)),
 		remote.WithDialOptions(grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default
@@ -34,7 +35,6 @@ func TestStockRemotePeerProducesAndFetches(t *testing.T) {
 	r.Start()
 	t.Cleanup(func() {
 		r.Shutdown(false)
-		peer.Shutdown()
 	})
 	ctx := context.Background()
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -23,9 +24,7 @@ const requestTimeout = 10 * time.Second
 
 func testConfig(t testing.TB, dir string) Config {
 	t.Helper()
-	logger := logrus.New()
-	logger.SetLevel(logrus.WarnLevel)
-	return Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Logger: logger}
+	return Config{DataDir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0", Logger: actortest.Logger(t, logrus.WarnLevel)}
 }
 
 func startNode(t testing.TB, cfg Config) *Node {

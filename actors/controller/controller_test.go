@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/metadata"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
@@ -94,7 +95,7 @@ type metaHarness struct {
 
 func newMetaHarness(t *testing.T) *metaHarness {
 	t.Helper()
-	system := actor.NewActorSystem()
+	system := actortest.System(t)
 	root := t.TempDir()
 	paths := []string{filepath.Join(root, "d0"), filepath.Join(root, "d1")}
 	manager := &fakeManager{dirs: [][2]string{{"id0", paths[0]}, {"id1", paths[1]}}}

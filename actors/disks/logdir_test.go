@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -18,8 +19,7 @@ import (
 // actor as one usage report naming them all, not one report each.
 func TestLogDirGathersSizeChangesIntoOneUsageReport(t *testing.T) {
 	const partitions = 500
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.System(t)
 	var mu sync.Mutex
 	var reports []*messages.LogDirInfo
 	placement := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -55,8 +55,7 @@ func TestLogDirGathersSizeChangesIntoOneUsageReport(t *testing.T) {
 // A partition's write rate is its appended bytes over the time between its
 // reports, by the log dir's clock.
 func TestLogDirWriteRateByItsClock(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.System(t)
 	usage := make(chan *messages.LogDirInfo, 16)
 	placement := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if m, ok := ctx.Message().(*logDirUsage); ok {
@@ -92,8 +91,7 @@ func TestLogDirWriteRateByItsClock(t *testing.T) {
 // What recovery did to the partitions of a log dir after an unclean stop
 // is logged as one line for the dir, not one per partition.
 func TestLogDirSummarisesRecovery(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.System(t)
 	logger, hook := test.NewNullLogger()
 	dir := system.Root.Spawn(NewLogDirProps(LogDirConfig{
 		Path: t.TempDir(), FS: disk.OS, UsageInterval: time.Hour, CheckpointInterval: time.Hour, Logger: logrus.NewEntry(logger),

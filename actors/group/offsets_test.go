@@ -2,8 +2,6 @@ package group
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -206,7 +205,7 @@ func FuzzDecodeOffsetRecord(f *testing.F) {
 	f.Add(k, v, false)
 	f.Add(k, []byte(nil), true)
 	f.Add([]byte{0xff}, []byte{0x08}, false)
-	addSeedFiles(f, "FuzzDecodeOffsetRecord", func(b []byte) { f.Add(b, b, false) })
+	actortest.AddSeedFiles(f, "FuzzDecodeOffsetRecord", func(b []byte) { f.Add(b, b, false) })
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
 		if tombstone {
 			value = nil
@@ -234,7 +233,7 @@ func FuzzDecodeOffsetBatches(f *testing.F) {
 	f.Add(batch)
 	f.Add(batch[:len(batch)-1])
 	f.Add([]byte("not a batch"))
-	addSeedFiles(f, "FuzzDecodeOffsetBatches", func(b []byte) { f.Add(b) })
+	actortest.AddSeedFiles(f, "FuzzDecodeOffsetBatches", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := newOffsetsState()
 		next, bad, _ := decodeOffsetBatches(s, data, 10)
@@ -244,16 +243,4 @@ func FuzzDecodeOffsetBatches(f *testing.F) {
 			require.Empty(t, s.latest, "nothing applied without a whole batch")
 		}
 	})
-}
-
-// addSeedFiles seeds a fuzz target with the raw files in
-// testdata/seeds/<name>, when there are any.
-func addSeedFiles(f *testing.F, name string, add func([]byte)) {
-	f.Helper()
-	paths, _ := filepath.Glob(filepath.Join("testdata", "seeds", name, "*"))
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		require.NoError(f, err)
-		add(b)
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
@@ -48,13 +49,12 @@ func newMoveFixture(t *testing.T, segmentBytes int64, hook func(step string) err
 	logger := logrus.New()
 	logger.SetLevel(logrus.WarnLevel)
 	f := &moveFixture{
-		system: actor.NewActorSystem(),
+		system: actortest.System(t),
 		fs:     disk.OS,
 		dirs:   [2]string{t.TempDir(), t.TempDir()},
 		hook:   hook,
 		logger: logrus.NewEntry(logger),
 	}
-	t.Cleanup(f.system.Shutdown)
 	cfg, err := topic.ParseConfig(map[string]string{topic.ConfigSegmentBytes: fmt.Sprint(segmentBytes)})
 	require.NoError(t, err)
 	f.config = cfg

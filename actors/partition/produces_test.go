@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
@@ -116,8 +117,7 @@ func (in inbox) none(t *testing.T, wait time.Duration) {
 // setupGathers spawns a gatherHost over partitions 0 (quick), 1 (slow) and
 // 2 (silent) of topic "t", with its clock, and an inbox for its answers.
 func setupGathers(t *testing.T) (system *actor.ActorSystem, host *actor.PID, parts []*testPartition, answers inbox, clock *testClock) {
-	system = actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system = actortest.System(t)
 	parts = []*testPartition{{}, {delay: 30 * time.Millisecond}, {silent: true}}
 	clock = newTestClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := &gatherHost{g: newProduceGathers(1, remote.NewTransport()), children: map[disk.TopicPartition]*actor.PID{}}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -377,7 +378,7 @@ func FuzzRemoteCodecUnmarshal(f *testing.F) {
 	big, err := proto.Marshal(recordsBatch(f, recordsMessage(produceRequestName, patterned(inlineData, 14)), recordsMessage(fetchResponseName, nil)))
 	require.NoError(f, err)
 	f.Add(big)
-	addSeedFiles(f, "FuzzRemoteCodecUnmarshal", func(b []byte) { f.Add(b) })
+	actortest.AddSeedFiles(f, "FuzzRemoteCodecUnmarshal", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		input := bytes.Clone(b)
 		got := &remote.RemoteMessage{}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 )
@@ -94,8 +95,7 @@ func TestEncodedMessageThroughProtoactorSerializer(t *testing.T) {
 }
 
 func TestIsRemote(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.System(t)
 	pid := system.NewLocalPID("a")
 	require.False(t, isRemote(system, pid))
 	require.False(t, isRemote(system, actor.NewPID(localAddress, "b")))
@@ -137,8 +137,7 @@ func (t *gatherTokens) pending() int {
 // copied, and the message decodes to the same requests. A few small ones,
 // or any to a local actor, go as they are.
 func TestOutgoingProduces(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.System(t)
 	tr := NewTransport()
 	far, near := actor.NewPID("127.0.0.1:9092", "p"), system.NewLocalPID("p")
 	for _, want := range [][]*messages.ProduceRequest{
@@ -183,8 +182,7 @@ func TestOutgoingProduces(t *testing.T) {
 // twice) goes as it is and decodes to no requests: the producer, never
 // answered, sends them again. The oldest tokens go first.
 func TestOutgoingProducesTokensAreBounded(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.System(t)
 	tr := NewTransport()
 	far := actor.NewPID("127.0.0.1:9092", "p")
 	rs := []*messages.ProduceRequest{{Topic: "t", Acks: 1, Records: patterned(inlineData, 6)}}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -239,7 +240,7 @@ func FuzzRemoteSerializerDeserialize(f *testing.F) {
 	f.Add([]byte{0x2a, 0x02, 0x01, 0x02, 0x3a, 0x01, 0x03, 0x2a, 0x00})
 	f.Add([]byte{0x28, 0x01, 0x38, 0x01, 0x0b, 0x2a, 0x00, 0x0c})
 	f.Add([]byte{0x0a, 0x03, 0x2a, 0x01, 0x05, 0x08, 0x01, 0x0a, 0x00})
-	addSeedFiles(f, "FuzzRemoteSerializerDeserialize", func(b []byte) { f.Add(b) })
+	actortest.AddSeedFiles(f, "FuzzRemoteSerializerDeserialize", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		input := bytes.Clone(b)
 		for _, name := range []string{produceRequestName, fetchResponseName, produceRequestsName} {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -271,8 +272,7 @@ func TestTransportsReleaseConcurrently(t *testing.T) {
 // into their message, frames are allocated and dropped, and nothing is
 // released.
 func TestNilTransport(t *testing.T) {
-	system := actor.NewActorSystem()
-	t.Cleanup(system.Shutdown)
+	system := actortest.System(t)
 	var tr *Transport
 	rs := []*messages.ProduceRequest{{Topic: "t", Records: patterned(1<<20, 1)}}
 	msg := tr.OutgoingProduces(system, actor.NewPID("127.0.0.1:9092", "p"), rs)
