@@ -73,7 +73,6 @@ func humanBytes(n int64) string {
 }
 
 func newDisksCommand(g *globals) *cobra.Command {
-	var nodeAddr string
 	run := func(fn func(ctx context.Context, c *client.Client) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error { return g.withClient(cmd, fn) }
 	}
@@ -82,7 +81,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 		Short: "Show a node's log directories: state, partitions, bytes, capacity, free, write rate",
 		Args:  cobra.NoArgs,
 		RunE: run(func(ctx context.Context, c *client.Client) error {
-			resp, err := c.DescribeLogDirs(ctx, nodeAddr)
+			resp, err := c.DescribeLogDirs(ctx, g.node)
 			if err != nil {
 				return err
 			}
@@ -93,7 +92,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 			return g.printDisks(rows)
 		}),
 	}
-	cmd.PersistentFlags().StringVar(&nodeAddr, "node", "", "address of the node whose disks to act on (default: the first of --brokers)")
+	cmd.PersistentFlags().StringVar(&g.node, "node", "", "address of the node whose disks to act on (default: the first of --brokers)")
 
 	var force bool
 	add := &cobra.Command{
@@ -118,8 +117,8 @@ balancing between them would mean little.`,
 			capacity = n
 		}
 		return run(func(ctx context.Context, c *client.Client) error {
-			if err := c.AddLogDir(ctx, nodeAddr, path, capacity, force); err != nil {
-				return fmt.Errorf("add log dir %s: %w", path, err)
+			if err := c.AddLogDir(ctx, g.node, path, capacity, force); err != nil {
+				return err
 			}
 			fmt.Fprintf(g.stdout, "added log dir %s\n", path)
 			return nil
@@ -133,8 +132,8 @@ balancing between them would mean little.`,
 	}
 	undrain.RunE = func(cmd *cobra.Command, args []string) error {
 		return run(func(ctx context.Context, c *client.Client) error {
-			if err := c.UndrainLogDir(ctx, nodeAddr, args[0]); err != nil {
-				return fmt.Errorf("undrain log dir %s: %w", args[0], err)
+			if err := c.UndrainLogDir(ctx, g.node, args[0]); err != nil {
+				return err
 			}
 			fmt.Fprintf(g.stdout, "%s takes partitions again\n", args[0])
 			return nil
@@ -151,8 +150,8 @@ names it is refused. depot disks add takes it back.`,
 	}
 	remove.RunE = func(cmd *cobra.Command, args []string) error {
 		return run(func(ctx context.Context, c *client.Client) error {
-			if err := c.RemoveLogDir(ctx, nodeAddr, args[0]); err != nil {
-				return fmt.Errorf("remove log dir %s: %w", args[0], err)
+			if err := c.RemoveLogDir(ctx, g.node, args[0]); err != nil {
+				return err
 			}
 			fmt.Fprintf(g.stdout, "removed log dir %s: drop it from --log-dirs before the next start\n", args[0])
 			return nil
@@ -166,9 +165,9 @@ names it is refused. depot disks add takes it back.`,
 	}
 	drain.RunE = func(cmd *cobra.Command, args []string) error {
 		return run(func(ctx context.Context, c *client.Client) error {
-			moves, err := c.DrainLogDir(ctx, nodeAddr, args[0])
+			moves, err := c.DrainLogDir(ctx, g.node, args[0])
 			if err != nil {
-				return fmt.Errorf("drain log dir %s: %w", args[0], err)
+				return err
 			}
 			if g.output == "json" {
 				return g.printJSON(moves)
@@ -184,7 +183,7 @@ names it is refused. depot disks add takes it back.`,
 		Short: "Show the balancer's plan and, without --dry-run, carry it out",
 		Args:  cobra.NoArgs,
 		RunE: run(func(ctx context.Context, c *client.Client) error {
-			resp, err := c.Balance(ctx, nodeAddr, dryRun)
+			resp, err := c.Balance(ctx, g.node, dryRun)
 			if err != nil {
 				return err
 			}

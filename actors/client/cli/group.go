@@ -35,9 +35,9 @@ func groupArg(args []string) (string, error) {
 func groupError(group string, err error) error {
 	switch {
 	case errors.Is(err, client.ErrGroupIDNotFound):
-		return fmt.Errorf("unknown group %s", group)
+		return statementf(err, "group %q does not exist", group)
 	case errors.Is(err, client.ErrNonEmptyGroup), errors.Is(err, client.ErrUnknownMemberID), errors.Is(err, client.ErrRebalanceInProgress):
-		return fmt.Errorf("group %s is not empty: stop its consumers first (%w)", group, err)
+		return statementf(err, "group %q is not empty: stop its consumers first", group)
 	}
 	return err
 }
@@ -107,7 +107,7 @@ type groupPartitionRow struct {
 
 // describeGroup gathers a group's description, with each partition's log
 // end offset and lag.
-func describeGroup(ctx context.Context, c *client.Client, group string) (*groupDescription, error) {
+func (g *globals) describeGroup(ctx context.Context, c *client.Client, group string) (*groupDescription, error) {
 	d, err := c.DescribeGroup(ctx, group)
 	if err != nil {
 		return nil, groupError(group, err)
@@ -138,7 +138,7 @@ func describeGroup(ctx context.Context, c *client.Client, group string) (*groupD
 	for _, r := range rows {
 		end, err := c.ListOffset(ctx, r.Topic, r.Partition, client.LatestOffset)
 		if err != nil {
-			r.LogEndOffset, r.Error = -1, oneLine(err)
+			r.LogEndOffset, r.Error = -1, g.present(err).Error()
 		} else {
 			r.LogEndOffset = end
 			if r.Committed >= 0 {
@@ -155,6 +155,14 @@ func describeGroup(ctx context.Context, c *client.Client, group string) (*groupD
 		return a.Partition < b.Partition
 	})
 	return out, nil
+}
+
+// members is "1 member", "2 members".
+func members(n int) string {
+	if n == 1 {
+		return "1 member"
+	}
+	return fmt.Sprintf("%d members", n)
 }
 
 // dash prints n, or "-" when it is negative (unknown).
@@ -183,7 +191,7 @@ func newGroupDescribeCommand(g *globals) *cobra.Command {
 				return err
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := describeGroup(ctx, c, group)
+				d, err := g.describeGroup(ctx, c, group)
 				if err != nil {
 					return err
 				}
@@ -268,14 +276,14 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				case err != nil:
 					return err
 				case len(d.Members) > 0 || (d.State != "Empty" && d.State != "Dead"):
-					return fmt.Errorf("group %s is not empty (state %s, %d members): stop its consumers before resetting offsets", group, d.State, len(d.Members))
+					return statementf(nil, "group %q is not empty (%s, %s): stop its consumers before resetting its offsets", group, d.State, members(len(d.Members)))
 				}
 				md, err := c.Metadata(ctx, topic)
 				if err != nil {
 					return err
 				}
-				if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
-					return fmt.Errorf("unknown topic %s", topic)
+				if err := topicError(md, topic); err != nil {
+					return err
 				}
 				n := int32(len(md.Topics[0].Partitions))
 				if len(partitions) == 0 {
@@ -342,11 +350,7 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 // resetTarget is the offset a partition resets to.
 func resetTarget(ctx context.Context, c *client.Client, topic string, p int32, earliest, latest, exact bool, offset int64, at time.Time) (int64, error) {
 	list := func(ts int64) (int64, error) {
-		o, err := c.ListOffset(ctx, topic, p, ts)
-		if err != nil {
-			return 0, fmt.Errorf("offsets of %s-%d: %w", topic, p, err)
-		}
-		return o, nil
+		return c.ListOffset(ctx, topic, p, ts)
 	}
 	switch {
 	case earliest:
