@@ -93,8 +93,12 @@ type groupMemberRow struct {
 	Partitions []string `json:"partitions"`
 }
 
-// groupPartitionRow is one partition of a group: committed is -1 where
-// nothing is committed, and lag is then -1 too.
+// groupPartitionRow is one partition of a group: one with a committed
+// offset, or one assigned to a member, or both. Committed is -1 where
+// nothing is committed, and lag is then -1 too (unknown: where the member
+// starts depends on its reset policy), as Kafka's kafka-consumer-groups
+// shows "-" for both; log_end_offset and lag are -1 where the log end
+// offset could not be read, and error says why.
 type groupPartitionRow struct {
 	Topic        string `json:"topic"`
 	Partition    int32  `json:"partition"`
@@ -157,12 +161,40 @@ func (g *globals) describeGroup(ctx context.Context, c *client.Client, group str
 	return out, nil
 }
 
-// members is "1 member", "2 members".
-func members(n int) string {
-	if n == 1 {
-		return "1 member"
+// totalLag is the TOTAL-LAG of `depot group describe`: the sum of the lags
+// known, and how many partitions it leaves out.
+func totalLag(parts []groupPartitionRow) string {
+	var lag int64
+	var uncommitted, noEnd int
+	for _, p := range parts {
+		switch {
+		case p.LogEndOffset < 0:
+			noEnd++
+		case p.Committed < 0:
+			uncommitted++
+		default:
+			lag += p.Lag
+		}
 	}
-	return fmt.Sprintf("%d members", n)
+	var left []string
+	if uncommitted > 0 {
+		left = append(left, fmt.Sprintf("%s with no committed offset", plural(uncommitted, "partition")))
+	}
+	if noEnd > 0 {
+		left = append(left, fmt.Sprintf("%s whose log end offset is unknown", plural(noEnd, "partition")))
+	}
+	if len(left) == 0 {
+		return strconv.FormatInt(lag, 10)
+	}
+	return fmt.Sprintf("%d, not counting %s", lag, strings.Join(left, " and "))
+}
+
+// plural is n and noun: "1 partition", "2 partitions".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // dash prints n, or "-" when it is negative (unknown).
@@ -184,7 +216,13 @@ func newGroupDescribeCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's state and members, and per partition its committed offset, log end offset, lag and owner",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show a group's state and members, and per partition its committed offset, log end
+offset, lag and owner: every partition assigned to a member, and every partition with
+a committed offset. A partition assigned but never committed shows - as its committed
+offset and its lag, as Kafka's kafka-consumer-groups does (-1 in -o json): where its
+member starts reading depends on the member's reset policy. TOTAL-LAG adds the lags
+known, and says how many partitions it leaves out.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group, err := groupArg(args)
 			if err != nil {
@@ -198,12 +236,8 @@ func newGroupDescribeCommand(g *globals) *cobra.Command {
 				if g.output == "json" {
 					return g.printJSON(d)
 				}
-				var lag int64
-				for _, p := range d.Partitions {
-					lag += max(p.Lag, 0)
-				}
-				fmt.Fprintf(g.stdout, "GROUP       %s\nSTATE       %s\nGENERATION  %d\nASSIGNOR    %s\nMEMBERS     %d\nTOTAL-LAG   %d\n",
-					d.Group, d.State, d.Generation, orDash(d.Assignor), len(d.Members), lag)
+				fmt.Fprintf(g.stdout, "GROUP       %s\nSTATE       %s\nGENERATION  %d\nASSIGNOR    %s\nMEMBERS     %d\nTOTAL-LAG   %s\n",
+					d.Group, d.State, d.Generation, orDash(d.Assignor), len(d.Members), totalLag(d.Partitions))
 				if len(d.Members) > 0 {
 					fmt.Fprintln(g.stdout, "\nMEMBERS")
 					w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -276,7 +310,7 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				case err != nil:
 					return err
 				case len(d.Members) > 0 || (d.State != "Empty" && d.State != "Dead"):
-					return statementf(nil, "group %q is not empty (%s, %s): stop its consumers before resetting its offsets", group, d.State, members(len(d.Members)))
+					return statementf(nil, "group %q is not empty (%s, %s): stop its consumers before resetting its offsets", group, d.State, plural(len(d.Members), "member"))
 				}
 				md, err := c.Metadata(ctx, topic)
 				if err != nil {
