@@ -40,6 +40,28 @@ func diskRows(dirs []*messages.LogDirInfo) []diskRow {
 	return rows
 }
 
+// moveRow is one partition move in `depot disks drain -o json` and
+// `depot disks balance -o json`.
+type moveRow struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	FromDir   string `json:"from_dir"`
+	ToDir     string `json:"to_dir"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// moveRows is moves as JSON rows: an empty list, not null, when there are
+// none.
+func moveRows(moves ...*messages.PartitionMove) []moveRow {
+	rows := make([]moveRow, 0, len(moves))
+	for _, m := range moves {
+		if m != nil {
+			rows = append(rows, moveRow{Topic: m.Topic, Partition: m.Partition, FromDir: m.FromDir, ToDir: m.ToDir, Bytes: m.Bytes})
+		}
+	}
+	return rows
+}
+
 func (g *globals) printDisks(rows []diskRow) error {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PATH\tSTATE\tPARTITIONS\tBYTES\tUSED\tCAPACITY\tFREE\tWRITE/S")
@@ -170,7 +192,7 @@ names it is refused. depot disks add takes it back.`,
 				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(moves)
+				return g.printJSON(moveRows(moves...))
 			}
 			fmt.Fprintf(g.stdout, "draining %s: %d partitions to move\n", args[0], len(moves))
 			return printMoves(g, moves)
@@ -181,14 +203,19 @@ names it is refused. depot disks add takes it back.`,
 	balance := &cobra.Command{
 		Use:   "balance",
 		Short: "Show the balancer's plan and, without --dry-run, carry it out",
-		Args:  cobra.NoArgs,
+		Long: `Show the balancer's plan and, without --dry-run, carry it out. With -o json: an
+object of moves (the plan, a list of {topic, partition, from_dir, to_dir, bytes}),
+running (the move under way, in a list of at most one; moves run one at a time),
+before and after (the log dirs now and as the plan leaves them, as depot disks -o json
+lists them). A list with nothing in it is [], never null.`,
+		Args: cobra.NoArgs,
 		RunE: run(func(ctx context.Context, c *client.Client) error {
 			resp, err := c.Balance(ctx, g.node, dryRun)
 			if err != nil {
 				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(map[string]any{"moves": resp.Moves, "before": diskRows(resp.Before), "after": diskRows(resp.After), "running": resp.Running})
+				return g.printJSON(map[string]any{"moves": moveRows(resp.Moves...), "before": diskRows(resp.Before), "after": diskRows(resp.After), "running": moveRows(resp.Running)})
 			}
 			if len(resp.Moves) == 0 {
 				fmt.Fprintln(g.stdout, "balanced: no move needed")

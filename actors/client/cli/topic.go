@@ -139,7 +139,11 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				}
 				sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
 				if g.output == "json" {
-					return g.printJSON(map[string]any{"name": t.Name, "internal": t.Internal, "configs": t.Configs, "partitions": parts})
+					configs := t.Configs
+					if configs == nil {
+						configs = map[string]string{}
+					}
+					return g.printJSON(map[string]any{"name": t.Name, "internal": t.Internal, "configs": configs, "partitions": parts})
 				}
 				fmt.Fprintf(g.stdout, "NAME        %s\nPARTITIONS  %d\n", t.Name, len(parts))
 				keys := make([]string, 0, len(t.Configs))
