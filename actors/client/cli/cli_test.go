@@ -46,6 +46,9 @@ func TestCommandsAsAUser(t *testing.T) {
 	out, errOut, err := depot(t, "", "topic", "create", "orders", "-p", "3", "-c", "retention.ms=3600000", b)
 	require.NoError(t, err, errOut)
 	require.Equal(t, "created topic orders with 3 partitions\n", out)
+	out, errOut, err = depot(t, "", "topic", "create", "single", b)
+	require.NoError(t, err, errOut)
+	require.Equal(t, "created topic single with 1 partition\n", out)
 
 	out, _, err = depot(t, "", "topic", "list", "-o", "json", b)
 	require.NoError(t, err)

@@ -53,7 +53,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 						}
 						continue
 					}
-					fmt.Fprintf(g.stdout, "created topic %s with %d partitions\n", md.Name, len(md.Partitions))
+					fmt.Fprintf(g.stdout, "created topic %s with %s\n", md.Name, plural(len(md.Partitions), "partition"))
 				}
 				return nil
 			})
