@@ -44,15 +44,22 @@ func TestCLIErrors(t *testing.T) {
 		want  string
 	}{
 		{"unknown topic", "", []string{"consume", "nope", "-n", "1", b}, 1, "unknown topic nope"},
-		{"unknown topic on produce", "x\n", []string{"produce", "nope", b}, 1, "UNKNOWN_TOPIC_OR_PARTITION"},
-		{"record too large", strings.Repeat("x", 500) + "\n", []string{"produce", "small", b}, 1, "MESSAGE_TOO_LARGE"},
-		{"node unreachable", "", []string{"topic", "list", "--brokers", unusedAddress(t)}, 1, "node unreachable"},
+		{"unknown topic on produce", "x\n", []string{"produce", "nope", b}, 1, `depot: topic "nope" does not exist`},
+		{"record too large", strings.Repeat("x", 500) + "\n", []string{"produce", "small", b}, 1, "depot: small-0: batch 0 of "},
+		{"node unreachable", "", []string{"topic", "list", "--brokers", unusedAddress(t)}, 1, "depot: no node answered at 127.0.0.1:"},
 		{"bad flag", "", []string{"topic", "list", "--no-such-flag"}, 2, "unknown flag"},
 		{"bad acks", "", []string{"produce", "small", "--acks", "7", b}, 2, "--acks 7"},
 		{"bad offset", "", []string{"consume", "small", "--offset", "soon", b}, 2, "--offset"},
 		{"bad config", "", []string{"topic", "create", "x", "-c", "retention.ms", b}, 2, "key=value"},
-		{"invalid config value", "", []string{"topic", "create", "x", "-c", "retention.ms=soon", b}, 1, "INVALID_CONFIG"},
-		{"invalid topic name", "", []string{"topic", "create", "bad/name", b}, 1, "INVALID_TOPIC"},
+		{"invalid config value", "", []string{"topic", "create", "x", "-c", "retention.ms=soon", b}, 1, `depot: invalid config for topic "x": retention.ms "soon" is not an integer`},
+		{"invalid topic name", "", []string{"topic", "create", "bad/name", b}, 1, `depot: invalid topic name "bad/name": byte 3 ('/') is not an ASCII letter, digit, '.', '_' or '-'`},
+		{"topic exists", "", []string{"topic", "create", "small", b}, 1, `depot: topic "small" already exists`},
+		{"too many partitions", "", []string{"topic", "create", "x", "-p", "20000", b}, 1, `depot: topic "x" cannot have 20000 partitions: a topic has 1 to 10000`},
+		{"describe an unknown topic", "", []string{"topic", "describe", "nope", b}, 1, `depot: topic "nope" does not exist`},
+		{"delete an unknown topic", "", []string{"topic", "delete", "nope", b}, 1, `depot: topic "nope" does not exist`},
+		{"describe an unknown group", "", []string{"group", "describe", "nope", b}, 1, `depot: group "nope" does not exist`},
+		{"add a missing log dir", "", []string{"disks", "add", "/no/such/dir", b}, 1, "depot: /no/such/dir does not exist: create the directory (or mount its disk) first"},
+		{"drain an unknown log dir", "", []string{"disks", "drain", "/no/such/dir", b}, 1, "depot: no log dir /no/such/dir on this node"},
 		{"bad output", "", []string{"topic", "list", "-o", "yaml", b}, 2, "-o"},
 		{"missing argument", "", []string{"topic", "describe", b}, 2, "arg"},
 		{"bad log dirs", "", []string{"node", "--log-dirs", "/tmp/a=lots", "--listen", "127.0.0.1:0"}, 2, "bad size"},
@@ -62,6 +69,8 @@ func TestCLIErrors(t *testing.T) {
 			require.Equal(t, tc.code, code, errOut)
 			require.Contains(t, errOut, tc.want)
 			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
+			require.NotRegexp(t, `\b(client|topic|disks|controller|metadata|partition|group|disk|wire): |[A-Z]+_[A-Z_]+: `, errOut,
+				"no Go package prefix and no error code name before the message")
 		})
 	}
 	// Nothing was created or written by the refused commands.

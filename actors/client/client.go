@@ -61,18 +61,21 @@ var (
 )
 
 // Error is an error code returned by a broker, with its detail.
-// errors.Is(err, ErrUnknownTopic) and the like compare codes only.
+// errors.Is(err, ErrUnknownTopic) and the like compare codes only; Code is
+// there for callers that branch on it.
 type Error struct {
 	Code    messages.ErrorCode
 	Message string
 }
 
-// Error implements error.
+// Error implements error: the broker's message, a statement of what is
+// wrong that names what it is about (`topic "orders" does not exist`), or
+// the code's name (UNKNOWN_TOPIC_OR_PARTITION) when the broker gave none.
 func (e *Error) Error() string {
 	if e.Message == "" {
-		return "client: " + e.Code.String()
+		return e.Code.String()
 	}
-	return "client: " + e.Code.String() + ": " + e.Message
+	return e.Message
 }
 
 // Is reports whether target is an *Error with the same code.
@@ -446,7 +449,7 @@ func (c *Client) topicRoute(ctx context.Context, topic string) (*topicRoute, err
 	if r := c.route(topic); r != nil {
 		return r, nil
 	}
-	return nil, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: topic}
+	return nil, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("topic %q does not exist", topic)}
 }
 
 // partitionLeader returns the partition actor of topic's partition, asking
@@ -457,7 +460,7 @@ func (c *Client) partitionLeader(ctx context.Context, topic string, partition in
 		return nil, err
 	}
 	if partition < 0 || int(partition) >= len(r.leaders) {
-		return nil, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("%s-%d", topic, partition)}
+		return nil, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("topic %q has no partition %d", topic, partition)}
 	}
 	if r.leaders[partition] == nil {
 		if _, err := c.Metadata(ctx, topic); err != nil {
@@ -466,7 +469,7 @@ func (c *Client) partitionLeader(ctx context.Context, topic string, partition in
 		if pid := c.leader(topic, partition); pid != nil {
 			return pid, nil
 		}
-		return nil, &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: fmt.Sprintf("%s-%d has no leader", topic, partition)}
+		return nil, &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: fmt.Sprintf("partition %s-%d has no leader", topic, partition)}
 	}
 	return r.leaders[partition], nil
 }

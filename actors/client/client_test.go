@@ -601,11 +601,15 @@ func TestProducerOptionsAndClose(t *testing.T) {
 }
 
 func TestErrorIs(t *testing.T) {
-	err := fmt.Errorf("wrapped: %w", &Error{Code: ErrUnknownTopic.Code, Message: "x"})
+	err := fmt.Errorf("wrapped: %w", &Error{Code: ErrUnknownTopic.Code, Message: `topic "x" does not exist`})
 	require.ErrorIs(t, err, ErrUnknownTopic)
 	require.NotErrorIs(t, err, ErrNotLeader)
 	require.False(t, errors.Is(ErrClosed, ErrUnknownTopic))
-	require.Equal(t, "client: UNKNOWN_TOPIC_OR_PARTITION: x", errors.Unwrap(err).Error())
+	var coded *Error
+	require.ErrorAs(t, err, &coded)
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, coded.Code, "the code stays for callers that branch on it")
+	require.Equal(t, `topic "x" does not exist`, coded.Error(), "the message alone, when the broker gave one")
+	require.Equal(t, "UNKNOWN_TOPIC_OR_PARTITION", ErrUnknownTopic.Error(), "the code's name, when it gave none")
 }
 
 // BenchmarkProduce produces 1 KiB records into a fake that acks at once.

@@ -324,7 +324,8 @@ func (a *controllerActor) onCreateTopic(ctx actor.Context, m *messages.CreateTop
 	}
 	delta, err := a.persist(record)
 	if err != nil {
-		ctx.Respond(&messages.CreateTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()})
+		ctx.Respond(&messages.CreateTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR,
+			ErrorMessage: fmt.Sprintf("topic %q not created: %s", name, messages.ErrorText(err))})
 		return
 	}
 	t, _ := a.image.Topic(name)
@@ -349,7 +350,8 @@ func (a *controllerActor) onDeleteTopic(ctx actor.Context, m *messages.DeleteTop
 	}
 	delta, err := a.persist(metadata.DeleteTopic(name))
 	if err != nil {
-		ctx.Respond(&messages.DeleteTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()})
+		ctx.Respond(&messages.DeleteTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR,
+			ErrorMessage: fmt.Sprintf("topic %q not deleted: %s", name, messages.ErrorText(err))})
 		return
 	}
 	a.logger.WithField("topic", name).Info("topic deleted")
@@ -421,7 +423,7 @@ func (a *controllerActor) askManager(ctx actor.Context, req proto.Message, what,
 // the error code and message for the client.
 func managerAnswer(res any, err error, what string) (messages.ErrorCode, string) {
 	if err != nil {
-		return messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s: partition manager did not answer: %v", what, err)
+		return messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s: partition manager did not answer: %s", what, messages.ErrorText(err))
 	}
 	switch r := res.(type) {
 	case *messages.StartPartitionsResponse:
@@ -453,7 +455,7 @@ func (a *controllerActor) assignDirs(assignments []*messages.PartitionAssignment
 	}
 	if _, err := a.persist(recs...); err != nil {
 		a.logger.WithError(err).Error("recording the log dirs of partitions failed")
-		return &messages.AssignReplicaDirsResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+		return &messages.AssignReplicaDirsResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: messages.ErrorText(err)}
 	}
 	return &messages.AssignReplicaDirsResponse{}
 }
@@ -473,7 +475,8 @@ func (a *controllerActor) metadata(m *messages.MetadataRequest) *messages.Metada
 func (a *controllerActor) initProducerID() *messages.InitProducerIdResponse {
 	if a.nextProducerID >= a.image.ProducerIDsEnd() {
 		if _, err := a.persist(a.image.ReserveProducerIDs(a.nextProducerID)); err != nil {
-			return &messages.InitProducerIdResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+			return &messages.InitProducerIdResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR,
+				ErrorMessage: "no producer id: " + messages.ErrorText(err)}
 		}
 	}
 	id := a.nextProducerID

@@ -280,7 +280,7 @@ func (a *logDirActor) onFailed(ctx actor.Context, m *LogDirFailed) {
 		return
 	}
 	a.state = LogDirOffline
-	a.failure = fmt.Sprintf("I/O error in %s: %v", m.TP, m.Err)
+	a.failure = fmt.Sprintf("I/O error in %s: %s", m.TP, messages.ErrorText(m.Err))
 	a.logger.WithError(m.Err).WithField("partition", m.TP.String()).Error("log directory failed; its partitions are offline")
 	for _, p := range a.partitions {
 		if p.report.PID != nil {

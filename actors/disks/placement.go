@@ -342,14 +342,14 @@ func (a *placementActor) plan() []placement.Move {
 func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) *messages.AddLogDirResponse {
 	path := filepath.Clean(m.Path)
 	if m.Path == "" {
-		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: "no path given"}
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: "no log dir path given"}
 	}
 	if m.CapacityBytes < 0 {
-		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: "negative capacity"}
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s: capacity %d is negative", path, m.CapacityBytes)}
 	}
 	for _, existing := range a.order {
 		if filepath.Clean(existing) == path {
-			return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s is already in use", path)}
+			return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("%s is already a log dir of this node", path)}
 		}
 	}
 	info, err := a.cfg.FS.Stat(path)
@@ -357,7 +357,7 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 	case errors.Is(err, os.ErrNotExist):
 		return &messages.AddLogDirResponse{Error: messages.ErrorCode_LOG_DIR_NOT_FOUND, ErrorMessage: fmt.Sprintf("%s does not exist: create the directory (or mount its disk) first", path)}
 	case err != nil:
-		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: messages.ErrorText(err)}
 	case !info.IsDir():
 		return &messages.AddLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("%s is not a directory", path)}
 	}
@@ -372,18 +372,18 @@ func (a *placementActor) onAdd(ctx actor.Context, m *messages.AddLogDirRequest) 
 	}
 	id, err := a.cfg.OpenLogDir(path)
 	if err != nil {
-		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("cannot use %s as a log dir: %s", path, messages.ErrorText(err))}
 	}
 	spec := LogDirSpec{Path: path, Capacity: m.CapacityBytes, ID: id}
 	st := a.state()
 	st.Added = append(st.Added, spec)
 	st.Removed = slices.DeleteFunc(st.Removed, func(p string) bool { return p == path })
 	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, st); err != nil {
-		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("recording the new log dir: %v", err)}
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("log dir %s not added: recording it failed: %s", path, messages.ErrorText(err))}
 	}
 	pid, err := a.cfg.StartLogDir(spec)
 	if err != nil {
-		return &messages.AddLogDirResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}
+		return &messages.AddLogDirResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: fmt.Sprintf("log dir %s recorded but not started: %s", path, messages.ErrorText(err))}
 	}
 	a.added = append(a.added, spec)
 	a.removed = st.Removed
@@ -455,12 +455,12 @@ func (a *placementActor) onDrain(ctx actor.Context, m *messages.DrainLogDirReque
 		}
 	}
 	if others == 0 {
-		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: "no other online log dir to move its partitions to"}
+		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("cannot drain log dir %s: no other online log dir would take its partitions", path)}
 	}
 	info.State = LogDirDraining
 	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, a.state()); err != nil {
 		info.State = LogDirOnline
-		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+		return &messages.DrainLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("log dir %s not drained: recording the drain failed: %s", path, messages.ErrorText(err))}
 	}
 	ctx.Send(actor.NewPID(ctx.Self().Address, actors.LogDirActorName(path)), &setDraining{draining: true})
 	a.logger.WithField("dir", path).Info("draining log directory")
@@ -482,7 +482,7 @@ func (a *placementActor) onUndrain(ctx actor.Context, m *messages.UndrainLogDirR
 	info.State = LogDirOnline
 	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, a.state()); err != nil {
 		info.State = LogDirDraining
-		return &messages.UndrainLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: err.Error()}
+		return &messages.UndrainLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("log dir %s still draining: recording the undrain failed: %s", path, messages.ErrorText(err))}
 	}
 	ctx.Send(actor.NewPID(ctx.Self().Address, actors.LogDirActorName(path)), &setDraining{draining: false})
 	queued := len(a.queue)
@@ -510,7 +510,7 @@ func (a *placementActor) onRemove(ctx actor.Context, m *messages.RemoveLogDirReq
 	st.Draining = slices.DeleteFunc(st.Draining, func(p string) bool { return p == path })
 	st.Removed = append(st.Removed, path)
 	if err := writeDisksState(a.cfg.FS, a.cfg.DataDir, st); err != nil {
-		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("recording the removal: %v", err)}
+		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: fmt.Sprintf("log dir %s not removed: recording the removal failed: %s", path, messages.ErrorText(err))}
 	}
 	a.added, a.removed = st.Added, st.Removed
 	a.order = slices.DeleteFunc(a.order, func(p string) bool { return p == path })
@@ -530,7 +530,7 @@ func (a *placementActor) onBalance(ctx actor.Context, m *messages.BalanceRequest
 	moves := a.plan()
 	after, err := placement.Simulate(loads, moves)
 	if err != nil {
-		return &messages.BalanceResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}
+		return &messages.BalanceResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: "no balancing plan: " + messages.ErrorText(err)}
 	}
 	resp := &messages.BalanceResponse{
 		Moves:  toMessages(moves),

@@ -486,7 +486,7 @@ func (c *groupCoordinator) onFindCoordinator(ctx actor.Context, m *messages.Find
 		return
 	}
 	if _, err := c.child(ctx, m.GroupId); err != nil {
-		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: err.Error()})
+		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: messages.ErrorText(err)})
 		return
 	}
 	ctx.Respond(&messages.FindCoordinatorResponse{NodeId: c.cfg.NodeID, Address: c.cfg.Address, ActorName: actors.GroupActorName(m.GroupId)})
@@ -510,7 +510,7 @@ func (c *groupCoordinator) route(ctx actor.Context, m any) {
 	}
 	pid, err := c.child(ctx, group)
 	if err != nil {
-		ctx.Respond(groupErrorResponse(m, messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, err.Error()))
+		ctx.Respond(groupErrorResponse(m, messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, messages.ErrorText(err)))
 		return
 	}
 	ctx.Forward(pid)
@@ -529,7 +529,7 @@ func (c *groupCoordinator) onAppend(ctx actor.Context, sender *actor.PID, m *app
 	}
 	batch, sizes, err := buildOffsetBatch(c.builder, c.cfg.Now().UnixMilli(), m.keys, m.values)
 	if err != nil {
-		ctx.Send(sender, &appendOffsetsResult{code: messages.ErrorCode_UNKNOWN_SERVER_ERROR, message: err.Error()})
+		ctx.Send(sender, &appendOffsetsResult{code: messages.ErrorCode_UNKNOWN_SERVER_ERROR, message: messages.ErrorText(err)})
 		return
 	}
 	p.inflight++
@@ -589,7 +589,7 @@ func (c *groupCoordinator) writeSnapshot(ctx actor.Context, p *offsetsPartition,
 	n := min(len(keys), snapshotBatchRecords)
 	batch, _, err := buildOffsetBatch(c.builder, c.cfg.Now().UnixMilli(), keys[:n], values[:n])
 	if err != nil {
-		c.cleaned(ctx, p, err.Error())
+		c.cleaned(ctx, p, messages.ErrorText(err))
 		return
 	}
 	req := &messages.ProduceRequest{Topic: OffsetsTopic, Partition: p.index, Acks: -1, TimeoutMs: int32(c.cfg.RequestTimeout.Milliseconds()), Records: batch}

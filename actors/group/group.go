@@ -271,7 +271,7 @@ func (g *groupActor) validateJoin(m *messages.JoinGroupRequest) (joinSettings, m
 	}
 	for _, t := range m.Topics {
 		if err := topic.ValidateName(t); err != nil {
-			return s, messages.ErrorCode_INVALID_TOPIC, err.Error()
+			return s, messages.ErrorCode_INVALID_TOPIC, messages.ErrorText(err)
 		}
 		if !slices.Contains(s.topics, t) {
 			s.topics = append(s.topics, t)
@@ -294,7 +294,7 @@ func (g *groupActor) validateJoin(m *messages.JoinGroupRequest) (joinSettings, m
 		}
 	}
 	if _, err := assign.Choose(lists); err != nil {
-		return s, messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, fmt.Sprintf("assignors %q: %v", s.assignors, err)
+		return s, messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, fmt.Sprintf("assignors %q: %s", s.assignors, messages.ErrorText(err))
 	}
 	for _, tp := range m.Owned {
 		s.owned = append(s.owned, assign.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()})
@@ -567,7 +567,7 @@ func (g *groupActor) assign(ctx actor.Context, counts map[string]int32) {
 	if err != nil {
 		for _, mem := range members {
 			if mem.pending != nil {
-				ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, ErrorMessage: err.Error(), Generation: -1, MemberId: mem.id})
+				ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, ErrorMessage: messages.ErrorText(err), Generation: -1, MemberId: mem.id})
 			}
 			g.removeMember(ctx, mem)
 		}
@@ -701,7 +701,7 @@ func (g *groupActor) validateCommit(m *messages.OffsetCommitRequest) (*groupMemb
 	if m.MemberId == "" && m.Generation < 0 {
 		if len(g.members) > 0 {
 			return nil, messages.ErrorCode_NON_EMPTY_GROUP,
-				fmt.Sprintf("group %q has %d active members: only they commit", g.cfg.id, len(g.members))
+				fmt.Sprintf("group %q has %s: only they commit", g.cfg.id, activeMembers(len(g.members)))
 		}
 		return nil, messages.ErrorCode_NONE, ""
 	}
@@ -849,6 +849,14 @@ func (g *groupActor) describe() *messages.DescribeGroupResponse {
 	return resp
 }
 
+// activeMembers is "1 active member", "2 active members".
+func activeMembers(n int) string {
+	if n == 1 {
+		return "1 active member"
+	}
+	return fmt.Sprintf("%d active members", n)
+}
+
 func (g *groupActor) onDelete(ctx actor.Context) {
 	switch {
 	case !g.exists():
@@ -856,7 +864,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 		return
 	case len(g.members) > 0:
 		ctx.Respond(&messages.DeleteGroupResponse{Error: messages.ErrorCode_NON_EMPTY_GROUP,
-			ErrorMessage: fmt.Sprintf("group %q has %d active members", g.cfg.id, len(g.members))})
+			ErrorMessage: fmt.Sprintf("group %q has %s", g.cfg.id, activeMembers(len(g.members)))})
 		return
 	}
 	req := &appendOffsets{group: g.cfg.id}

@@ -19,6 +19,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
@@ -93,7 +94,7 @@ func (im *Image) ProducerIDsEnd() int64 { return im.producerIDsEnd }
 func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, messages.ErrorCode, string) {
 	name := m.GetName()
 	if err := topic.ValidateName(name); err != nil {
-		return topic.Config{}, messages.ErrorCode_INVALID_TOPIC, err.Error()
+		return topic.Config{}, messages.ErrorCode_INVALID_TOPIC, messages.ErrorText(err)
 	}
 	if _, ok := im.topics[name]; ok {
 		return topic.Config{}, messages.ErrorCode_TOPIC_ALREADY_EXISTS, fmt.Sprintf("topic %q already exists", name)
@@ -106,13 +107,19 @@ func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, m
 	}
 	if p := m.GetPartitions(); p < 1 || p > MaxPartitionsPerTopic {
 		return topic.Config{}, messages.ErrorCode_INVALID_PARTITIONS,
-			fmt.Sprintf("partitions %d: must be between 1 and %d", p, MaxPartitionsPerTopic)
+			fmt.Sprintf("topic %q cannot have %d partitions: a topic has 1 to %d", name, p, MaxPartitionsPerTopic)
 	}
 	config, err := topic.ParseConfig(m.GetConfigs())
 	if err != nil {
-		return topic.Config{}, messages.ErrorCode_INVALID_CONFIG, err.Error()
+		return topic.Config{}, messages.ErrorCode_INVALID_CONFIG, fmt.Sprintf("invalid config for topic %q: %s", name, configReason(err))
 	}
 	return config, messages.ErrorCode_NONE, ""
+}
+
+// configReason is what is wrong in err, a topic.ParseConfig error, without
+// the sentinel it wraps, which the message names already.
+func configReason(err error) string {
+	return messages.CleanErrorText(strings.TrimPrefix(err.Error(), topic.ErrInvalidConfig.Error()+": "))
 }
 
 // CreateTopic returns the record that creates the topic m asks for, every
@@ -192,7 +199,7 @@ func (im *Image) Describe(names []string, view View) []*messages.TopicMetadata {
 			continue
 		}
 		if err := topic.ValidateName(name); err != nil {
-			out = append(out, &messages.TopicMetadata{Name: name, Error: messages.ErrorCode_INVALID_TOPIC, ErrorMessage: err.Error()})
+			out = append(out, &messages.TopicMetadata{Name: name, Error: messages.ErrorCode_INVALID_TOPIC, ErrorMessage: messages.ErrorText(err)})
 			continue
 		}
 		out = append(out, &messages.TopicMetadata{

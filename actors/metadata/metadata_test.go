@@ -121,18 +121,23 @@ func TestValidateCreate(t *testing.T) {
 		name string
 		req  *messages.CreateTopicRequest
 		code messages.ErrorCode
+		// message is the error message: a statement for people, naming the
+		// topic, with no Go package prefix.
+		message string
 	}{
-		{"fine", &messages.CreateTopicRequest{Name: "orders", Partitions: 3}, messages.ErrorCode_NONE},
-		{"exists", &messages.CreateTopicRequest{Name: "a.b", Partitions: 3}, messages.ErrorCode_TOPIC_ALREADY_EXISTS},
-		{"collides", &messages.CreateTopicRequest{Name: "a_b", Partitions: 3}, messages.ErrorCode_INVALID_TOPIC},
-		{"bad name", &messages.CreateTopicRequest{Name: "bad/name", Partitions: 3}, messages.ErrorCode_INVALID_TOPIC},
-		{"no partitions", &messages.CreateTopicRequest{Name: "orders"}, messages.ErrorCode_INVALID_PARTITIONS},
-		{"too many partitions", &messages.CreateTopicRequest{Name: "orders", Partitions: MaxPartitionsPerTopic + 1}, messages.ErrorCode_INVALID_PARTITIONS},
-		{"bad config", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, Configs: map[string]string{"nope": "1"}}, messages.ErrorCode_INVALID_CONFIG},
+		{"fine", &messages.CreateTopicRequest{Name: "orders", Partitions: 3}, messages.ErrorCode_NONE, ""},
+		{"exists", &messages.CreateTopicRequest{Name: "a.b", Partitions: 3}, messages.ErrorCode_TOPIC_ALREADY_EXISTS, `topic "a.b" already exists`},
+		{"collides", &messages.CreateTopicRequest{Name: "a_b", Partitions: 3}, messages.ErrorCode_INVALID_TOPIC, `topic "a_b" collides with existing topic "a.b" ('.' and '_' are treated alike)`},
+		{"bad name", &messages.CreateTopicRequest{Name: "bad/name", Partitions: 3}, messages.ErrorCode_INVALID_TOPIC, `invalid topic name "bad/name": byte 3 ('/') is not an ASCII letter, digit, '.', '_' or '-'`},
+		{"no partitions", &messages.CreateTopicRequest{Name: "orders"}, messages.ErrorCode_INVALID_PARTITIONS, `topic "orders" cannot have 0 partitions: a topic has 1 to 10000`},
+		{"too many partitions", &messages.CreateTopicRequest{Name: "orders", Partitions: MaxPartitionsPerTopic + 1}, messages.ErrorCode_INVALID_PARTITIONS, `topic "orders" cannot have 10001 partitions: a topic has 1 to 10000`},
+		{"bad config", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, Configs: map[string]string{"nope": "1"}}, messages.ErrorCode_INVALID_CONFIG, `invalid config for topic "orders": unknown key "nope"`},
+		{"bad config value", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, Configs: map[string]string{"retention.ms": "soon"}}, messages.ErrorCode_INVALID_CONFIG, `invalid config for topic "orders": retention.ms "soon" is not an integer`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, code, msg := image.ValidateCreate(tc.req)
 			require.Equal(t, tc.code, code, msg)
+			require.Equal(t, tc.message, msg)
 		})
 	}
 }
@@ -192,6 +197,8 @@ func TestDescribe(t *testing.T) {
 	md = image.Describe([]string{"missing", "bad/name"}, view)
 	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, md[0].Error)
 	require.Equal(t, messages.ErrorCode_INVALID_TOPIC, md[1].Error)
+	require.Equal(t, `topic "missing" does not exist`, md[0].ErrorMessage)
+	require.Equal(t, `invalid topic name "bad/name": byte 3 ('/') is not an ASCII letter, digit, '.', '_' or '-'`, md[1].ErrorMessage)
 }
 
 func TestReserveProducerIDs(t *testing.T) {

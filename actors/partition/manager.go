@@ -135,7 +135,7 @@ func (m *partitionManager) stopGatherTick() {
 func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartitionsRequest) {
 	cfg, err := topic.ParseConfig(req.Configs)
 	if err != nil {
-		ctx.Respond(&messages.StartPartitionsResponse{Error: messages.ErrorCode_INVALID_CONFIG, ErrorMessage: err.Error()})
+		ctx.Respond(&messages.StartPartitionsResponse{Error: messages.ErrorCode_INVALID_CONFIG, ErrorMessage: messages.ErrorText(err)})
 		return
 	}
 	var placed, unplaced []*messages.PartitionAssignment

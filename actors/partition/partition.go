@@ -334,9 +334,15 @@ func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Op
 // log is not open.
 func (a *partitionActor) unavailable() (messages.ErrorCode, string) {
 	if a.deleted {
-		return messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
+		return messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("partition %s was deleted", a.tp)
 	}
-	return messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("partition log unavailable: %v", a.logErr)
+	return messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("partition %s is offline: %s", a.tp, messages.ErrorText(a.logErr))
+}
+
+// refused is the error message of a refusal or a failure of this
+// partition: its text, after the partition it is about.
+func (a *partitionActor) refused(text string) string {
+	return fmt.Sprintf("%s: %s", a.tp, text)
 }
 
 func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest) {
@@ -359,7 +365,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 	}
 	resp.LogStartOffset = a.core.LogStartOffset()
 	if refusal := a.core.ValidateProduce(m.Acks, m.Records); refusal.Refused() {
-		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		resp.Error, resp.ErrorMessage = refusal.Code, a.refused(refusal.Message)
 		if refusal.Code == messages.ErrorCode_MESSAGE_TOO_LARGE {
 			resp.MaxMessageBytes = a.core.MaxMessageBytes()
 		}
@@ -374,7 +380,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		h, _ := wire.ParseHeader(batch) // validated above, CRC included
 		check := a.core.CheckBatch(&h)
 		if check.Refused() {
-			resp.Error, resp.ErrorMessage = check.Code, check.Message
+			resp.Error, resp.ErrorMessage = check.Code, a.refused(check.Message)
 			break
 		}
 		if check.Duplicate != nil {
@@ -426,14 +432,14 @@ func (a *partitionActor) appendError(ctx actor.Context, err error) (messages.Err
 	case errors.Is(err, wire.ErrBadCRC), errors.Is(err, wire.ErrShort), errors.Is(err, wire.ErrBadLength),
 		errors.Is(err, wire.ErrBadMagic), errors.Is(err, wire.ErrRecordCount), errors.Is(err, wire.ErrCompression),
 		errors.Is(err, wire.ErrLeaderEpoch):
-		return messages.ErrorCode_CORRUPT_MESSAGE, err.Error()
+		return messages.ErrorCode_CORRUPT_MESSAGE, a.refused(messages.ErrorText(err))
 	case errors.As(err, &corrupt):
 		a.logger.WithError(err).Error("log corrupt")
-		return messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 	}
 	a.logger.WithError(err).Error("append failed")
 	a.dirFailed(ctx, err)
-	return messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+	return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 }
 
 // dirFailed reports an I/O error to the log-dir actor, which takes the whole
@@ -613,7 +619,7 @@ func (a *partitionActor) answerParkedProduces(ctx actor.Context, parked []parked
 	for _, p := range parked {
 		switch {
 		case err != nil:
-			p.response.Error, p.response.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+			p.response.Error, p.response.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 		case a.log == nil:
 			p.response.Error, p.response.ErrorMessage = a.unavailable()
 		}
@@ -711,12 +717,12 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 		maxBytes = defaultFetchMaxBytes
 	}
 	if refusal := state.ValidateFetchSize(m.MaxBytes, m.ChunkBytes); refusal.Refused() {
-		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		resp.Error, resp.ErrorMessage = refusal.Code, a.refused(refusal.Message)
 		return resp, nil, true
 	}
 	below, readable, refusal := a.core.FetchFrom(offset)
 	if refusal.Refused() {
-		resp.Error, resp.ErrorMessage = refusal.Code, refusal.Message
+		resp.Error, resp.ErrorMessage = refusal.Code, a.refused(refusal.Message)
 		return resp, nil, true
 	}
 	if !readable {
@@ -735,11 +741,11 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	case errors.Is(err, disk.ErrOffsetOutOfRange):
 		a.cfg.Transport.PutFrame(buf)
 		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
-		resp.ErrorMessage = fmt.Sprintf("offset %d outside [%d, %d]", offset, resp.LogStartOffset, resp.HighWatermark)
+		resp.ErrorMessage = a.refused(fmt.Sprintf("offset %d outside [%d, %d]", offset, resp.LogStartOffset, resp.HighWatermark))
 		return resp, nil, true
 	case err != nil:
 		a.cfg.Transport.PutFrame(buf)
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 		a.logger.WithError(err).Error("read failed")
 		return resp, nil, true
 	case len(frame) == remote.FetchRecordsReserve:
@@ -788,7 +794,7 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 	case errors.Is(err, disk.ErrNotFound):
 		// No record at or after the timestamp: -1, as Kafka answers.
 	case err != nil:
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 	default:
 		resp.Offset, resp.Timestamp = offset, ts
 	}
@@ -807,7 +813,7 @@ func (a *partitionActor) onDeleteRecords(ctx actor.Context, m *messages.DeleteRe
 	}
 	offset, refusal := a.core.DeleteRecordsOffset(m.Offset)
 	if refusal.Refused() {
-		ctx.Respond(&messages.DeleteRecordsResponse{LowWatermark: a.core.LogStartOffset(), Error: refusal.Code, ErrorMessage: refusal.Message})
+		ctx.Respond(&messages.DeleteRecordsResponse{LowWatermark: a.core.LogStartOffset(), Error: refusal.Code, ErrorMessage: a.refused(refusal.Message)})
 		return
 	}
 	if a.flushing != nil {
@@ -827,7 +833,7 @@ func (a *partitionActor) deleteRecords(ctx actor.Context, offset int64) *message
 	}
 	if err := a.log.DeleteBefore(offset); err != nil {
 		a.logger.WithError(err).Error("delete records failed")
-		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, err.Error()
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 		a.dirFailed(ctx, err)
 		return resp
 	}
@@ -920,7 +926,7 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 	}
 	a.answerParked(ctx)
 	for _, p := range a.parkedProduces.TakeAll() {
-		p.response.Error, p.response.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, "partition deleted"
+		p.response.Error, p.response.ErrorMessage = a.unavailable()
 		ctx.Send(p.sender, p.response)
 	}
 	log := a.log

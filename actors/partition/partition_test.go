@@ -21,7 +21,8 @@ func TestAppendErrorsOfABadBatch(t *testing.T) {
 		wire.ErrRecordCount, wire.ErrCompression, wire.ErrLeaderEpoch} {
 		code, msg := a.appendError(nil, fmt.Errorf("disk: append: %w", err))
 		require.Equal(t, messages.ErrorCode_CORRUPT_MESSAGE, code, "%v", err)
-		require.Contains(t, msg, err.Error())
+		require.Contains(t, msg, messages.ErrorText(err))
+		require.NotContains(t, msg, "disk: ", "no Go package prefix in a message for people")
 	}
 }
 

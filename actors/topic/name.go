@@ -18,7 +18,7 @@ var ErrInvalidName = errors.New("topic: invalid topic name")
 // ValidateName checks name as Kafka's Topic.validate does: it must be
 // non-empty, neither "." nor "..", at most MaxNameLength characters, and
 // made only of ASCII letters, digits, '.', '_' and '-'. The error wraps
-// ErrInvalidName and reads `actors: invalid topic name "x": reason`.
+// ErrInvalidName and reads `topic: invalid topic name "x": reason`.
 func ValidateName(name string) error {
 	switch {
 	case name == "":

@@ -46,6 +46,9 @@ func TestCommandsAsAUser(t *testing.T) {
 	out, errOut, err := depot(t, "", "topic", "create", "orders", "-p", "3", "-c", "retention.ms=3600000", b)
 	require.NoError(t, err, errOut)
 	require.Equal(t, "created topic orders with 3 partitions\n", out)
+	out, errOut, err = depot(t, "", "topic", "create", "single", b)
+	require.NoError(t, err, errOut)
+	require.Equal(t, "created topic single with 1 partition\n", out)
 
 	out, _, err = depot(t, "", "topic", "list", "-o", "json", b)
 	require.NoError(t, err)
@@ -125,4 +128,62 @@ func TestCommandsAsAUser(t *testing.T) {
 	require.NoError(t, err, errOut)
 	out, _, _ = depot(t, "", "topic", "list", b)
 	require.NotContains(t, out, "orders")
+}
+
+// Every -o json output gives a list, empty or not, where it means one:
+// never null.
+func TestJSONListsAreNeverNull(t *testing.T) {
+	n := startTestNode(t)
+	b := "--brokers=" + n.Address()
+	jsonOf := func(args ...string) map[string]any {
+		t.Helper()
+		out, errOut, err := depot(t, "", append(args, "-o", "json", b)...)
+		require.NoError(t, err, errOut)
+		require.NotContains(t, out, "null", "%v: %s", args, out)
+		var v any
+		require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+		if m, ok := v.(map[string]any); ok {
+			return m
+		}
+		return map[string]any{"": v}
+	}
+	// Nothing there yet: empty lists.
+	require.Equal(t, []any{}, jsonOf("topic", "list")[""])
+	require.Equal(t, []any{}, jsonOf("group", "list")[""])
+	balance := jsonOf("disks", "balance", "--dry-run")
+	require.Equal(t, []any{}, balance["moves"])
+	require.Equal(t, []any{}, balance["running"])
+	require.Len(t, balance["before"], 2)
+	require.Len(t, balance["after"], 2)
+	require.Len(t, jsonOf("disks")[""], 2)
+
+	_, errOut, err := depot(t, "", "topic", "create", "orders", "-p", "2", b)
+	require.NoError(t, err, errOut)
+	described := jsonOf("topic", "describe", "orders")
+	require.Len(t, described["partitions"], 2)
+	require.NotEmpty(t, described["configs"])
+
+	// A drain lists its moves, each with every field, partition 0 and all.
+	disks := jsonOf("disks")[""].([]any)
+	var busy string
+	for _, d := range disks {
+		if d := d.(map[string]any); d["partitions"].(float64) > 0 {
+			busy = d["path"].(string)
+			break
+		}
+	}
+	require.NotEmpty(t, busy)
+	moves := jsonOf("disks", "drain", busy)[""].([]any)
+	require.NotEmpty(t, moves)
+	for _, m := range moves {
+		for _, field := range []string{"topic", "partition", "from_dir", "to_dir", "bytes"} {
+			require.Contains(t, m, field)
+		}
+	}
+
+	_, errOut, err = depot(t, "", "group", "reset-offsets", "g", "--topic", "orders", "--to-earliest", b)
+	require.NoError(t, err, errOut)
+	group := jsonOf("group", "describe", "g")
+	require.Equal(t, []any{}, group["members"], "a group with committed offsets and no member")
+	require.Len(t, group["partitions"], 2)
 }

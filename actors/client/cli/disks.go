@@ -40,6 +40,28 @@ func diskRows(dirs []*messages.LogDirInfo) []diskRow {
 	return rows
 }
 
+// moveRow is one partition move in `depot disks drain -o json` and
+// `depot disks balance -o json`.
+type moveRow struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	FromDir   string `json:"from_dir"`
+	ToDir     string `json:"to_dir"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// moveRows is moves as JSON rows: an empty list, not null, when there are
+// none.
+func moveRows(moves ...*messages.PartitionMove) []moveRow {
+	rows := make([]moveRow, 0, len(moves))
+	for _, m := range moves {
+		if m != nil {
+			rows = append(rows, moveRow{Topic: m.Topic, Partition: m.Partition, FromDir: m.FromDir, ToDir: m.ToDir, Bytes: m.Bytes})
+		}
+	}
+	return rows
+}
+
 func (g *globals) printDisks(rows []diskRow) error {
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "PATH\tSTATE\tPARTITIONS\tBYTES\tUSED\tCAPACITY\tFREE\tWRITE/S")
@@ -73,7 +95,6 @@ func humanBytes(n int64) string {
 }
 
 func newDisksCommand(g *globals) *cobra.Command {
-	var nodeAddr string
 	run := func(fn func(ctx context.Context, c *client.Client) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, _ []string) error { return g.withClient(cmd, fn) }
 	}
@@ -82,7 +103,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 		Short: "Show a node's log directories: state, partitions, bytes, capacity, free, write rate",
 		Args:  cobra.NoArgs,
 		RunE: run(func(ctx context.Context, c *client.Client) error {
-			resp, err := c.DescribeLogDirs(ctx, nodeAddr)
+			resp, err := c.DescribeLogDirs(ctx, g.node)
 			if err != nil {
 				return err
 			}
@@ -93,7 +114,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 			return g.printDisks(rows)
 		}),
 	}
-	cmd.PersistentFlags().StringVar(&nodeAddr, "node", "", "address of the node whose disks to act on (default: the first of --brokers)")
+	cmd.PersistentFlags().StringVar(&g.node, "node", "", "address of the node whose disks to act on (default: the first of --brokers)")
 
 	var force bool
 	add := &cobra.Command{
@@ -118,8 +139,8 @@ balancing between them would mean little.`,
 			capacity = n
 		}
 		return run(func(ctx context.Context, c *client.Client) error {
-			if err := c.AddLogDir(ctx, nodeAddr, path, capacity, force); err != nil {
-				return fmt.Errorf("add log dir %s: %w", path, err)
+			if err := c.AddLogDir(ctx, g.node, path, capacity, force); err != nil {
+				return err
 			}
 			fmt.Fprintf(g.stdout, "added log dir %s\n", path)
 			return nil
@@ -133,8 +154,8 @@ balancing between them would mean little.`,
 	}
 	undrain.RunE = func(cmd *cobra.Command, args []string) error {
 		return run(func(ctx context.Context, c *client.Client) error {
-			if err := c.UndrainLogDir(ctx, nodeAddr, args[0]); err != nil {
-				return fmt.Errorf("undrain log dir %s: %w", args[0], err)
+			if err := c.UndrainLogDir(ctx, g.node, args[0]); err != nil {
+				return err
 			}
 			fmt.Fprintf(g.stdout, "%s takes partitions again\n", args[0])
 			return nil
@@ -151,8 +172,8 @@ names it is refused. depot disks add takes it back.`,
 	}
 	remove.RunE = func(cmd *cobra.Command, args []string) error {
 		return run(func(ctx context.Context, c *client.Client) error {
-			if err := c.RemoveLogDir(ctx, nodeAddr, args[0]); err != nil {
-				return fmt.Errorf("remove log dir %s: %w", args[0], err)
+			if err := c.RemoveLogDir(ctx, g.node, args[0]); err != nil {
+				return err
 			}
 			fmt.Fprintf(g.stdout, "removed log dir %s: drop it from --log-dirs before the next start\n", args[0])
 			return nil
@@ -166,12 +187,12 @@ names it is refused. depot disks add takes it back.`,
 	}
 	drain.RunE = func(cmd *cobra.Command, args []string) error {
 		return run(func(ctx context.Context, c *client.Client) error {
-			moves, err := c.DrainLogDir(ctx, nodeAddr, args[0])
+			moves, err := c.DrainLogDir(ctx, g.node, args[0])
 			if err != nil {
-				return fmt.Errorf("drain log dir %s: %w", args[0], err)
+				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(moves)
+				return g.printJSON(moveRows(moves...))
 			}
 			fmt.Fprintf(g.stdout, "draining %s: %d partitions to move\n", args[0], len(moves))
 			return printMoves(g, moves)
@@ -182,14 +203,19 @@ names it is refused. depot disks add takes it back.`,
 	balance := &cobra.Command{
 		Use:   "balance",
 		Short: "Show the balancer's plan and, without --dry-run, carry it out",
-		Args:  cobra.NoArgs,
+		Long: `Show the balancer's plan and, without --dry-run, carry it out. With -o json: an
+object of moves (the plan, a list of {topic, partition, from_dir, to_dir, bytes}),
+running (the move under way, in a list of at most one; moves run one at a time),
+before and after (the log dirs now and as the plan leaves them, as depot disks -o json
+lists them). A list with nothing in it is [], never null.`,
+		Args: cobra.NoArgs,
 		RunE: run(func(ctx context.Context, c *client.Client) error {
-			resp, err := c.Balance(ctx, nodeAddr, dryRun)
+			resp, err := c.Balance(ctx, g.node, dryRun)
 			if err != nil {
 				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(map[string]any{"moves": resp.Moves, "before": diskRows(resp.Before), "after": diskRows(resp.After), "running": resp.Running})
+				return g.printJSON(map[string]any{"moves": moveRows(resp.Moves...), "before": diskRows(resp.Before), "after": diskRows(resp.After), "running": moveRows(resp.Running)})
 			}
 			if len(resp.Moves) == 0 {
 				fmt.Fprintln(g.stdout, "balanced: no move needed")

@@ -35,9 +35,9 @@ func groupArg(args []string) (string, error) {
 func groupError(group string, err error) error {
 	switch {
 	case errors.Is(err, client.ErrGroupIDNotFound):
-		return fmt.Errorf("unknown group %s", group)
+		return statementf(err, "group %q does not exist", group)
 	case errors.Is(err, client.ErrNonEmptyGroup), errors.Is(err, client.ErrUnknownMemberID), errors.Is(err, client.ErrRebalanceInProgress):
-		return fmt.Errorf("group %s is not empty: stop its consumers first (%w)", group, err)
+		return statementf(err, "group %q is not empty: stop its consumers first", group)
 	}
 	return err
 }
@@ -93,8 +93,12 @@ type groupMemberRow struct {
 	Partitions []string `json:"partitions"`
 }
 
-// groupPartitionRow is one partition of a group: committed is -1 where
-// nothing is committed, and lag is then -1 too.
+// groupPartitionRow is one partition of a group: one with a committed
+// offset, or one assigned to a member, or both. Committed is -1 where
+// nothing is committed, and lag is then -1 too (unknown: where the member
+// starts depends on its reset policy), as Kafka's kafka-consumer-groups
+// shows "-" for both; log_end_offset and lag are -1 where the log end
+// offset could not be read, and error says why.
 type groupPartitionRow struct {
 	Topic        string `json:"topic"`
 	Partition    int32  `json:"partition"`
@@ -107,7 +111,7 @@ type groupPartitionRow struct {
 
 // describeGroup gathers a group's description, with each partition's log
 // end offset and lag.
-func describeGroup(ctx context.Context, c *client.Client, group string) (*groupDescription, error) {
+func (g *globals) describeGroup(ctx context.Context, c *client.Client, group string) (*groupDescription, error) {
 	d, err := c.DescribeGroup(ctx, group)
 	if err != nil {
 		return nil, groupError(group, err)
@@ -138,7 +142,7 @@ func describeGroup(ctx context.Context, c *client.Client, group string) (*groupD
 	for _, r := range rows {
 		end, err := c.ListOffset(ctx, r.Topic, r.Partition, client.LatestOffset)
 		if err != nil {
-			r.LogEndOffset, r.Error = -1, oneLine(err)
+			r.LogEndOffset, r.Error = -1, g.present(err).Error()
 		} else {
 			r.LogEndOffset = end
 			if r.Committed >= 0 {
@@ -155,6 +159,42 @@ func describeGroup(ctx context.Context, c *client.Client, group string) (*groupD
 		return a.Partition < b.Partition
 	})
 	return out, nil
+}
+
+// totalLag is the TOTAL-LAG of `depot group describe`: the sum of the lags
+// known, and how many partitions it leaves out.
+func totalLag(parts []groupPartitionRow) string {
+	var lag int64
+	var uncommitted, noEnd int
+	for _, p := range parts {
+		switch {
+		case p.LogEndOffset < 0:
+			noEnd++
+		case p.Committed < 0:
+			uncommitted++
+		default:
+			lag += p.Lag
+		}
+	}
+	var left []string
+	if uncommitted > 0 {
+		left = append(left, fmt.Sprintf("%s with no committed offset", plural(uncommitted, "partition")))
+	}
+	if noEnd > 0 {
+		left = append(left, fmt.Sprintf("%s whose log end offset is unknown", plural(noEnd, "partition")))
+	}
+	if len(left) == 0 {
+		return strconv.FormatInt(lag, 10)
+	}
+	return fmt.Sprintf("%d, not counting %s", lag, strings.Join(left, " and "))
+}
+
+// plural is n and noun: "1 partition", "2 partitions".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // dash prints n, or "-" when it is negative (unknown).
@@ -176,26 +216,28 @@ func newGroupDescribeCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's state and members, and per partition its committed offset, log end offset, lag and owner",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show a group's state and members, and per partition its committed offset, log end
+offset, lag and owner: every partition assigned to a member, and every partition with
+a committed offset. A partition assigned but never committed shows - as its committed
+offset and its lag, as Kafka's kafka-consumer-groups does (-1 in -o json): where its
+member starts reading depends on the member's reset policy. TOTAL-LAG adds the lags
+known, and says how many partitions it leaves out.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group, err := groupArg(args)
 			if err != nil {
 				return err
 			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := describeGroup(ctx, c, group)
+				d, err := g.describeGroup(ctx, c, group)
 				if err != nil {
 					return err
 				}
 				if g.output == "json" {
 					return g.printJSON(d)
 				}
-				var lag int64
-				for _, p := range d.Partitions {
-					lag += max(p.Lag, 0)
-				}
-				fmt.Fprintf(g.stdout, "GROUP       %s\nSTATE       %s\nGENERATION  %d\nASSIGNOR    %s\nMEMBERS     %d\nTOTAL-LAG   %d\n",
-					d.Group, d.State, d.Generation, orDash(d.Assignor), len(d.Members), lag)
+				fmt.Fprintf(g.stdout, "GROUP       %s\nSTATE       %s\nGENERATION  %d\nASSIGNOR    %s\nMEMBERS     %d\nTOTAL-LAG   %s\n",
+					d.Group, d.State, d.Generation, orDash(d.Assignor), len(d.Members), totalLag(d.Partitions))
 				if len(d.Members) > 0 {
 					fmt.Fprintln(g.stdout, "\nMEMBERS")
 					w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
@@ -268,14 +310,14 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				case err != nil:
 					return err
 				case len(d.Members) > 0 || (d.State != "Empty" && d.State != "Dead"):
-					return fmt.Errorf("group %s is not empty (state %s, %d members): stop its consumers before resetting offsets", group, d.State, len(d.Members))
+					return statementf(nil, "group %q is not empty (%s, %s): stop its consumers before resetting its offsets", group, d.State, plural(len(d.Members), "member"))
 				}
 				md, err := c.Metadata(ctx, topic)
 				if err != nil {
 					return err
 				}
-				if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
-					return fmt.Errorf("unknown topic %s", topic)
+				if err := topicError(md, topic); err != nil {
+					return err
 				}
 				n := int32(len(md.Topics[0].Partitions))
 				if len(partitions) == 0 {
@@ -342,11 +384,7 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 // resetTarget is the offset a partition resets to.
 func resetTarget(ctx context.Context, c *client.Client, topic string, p int32, earliest, latest, exact bool, offset int64, at time.Time) (int64, error) {
 	list := func(ts int64) (int64, error) {
-		o, err := c.ListOffset(ctx, topic, p, ts)
-		if err != nil {
-			return 0, fmt.Errorf("offsets of %s-%d: %w", topic, p, err)
-		}
-		return o, nil
+		return c.ListOffset(ctx, topic, p, ts)
 	}
 	switch {
 	case earliest:

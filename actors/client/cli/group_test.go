@@ -120,11 +120,11 @@ func TestGroupCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown group", []string{"group", "describe", "nope", b}, "unknown group nope"},
-		{"delete unknown group", []string{"group", "delete", "nope", b}, "unknown group nope"},
-		{"reset while active", []string{"group", "reset-offsets", "busy", "--topic", "orders", "--to-earliest", b}, "group busy is not empty"},
-		{"delete while active", []string{"group", "delete", "busy", b}, "group busy is not empty"},
-		{"reset of an unknown topic", []string{"group", "reset-offsets", "g", "--topic", "nope", "--to-earliest", b}, "unknown topic nope"},
+		{"unknown group", []string{"group", "describe", "nope", b}, `group "nope" does not exist`},
+		{"delete unknown group", []string{"group", "delete", "nope", b}, `group "nope" does not exist`},
+		{"reset while active", []string{"group", "reset-offsets", "busy", "--topic", "orders", "--to-earliest", b}, `group "busy" is not empty (Stable, 1 member): stop its consumers before resetting its offsets`},
+		{"delete while active", []string{"group", "delete", "busy", b}, `group "busy" is not empty: stop its consumers first`},
+		{"reset of an unknown topic", []string{"group", "reset-offsets", "g", "--topic", "nope", "--to-earliest", b}, `topic "nope" does not exist`},
 		{"consume an unknown topic", []string{"consume", "nope", "-g", "g", "-n", "1", b}, "unknown topic nope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,6 +132,7 @@ func TestGroupCommands(t *testing.T) {
 			require.Error(t, err)
 			require.False(t, node.IsUsage(err), "a failure, not a usage error: %v", err)
 			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "client: ")
 			require.Empty(t, errOut, "nothing on stderr but the error")
 		})
 	}
@@ -169,5 +170,90 @@ func TestGroupCommands(t *testing.T) {
 	_, _, err = depot(t, "", "group", "describe", "g", b)
 	require.Error(t, err)
 	require.False(t, node.IsUsage(err), "a failure, not a usage error: %v", err)
-	require.ErrorContains(t, err, "unknown group g")
+	require.ErrorContains(t, err, `group "g" does not exist`)
+}
+
+func TestTotalLag(t *testing.T) {
+	row := func(committed, end int64) groupPartitionRow {
+		r := groupPartitionRow{Committed: committed, LogEndOffset: end, Lag: -1}
+		if committed >= 0 && end >= 0 {
+			r.Lag = end - committed
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		parts []groupPartitionRow
+		want  string
+	}{
+		{"no partitions", nil, "0"},
+		{"all committed", []groupPartitionRow{row(2, 8), row(10, 10)}, "6"},
+		{"one not committed", []groupPartitionRow{row(2, 8), row(-1, 12)}, "6, not counting 1 partition with no committed offset"},
+		{"none committed", []groupPartitionRow{row(-1, 8), row(-1, 12)}, "0, not counting 2 partitions with no committed offset"},
+		{"a log end unknown", []groupPartitionRow{row(2, 8), row(-1, 12), row(4, -1)},
+			"6, not counting 1 partition with no committed offset and 1 partition whose log end offset is unknown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, totalLag(tc.parts))
+		})
+	}
+}
+
+// A member's partitions are described whether or not it has committed
+// them: those it has not show "-" as their committed offset and lag, as
+// Kafka's kafka-consumer-groups shows them, and TOTAL-LAG says it leaves
+// them out.
+func TestGroupDescribeShowsPartitionsNotCommitted(t *testing.T) {
+	n := startTestNode(t)
+	b := "--brokers=" + n.Address()
+	_, errOut, err := depot(t, "", "topic", "create", "orders", "-p", "3", b)
+	require.NoError(t, err, errOut)
+	var lines strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&lines, "k%d:v%d\n", i, i)
+	}
+	_, errOut, err = depot(t, lines.String(), "produce", "orders", "-k", ":", b)
+	require.NoError(t, err, errOut)
+
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	c, err := client.New(client.Brokers(n.Address()), client.Logger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	member, err := c.NewGroupConsumer("slow", []string{"orders"}, client.ResetOffset(client.ResetEarliest), client.AutoCommit(0))
+	require.NoError(t, err)
+	defer member.Close()
+	_, err = member.Poll(ctx)
+	require.NoError(t, err)
+	require.NoError(t, member.CommitOffsets(ctx, map[client.TopicPartition]int64{{Topic: "orders", Partition: 0}: 2}))
+	ends := map[int32]int64{}
+	for p := range int32(3) {
+		ends[p], err = c.ListOffset(ctx, "orders", p, client.LatestOffset)
+		require.NoError(t, err)
+	}
+
+	out, errOut, err := depot(t, "", "group", "describe", "slow", "-o", "json", b)
+	require.NoError(t, err, errOut)
+	var d groupDescription
+	require.NoError(t, json.Unmarshal([]byte(out), &d), out)
+	require.Len(t, d.Members, 1)
+	require.Equal(t, []string{"orders-0", "orders-1", "orders-2"}, d.Members[0].Partitions)
+	require.Equal(t, []groupPartitionRow{
+		{Topic: "orders", Partition: 0, Committed: 2, LogEndOffset: ends[0], Lag: ends[0] - 2, Owner: member.MemberID()},
+		{Topic: "orders", Partition: 1, Committed: -1, LogEndOffset: ends[1], Lag: -1, Owner: member.MemberID()},
+		{Topic: "orders", Partition: 2, Committed: -1, LogEndOffset: ends[2], Lag: -1, Owner: member.MemberID()},
+	}, d.Partitions, "every assigned partition, committed or not")
+
+	out, errOut, err = depot(t, "", "group", "describe", "slow", b)
+	require.NoError(t, err, errOut)
+	require.Contains(t, out, fmt.Sprintf("TOTAL-LAG   %d, not counting 2 partitions with no committed offset\n", ends[0]-2))
+	for p := range int32(3) {
+		committed, lag := "-", "-"
+		if p == 0 {
+			committed, lag = "2", fmt.Sprint(ends[0]-2)
+		}
+		require.Regexp(t, fmt.Sprintf(`(?m)^orders\s+%d\s+%s\s+%d\s+%s\s+%s$`, p, committed, ends[p], lag, member.MemberID()), out)
+	}
 }

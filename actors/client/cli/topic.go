@@ -45,7 +45,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 				for _, name := range args {
 					md, err := c.CreateTopic(ctx, name, partitions, cfg)
 					if err != nil {
-						return fmt.Errorf("create topic %s: %w", name, err)
+						return err
 					}
 					if g.output == "json" {
 						if err := g.printJSON(map[string]any{"topic": md.Name, "partitions": len(md.Partitions)}); err != nil {
@@ -53,7 +53,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 						}
 						continue
 					}
-					fmt.Fprintf(g.stdout, "created topic %s with %d partitions\n", md.Name, len(md.Partitions))
+					fmt.Fprintf(g.stdout, "created topic %s with %s\n", md.Name, plural(len(md.Partitions), "partition"))
 				}
 				return nil
 			})
@@ -122,8 +122,8 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
-					return fmt.Errorf("unknown topic %s", args[0])
+				if err := topicError(md, args[0]); err != nil {
+					return err
 				}
 				t := md.Topics[0]
 				parts := make([]partitionDescription, 0, len(t.Partitions))
@@ -131,7 +131,7 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 					d := partitionDescription{Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir}
 					st, err := c.PartitionStatus(ctx, t.Name, p.Partition)
 					if err != nil {
-						d.Error = err.Error()
+						d.Error = g.present(err).Error()
 					} else {
 						d.LogDir, d.LogStartOffset, d.LogEndOffset, d.Bytes, d.Segments = st.LogDir, st.LogStartOffset, st.LogEndOffset, st.SizeBytes, st.Segments
 					}
@@ -139,7 +139,11 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				}
 				sort.Slice(parts, func(i, j int) bool { return parts[i].Partition < parts[j].Partition })
 				if g.output == "json" {
-					return g.printJSON(map[string]any{"name": t.Name, "internal": t.Internal, "configs": t.Configs, "partitions": parts})
+					configs := t.Configs
+					if configs == nil {
+						configs = map[string]string{}
+					}
+					return g.printJSON(map[string]any{"name": t.Name, "internal": t.Internal, "configs": configs, "partitions": parts})
 				}
 				fmt.Fprintf(g.stdout, "NAME        %s\nPARTITIONS  %d\n", t.Name, len(parts))
 				keys := make([]string, 0, len(t.Configs))
@@ -169,6 +173,22 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 	}
 }
 
+// topicError is the error md gives for the topic name: nil when md
+// describes it, the broker's error when it has one (the topic does not
+// exist, its name is invalid).
+func topicError(md *messages.MetadataResponse, name string) error {
+	for _, t := range md.Topics {
+		if t.Name != name {
+			continue
+		}
+		if t.Error != messages.ErrorCode_NONE {
+			return &client.Error{Code: t.Error, Message: t.ErrorMessage}
+		}
+		return nil
+	}
+	return &client.Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("topic %q does not exist", name)}
+}
+
 func newTopicDeleteCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete NAME...",
@@ -178,7 +198,7 @@ func newTopicDeleteCommand(g *globals) *cobra.Command {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				for _, name := range args {
 					if err := c.DeleteTopic(ctx, name); err != nil {
-						return fmt.Errorf("delete topic %s: %w", name, err)
+						return err
 					}
 					fmt.Fprintf(g.stdout, "deleted topic %s\n", name)
 				}
