@@ -637,6 +637,22 @@ func TestErrorFSWritesOnlyAndSticky(t *testing.T) {
 	require.NoError(t, efs.MkdirAll("/d/b", 0o755), "InjectAt(0) revives the disk")
 }
 
+func TestErrorFSInjectError(t *testing.T) {
+	efs := disk.NewErrorFS(newMemWithDir(t))
+	efs.InjectError(syscall.ENOSPC)
+	efs.InjectAt(1)
+	_, err := efs.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.NotErrorIs(t, err, disk.ErrInjected)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "/d/f", pe.Path)
+	efs.InjectError(nil)
+	efs.InjectAt(1)
+	_, err = efs.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
+	require.ErrorIs(t, err, disk.ErrInjected, "nil restores the default")
+}
+
 func TestErrorFSTornWrites(t *testing.T) {
 	m := newMemWithDir(t)
 	efs := disk.NewErrorFS(m)
