@@ -32,7 +32,7 @@ func (p *pendingEntries) flush(file File, size int64, n int, encode func(dst []b
 	}
 	if _, err := file.WriteAt(p.buf, int64(p.persisted)*size); err != nil {
 		p.dirty = true
-		return err
+		return noSpace(err)
 	}
 	p.persisted = n
 	return nil

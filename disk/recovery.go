@@ -126,7 +126,7 @@ func createDir(fs FS, dir string) error {
 		return nil
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("disk: create %s: %w", dir, err)
+		return noSpace(fmt.Errorf("disk: create %s: %w", dir, err))
 	}
 	for i := len(created) - 1; i >= 0; i-- {
 		if err := fs.SyncDir(path.Dir(created[i])); err != nil {

@@ -71,7 +71,7 @@ func createSegment(fs FS, dir string, baseOffset int64) (*segment, error) {
 	s := &segment{fs: fs, dir: dir, baseOffset: baseOffset, path: segmentPath(dir, baseOffset, logExt)}
 	f, err := fs.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("disk: create segment: %w", err)
+		return nil, noSpace(fmt.Errorf("disk: create segment: %w", err))
 	}
 	s.log = f
 	if err := s.createIndexes(); err != nil {
@@ -149,7 +149,7 @@ func (s *segment) append(batch []byte, h *wire.Header, indexInterval int, now in
 				_, _ = s.log.Seek(position, io.SeekStart)
 			}
 		}
-		return position, fmt.Errorf("disk: append to %s: %w", s.path, err)
+		return position, noSpace(fmt.Errorf("disk: append to %s: %w", s.path, err))
 	}
 	if err := s.track(h, position, indexInterval, now); err != nil {
 		return position, err
