@@ -109,6 +109,51 @@ func (l *Log) fail(err error) error {
 	return err
 }
 
+// failUnlessFull fails the log with err unless err wraps ErrNoSpace: a
+// call that left the log as it was when the file system had no room for
+// it returns that error and leaves the log usable.
+func (l *Log) failUnlessFull(err error) error {
+	if errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	return l.fail(err)
+}
+
+// logMark is the state of a log before a change that undo may take back.
+type logMark struct {
+	segments int // how many there were
+	active   segmentMark
+	dirDirty bool
+}
+
+// mark returns the log's state now, for undo.
+func (l *Log) mark() logMark {
+	return logMark{segments: len(l.segments), active: l.active().mark(), dirDirty: l.dirDirty}
+}
+
+// undo ends a change begun at m that failed with err. When err wraps
+// ErrNoSpace, the change is taken back: the segments created since are
+// removed and the segment active at m is rolled back (see
+// segment.rollback), so that the log and its files are as they were and
+// the next call goes on from there; err is returned. Any other error, or
+// one met while undoing, fails the log.
+func (l *Log) undo(m logMark, err error) error {
+	if !errors.Is(err, ErrNoSpace) {
+		return l.fail(err)
+	}
+	for _, s := range l.segments[m.segments:] {
+		if rerr := s.remove(); rerr != nil {
+			return l.fail(fmt.Errorf("disk: undoing %v: %w", err, rerr))
+		}
+	}
+	l.segments = l.segments[:m.segments]
+	if rerr := l.active().rollback(m.active); rerr != nil {
+		return l.fail(fmt.Errorf("disk: undoing %v: %w", err, rerr))
+	}
+	l.dirDirty = m.dirDirty
+	return err
+}
+
 // Dir returns the partition directory.
 func (l *Log) Dir() string { return l.dir }
 
@@ -158,6 +203,12 @@ func segmentFor(segments []*segment, offset int64) int {
 // segment is older than segment.ms, writes it with one Write call, adds
 // index entries every index.interval.bytes, and flushes as flush.messages
 // and flush.ms ask.
+//
+// When the file system has no room for any of it (the batch, its index
+// entries, the new segment's files, the flush's index writes), the append
+// is undone, the log left as it was, files and all, and the error wraps
+// ErrNoSpace: the log is not failed, and the same append, given room,
+// gets the same offset.
 func (l *Log) Append(batch []byte) (AppendResult, error) {
 	if err := l.checkWrite(); err != nil {
 		return AppendResult{}, err
@@ -187,10 +238,12 @@ func (l *Log) append(batch []byte, h wire.Header) (AppendResult, error) {
 	if err := l.checkLeaderEpoch(&h); err != nil {
 		return AppendResult{}, fmt.Errorf("disk: append: %w", err)
 	}
+	m := l.mark()
 	seg := l.active()
 	base := seg.nextOffset
-	if l.shouldRoll(seg, int64(len(batch)), int64(h.LastOffsetDelta)) {
-		if err := l.roll(); err != nil {
+	rolled := l.shouldRoll(seg, int64(len(batch)), int64(h.LastOffsetDelta))
+	if rolled {
+		if err := l.rollQuietly(); err != nil {
 			return AppendResult{}, err
 		}
 		seg = l.active()
@@ -199,11 +252,17 @@ func (l *Log) append(batch []byte, h wire.Header) (AppendResult, error) {
 	h.BaseOffset = base
 	position, err := seg.append(batch, &h, l.config.IndexIntervalBytes, l.now().UnixMilli())
 	if err != nil {
-		return AppendResult{}, l.fail(err)
+		return AppendResult{}, l.undo(m, err)
 	}
 	res := AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp, Position: position}
 	if err := l.maybeFlush(); err != nil {
+		if errors.Is(err, ErrNoSpace) {
+			return AppendResult{}, l.undo(m, err)
+		}
 		return res, err
+	}
+	if rolled {
+		l.logRoll()
 	}
 	return res, nil
 }
@@ -246,7 +305,8 @@ func (l *Log) maybeFlush() error {
 }
 
 // Roll starts a new segment at EndOffset. It does nothing when the active
-// segment is empty.
+// segment is empty. Without room for the new segment's files or the old
+// one's last index entries, it is undone and the error wraps ErrNoSpace.
 func (l *Log) Roll() error {
 	if err := l.checkWrite(); err != nil {
 		return err
@@ -259,7 +319,7 @@ func (l *Log) Roll() error {
 
 // MaybeRoll rolls the active segment if it is older than segment.ms; the
 // owner calls it on a timer tick, so a quiet partition's segment still
-// becomes deletable.
+// becomes deletable. Like Roll, it is undone on a full file system.
 func (l *Log) MaybeRoll() error {
 	if err := l.checkWrite(); err != nil {
 		return err
@@ -272,12 +332,43 @@ func (l *Log) MaybeRoll() error {
 }
 
 func (l *Log) roll() error {
+	if err := l.rollQuietly(); err != nil {
+		return err
+	}
+	l.logRoll()
+	return nil
+}
+
+// rollQuietly is roll without the log line: it creates the next segment,
+// then seals the active one, and on a full file system is undone (see
+// undo). An append that rolls logs the roll once the batch is in.
+func (l *Log) rollQuietly() error {
+	m := l.mark()
 	old := l.active()
+	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
+	if err != nil {
+		return l.failUnlessFull(err)
+	}
+	l.segments = append(l.segments, seg)
+	l.dirDirty = true
+	if err := l.seal(old); err != nil {
+		return l.undo(m, err)
+	}
+	return nil
+}
+
+func (l *Log) logRoll() {
+	seg := l.active()
+	l.logger.WithFields(logrus.Fields{"segment": seg.path, "base_offset": seg.baseOffset}).Info("rolled segment")
+}
+
+// seal writes out the index entries of a segment that stops being active.
+func (l *Log) seal(old *segment) error {
 	if err := old.sealTimeIndex(); err != nil {
-		return l.fail(err)
+		return err
 	}
 	if err := old.seal(); err != nil {
-		return l.fail(err)
+		return err
 	}
 	if l.recoveryPoint >= old.nextOffset {
 		// Its batches were made durable while it was active, with its
@@ -285,17 +376,8 @@ func (l *Log) roll() error {
 		// recovery point's segment and will not come back to it, and a
 		// clean open trusts the indexes of the segments below the
 		// recovery point but the last. A crash could leave them torn.
-		if err := old.syncIndexes(); err != nil {
-			return l.fail(err)
-		}
+		return old.syncIndexes()
 	}
-	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
-	if err != nil {
-		return l.fail(err)
-	}
-	l.segments = append(l.segments, seg)
-	l.dirDirty = true
-	l.logger.WithFields(logrus.Fields{"segment": seg.path, "base_offset": seg.baseOffset}).Info("rolled segment")
 	return nil
 }
 
@@ -303,6 +385,11 @@ func (l *Log) roll() error {
 // and indexes), oldest first, then the directory if segments were created
 // since the last flush, and raises the recovery point to upTo (at most
 // EndOffset). Many appends share one Flush: a group commit.
+//
+// A flush writes the index entries still in memory before each fsync. When
+// the file system has no room for them, the error wraps ErrNoSpace, the
+// recovery point stays where it was and the log stays usable; a later
+// Flush, given room, does the rest. An error of an fsync fails the log.
 func (l *Log) Flush(upTo int64) error {
 	if err := l.checkWrite(); err != nil {
 		return err
@@ -327,7 +414,7 @@ func (l *Log) Flush(upTo int64) error {
 				sync = s.syncData
 			}
 			if err := sync(); err != nil {
-				return l.fail(err)
+				return l.failUnlessFull(err)
 			}
 		}
 	}
@@ -388,7 +475,10 @@ func (j *FlushJob) Run() error {
 // StartFlush starts a FlushJob covering every offset below EndOffset(). It
 // writes out the active segment's buffered index entries and syncs any
 // segment sealed since the recovery point and the directory, as Flush
-// does; it returns ErrFlushInFlight while another job is unfinished.
+// does; it returns ErrFlushInFlight while another job is unfinished, and
+// as Flush an error wrapping ErrNoSpace, starting no job and leaving the
+// log usable, when the index entries find no room. The job's fsync, Run,
+// fails the log on any error (FinishFlush).
 func (l *Log) StartFlush() (*FlushJob, error) {
 	if err := l.checkWrite(); err != nil {
 		return nil, err
@@ -405,11 +495,11 @@ func (l *Log) StartFlush() (*FlushJob, error) {
 				break
 			}
 			if err := s.sync(); err != nil {
-				return nil, l.fail(err)
+				return nil, l.failUnlessFull(err)
 			}
 		}
 		if err := active.flushIndexes(); err != nil {
-			return nil, l.fail(err)
+			return nil, l.failUnlessFull(err)
 		}
 		j.file, j.path = active.log, active.path
 	}

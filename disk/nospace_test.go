@@ -1,0 +1,315 @@
+package disk
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/wire"
+)
+
+// logSnapshot is everything a change undone for a full file system must
+// leave as it was: what the log says of itself, what it holds in memory,
+// what it reads, and the bytes of its files.
+type logSnapshot struct {
+	start, end, recoveryPoint, size int64
+	segments                        []SegmentInfo
+	marks                           []segmentMark
+	dirDirty                        bool
+	data                            []byte
+	files                           map[string][]byte
+}
+
+func snapshotLog(t *testing.T, l *Log, mem *MemFS) logSnapshot {
+	t.Helper()
+	s := logSnapshot{
+		start: l.StartOffset(), end: l.EndOffset(), recoveryPoint: l.RecoveryPoint(), size: l.Size(),
+		segments: l.Segments(), dirDirty: l.dirDirty, files: memTreeOf(t, mem, l.Dir()),
+	}
+	for _, seg := range l.segments {
+		s.marks = append(s.marks, seg.mark())
+	}
+	data, err := l.Read(l.StartOffset(), 1<<30, nil)
+	require.NoError(t, err)
+	s.data = data
+	return s
+}
+
+// requireSameLog checks that after is before, field by field, so that a
+// difference is told readably.
+func requireSameLog(t *testing.T, before, after logSnapshot, msg string) {
+	t.Helper()
+	require.Equal(t, before.start, after.start, "%s: start offset", msg)
+	require.Equal(t, before.end, after.end, "%s: end offset", msg)
+	require.Equal(t, before.recoveryPoint, after.recoveryPoint, "%s: recovery point", msg)
+	require.Equal(t, before.size, after.size, "%s: size", msg)
+	require.Equal(t, before.segments, after.segments, "%s: segments", msg)
+	require.Equal(t, before.marks, after.marks, "%s: segment state in memory", msg)
+	require.Equal(t, before.dirDirty, after.dirDirty, "%s: directory dirty", msg)
+	require.True(t, bytes.Equal(before.data, after.data), "%s: read of the log", msg)
+	names := func(files map[string][]byte) []string { return slices.Sorted(maps.Keys(files)) }
+	require.Equal(t, names(before.files), names(after.files), "%s: files", msg)
+	for name, b := range before.files {
+		require.True(t, bytes.Equal(b, after.files[name]), "%s: bytes of %s: %d before, %d after", msg, name, len(b), len(after.files[name]))
+	}
+}
+
+// memSyncedTree returns the synced bytes of every file of dir by name: what
+// a crash keeps.
+func memSyncedTree(t *testing.T, mem *MemFS, dir string) map[string][]byte {
+	t.Helper()
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	d, err := mem.walk(splitPath(dir))
+	require.NoError(t, err)
+	files := map[string][]byte{}
+	for name, n := range d.entries {
+		files[name] = bytes.Clone(n.synced)
+	}
+	return files
+}
+
+// requireSyncedKept checks that every .log's synced bytes before are still
+// synced after: a change undone touches nothing made durable.
+func requireSyncedKept(t *testing.T, before, after map[string][]byte, msg string) {
+	t.Helper()
+	for name, b := range before {
+		if strings.HasSuffix(name, logExt) {
+			require.True(t, bytes.HasPrefix(after[name], b), "%s: synced bytes of %s", msg, name)
+		}
+	}
+}
+
+// requireBatchPrefix checks that got is the first n of batches, back to
+// back, for some n >= atLeast.
+func requireBatchPrefix(t *testing.T, batches [][]byte, atLeast int, got []byte, msg string) {
+	t.Helper()
+	var want []byte
+	for n := 0; n <= len(batches); n++ {
+		if n >= atLeast && bytes.Equal(want, got) {
+			return
+		}
+		if n < len(batches) {
+			want = append(want, batches[n]...)
+		}
+	}
+	require.Failf(t, "not a prefix of the batches", "%s: %d bytes, at least %d batches wanted", msg, len(got), atLeast)
+}
+
+// noSpaceCase is a log set up before an append that is then given room for
+// only k bytes, for every k.
+type noSpaceCase struct {
+	name   string
+	config func(c *Config)
+	// setup appends and flushes; it returns the batches appended (as
+	// stored) and how many of them were made durable.
+	setup func(t *testing.T, l *Log) (batches [][]byte, synced int)
+	next  []byte // the batch appended under the capacity
+	rolls bool   // whether that append rolls
+}
+
+func noSpaceCases(t *testing.T) []noSpaceCase {
+	small := func(i int) []byte { return makeBatch(t, 1+i%3, 40+30*i, int64(1000+10*i)) }
+	appendSome := func(t *testing.T, l *Log, n, flushAfter int) ([][]byte, int) {
+		var batches [][]byte
+		synced := 0
+		for i := 0; i < n; i++ {
+			b := small(i)
+			appendBatch(t, l, b)
+			wire.SetBaseOffset(b, l.EndOffset()-int64(1+i%3))
+			batches = append(batches, b)
+			if i+1 == flushAfter {
+				require.NoError(t, l.Flush(l.EndOffset()))
+				synced = i + 1
+			}
+		}
+		return batches, synced
+	}
+	next := makeBatch(t, 3, 200, 5000)
+	setupSize := 0
+	for i := 0; i < 5; i++ {
+		setupSize += len(small(i))
+	}
+	return []noSpaceCase{
+		{
+			name:   "same segment",
+			config: func(c *Config) { c.IndexIntervalBytes = 100 },
+			setup:  func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 3) },
+			next:   next,
+		},
+		{
+			name: "roll",
+			config: func(c *Config) {
+				c.IndexIntervalBytes = 100
+				c.SegmentBytes = int64(setupSize + len(next) - 1)
+			},
+			setup: func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 3) },
+			next:  next,
+			rolls: true,
+		},
+		{
+			name: "roll of a durable segment",
+			config: func(c *Config) {
+				c.IndexIntervalBytes = 250
+				c.SegmentBytes = int64(setupSize + len(next) - 1)
+			},
+			setup: func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 5) },
+			next:  next,
+			rolls: true,
+		},
+		{
+			name: "roll and flush.messages",
+			config: func(c *Config) {
+				c.IndexIntervalBytes = 0
+				c.SegmentBytes = int64(setupSize + len(next) - 1)
+				c.FlushMessages = 4
+			},
+			setup: func(t *testing.T, l *Log) ([][]byte, int) {
+				batches, _ := appendSome(t, l, 5, 0)
+				return batches, 5 - 1 // the last flush came with the fourth batch
+			},
+			next:  next,
+			rolls: true,
+		},
+		{
+			name: "flush.messages",
+			config: func(c *Config) {
+				c.IndexIntervalBytes = 0
+				c.FlushMessages = 1
+			},
+			setup: func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 0) },
+			next:  next,
+		},
+	}
+}
+
+// TestAppendOutOfSpaceAtEveryByte gives the next append room for k bytes,
+// for every k from 0 up to what it needs: batch, index entries, a roll's
+// files and sealed index entries, a flush's index writes. Each short append
+// must fail with ErrNoSpace and leave the log as it was, files and memory,
+// not failed; given room, the same append gets the same offset, and a
+// clean reopen, a crash after a sync and a torn crash all recover exactly
+// the batches appended.
+func TestAppendOutOfSpaceAtEveryByte(t *testing.T) {
+	for _, tc := range noSpaceCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := testOptions(newClock(), tc.config)
+			needed := -1
+			for k := 0; needed < 0; k++ {
+				msg := fmt.Sprintf("room for %d bytes", k)
+				mem := NewMemFS()
+				l := openLog(t, mem, "/p", opts)
+				batches, synced := tc.setup(t, l)
+				before := snapshotLog(t, l, mem)
+				syncedBefore := memSyncedTree(t, mem, "/p")
+
+				mem.SetCapacity(mem.Used() + int64(k))
+				next := bytes.Clone(tc.next)
+				res, err := l.Append(next)
+				if err == nil {
+					needed = k
+					require.Equal(t, before.end, res.BaseOffset, msg)
+					wire.SetBaseOffset(next, res.BaseOffset)
+				} else {
+					require.ErrorIs(t, err, ErrNoSpace, msg)
+					require.ErrorIs(t, err, syscall.ENOSPC, msg)
+					require.NoError(t, l.failed, msg)
+					requireSameLog(t, before, snapshotLog(t, l, mem), msg)
+					requireSyncedKept(t, syncedBefore, memSyncedTree(t, mem, "/p"), msg)
+					// A second try without room changes nothing either.
+					_, err = l.Append(bytes.Clone(tc.next))
+					require.ErrorIs(t, err, ErrNoSpace, msg)
+					requireSameLog(t, before, snapshotLog(t, l, mem), msg)
+
+					mem.SetCapacity(-1)
+					next = bytes.Clone(tc.next)
+					res = appendBatch(t, l, next)
+					require.Equal(t, before.end, res.BaseOffset, msg)
+					wire.SetBaseOffset(next, res.BaseOffset)
+				}
+				mem.SetCapacity(-1)
+				batches = append(batches, next)
+				requireReadable(t, l)
+				rolled := len(l.Segments()) - len(before.segments)
+				require.Equal(t, map[bool]int{false: 0, true: 1}[tc.rolls], rolled, msg)
+
+				o := opts
+				switch k % 3 {
+				case 0:
+					require.NoError(t, l.Close(), msg)
+					o.RecoveryPoint = l.RecoveryPoint()
+				case 1:
+					require.NoError(t, l.Sync(), msg)
+					mem.Crash()
+					o.RecoveryPoint = l.RecoveryPoint()
+					synced = len(batches)
+				case 2:
+					mem.CrashTorn(rand.New(rand.NewPCG(uint64(k), 5)))
+					o.RecoveryPoint = l.RecoveryPoint()
+				}
+				l = openLog(t, mem, "/p", o)
+				got, err := l.Read(0, 1<<30, nil)
+				require.NoError(t, err, msg)
+				if k%3 == 2 {
+					requireBatchPrefix(t, batches, synced, got, msg)
+				} else {
+					require.Equal(t, bytes.Join(batches, nil), got, msg)
+				}
+				requireReadable(t, l)
+				res = appendBatch(t, l, makeBatch(t, 1, 10, 9000))
+				require.Equal(t, l.EndOffset()-1, res.BaseOffset, msg)
+				require.NoError(t, l.Close())
+			}
+			require.Greater(t, needed, len(tc.next)-1, "the batch needs room")
+		})
+	}
+}
+
+// TestAppendOutOfSpaceWritingIndexEntries sweeps the room left for an
+// append whose index entries fill the buffer of both indexes, so that it
+// writes 512 entries to each: every short write of them is undone, on the
+// same log, which must end as if only the last append had been made.
+func TestAppendOutOfSpaceWritingIndexEntries(t *testing.T) {
+	mem := NewMemFS()
+	opts := testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 0 })
+	l := openLog(t, mem, "/p", opts)
+	var batches [][]byte
+	for i := 0; i < indexFlushEntries-1; i++ {
+		b := makeBatch(t, 1, 1, int64(1000+i))
+		res := appendBatch(t, l, b)
+		wire.SetBaseOffset(b, res.BaseOffset)
+		batches = append(batches, b)
+	}
+	require.Equal(t, indexFlushEntries-1, len(l.active().index.entries.tail))
+	before := snapshotLog(t, l, mem)
+	next := makeBatch(t, 2, 30, 5000)
+	want := len(next) + indexFlushEntries*(OffsetIndexEntrySize+TimeIndexEntrySize)
+	for k := 0; k < want; k++ {
+		mem.SetCapacity(mem.Used() + int64(k))
+		_, err := l.Append(bytes.Clone(next))
+		require.ErrorIs(t, err, ErrNoSpace, "room for %d bytes", k)
+		requireSameLog(t, before, snapshotLog(t, l, mem), fmt.Sprintf("room for %d bytes", k))
+	}
+	mem.SetCapacity(mem.Used() + int64(want))
+	res := appendBatch(t, l, next)
+	require.Equal(t, before.end, res.BaseOffset)
+	require.Zero(t, mem.Free())
+	wire.SetBaseOffset(next, res.BaseOffset)
+	batches = append(batches, next)
+	mem.SetCapacity(-1)
+	require.NoError(t, l.Close())
+	mem.Crash()
+	l = openLog(t, mem, "/p", opts)
+	got, err := l.Read(0, 1<<30, nil)
+	require.NoError(t, err)
+	require.Equal(t, bytes.Join(batches, nil), got)
+	requireReadable(t, l)
+	require.NoError(t, l.Close())
+}
