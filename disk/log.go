@@ -317,15 +317,16 @@ func (l *Log) Roll() error {
 	return l.roll()
 }
 
-// MaybeRoll rolls the active segment if it is older than segment.ms; the
-// owner calls it on a timer tick, so a quiet partition's segment still
-// becomes deletable. Like Roll, it is undone on a full file system.
+// MaybeRoll rolls the active segment if it is older than segment.ms, or if
+// it lies entirely below the start offset (see DeleteBefore); the owner
+// calls it on a timer tick, so a quiet partition's segment still becomes
+// deletable. Like Roll, it is undone on a full file system.
 func (l *Log) MaybeRoll() error {
 	if err := l.checkWrite(); err != nil {
 		return err
 	}
 	seg := l.active()
-	if seg.empty() || !l.expired(seg) {
+	if seg.empty() || !l.expired(seg) && !l.activeBelowStart() {
 		return nil
 	}
 	return l.roll()
@@ -983,8 +984,16 @@ func (l *Log) dropOldest(n int) error {
 
 // DeleteBefore raises the log start offset to offset, which must not pass
 // EndOffset (ErrOffsetOutOfRange), and deletes the segments lying entirely
-// below it. When that includes the active segment, a new empty one is
-// rolled first. A lower offset than StartOffset does nothing.
+// below it, oldest first. When that includes the active segment, a new
+// empty one is rolled to take its place. A lower offset than StartOffset
+// raises nothing.
+//
+// It frees room and needs none but for that new segment's files, made once
+// the older segments are gone. Should even they find no room, the active
+// segment stays, all of it below the start offset and unread, and
+// DeleteBefore returns nil: the start offset is raised all the same. The
+// segment goes at the next DeleteBefore, or at MaybeRoll and
+// ApplyRetention, once there is room.
 func (l *Log) DeleteBefore(offset int64) error {
 	if err := l.checkRemove(); err != nil {
 		return err
@@ -992,32 +1001,52 @@ func (l *Log) DeleteBefore(offset int64) error {
 	if offset > l.EndOffset() {
 		return fmt.Errorf("%w: delete before %d past the end %d of %s", ErrOffsetOutOfRange, offset, l.EndOffset(), l.dir)
 	}
-	if offset <= l.startOffset {
+	l.startOffset = max(l.startOffset, offset)
+	if err := l.dropOldest(l.belowStart()); err != nil {
+		return err
+	}
+	if !l.activeBelowStart() {
 		return nil
 	}
-	l.startOffset = offset
-	if seg := l.active(); !seg.empty() && seg.nextOffset <= offset {
-		if err := l.roll(); err != nil {
-			return err
+	if err := l.roll(); err != nil {
+		if errors.Is(err, ErrNoSpace) {
+			l.logger.WithError(err).Warn("no room to roll the active segment below the log start offset; it stays until a later roll")
+			return nil
 		}
+		return err
 	}
+	return l.dropOldest(1)
+}
+
+// belowStart returns how many segments from the oldest, never the active
+// one, lie entirely below the start offset.
+func (l *Log) belowStart() int {
 	n := 0
-	for n < len(l.segments)-1 && l.segments[n].nextOffset <= offset {
+	for n < len(l.segments)-1 && l.segments[n].nextOffset <= l.startOffset {
 		n++
 	}
-	return l.dropOldest(n)
+	return n
+}
+
+// activeBelowStart reports whether the active segment holds batches and
+// all of them lie below the start offset: it is only left so when a
+// DeleteBefore found no room to roll it.
+func (l *Log) activeBelowStart() bool {
+	seg := l.active()
+	return !seg.empty() && seg.nextOffset <= l.startOffset
 }
 
 // ApplyRetention deletes whole segments, oldest first, never the active
-// one: those whose largest timestamp is more than retention.ms before Now,
-// then more while the log is larger than retention.bytes (a log exactly at
-// the limit keeps them all). It raises StartOffset to the first remaining
-// segment.
+// one: those entirely below the start offset, those whose largest timestamp
+// is more than retention.ms before Now, then more while the log is larger
+// than retention.bytes (a log exactly at the limit keeps them all). It
+// raises StartOffset to the first remaining segment. It needs no room, so
+// it goes on, and frees room, on a full file system.
 func (l *Log) ApplyRetention() (int, error) {
 	if err := l.checkRemove(); err != nil {
 		return 0, err
 	}
-	n := 0
+	n := l.belowStart()
 	if l.config.RetentionMs >= 0 {
 		now := l.now().UnixMilli()
 		for n < len(l.segments)-1 && now-l.segments[n].maxTimestamp > l.config.RetentionMs.Milliseconds() {

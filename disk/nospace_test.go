@@ -313,3 +313,129 @@ func TestAppendOutOfSpaceWritingIndexEntries(t *testing.T) {
 	requireReadable(t, l)
 	require.NoError(t, l.Close())
 }
+
+// fill appends batches until the file system has no room for the next,
+// and returns them as stored and the one refused.
+func fill(t *testing.T, l *Log, ts int64) (appended [][]byte, refused []byte) {
+	t.Helper()
+	for i := 0; ; i++ {
+		b := makeBatch(t, 2, 150, ts+int64(i))
+		end := l.EndOffset()
+		_, err := l.Append(b)
+		if err != nil {
+			require.ErrorIs(t, err, ErrNoSpace)
+			require.NoError(t, l.failed)
+			require.Equal(t, end, l.EndOffset())
+			wire.SetBaseOffset(b, end)
+			return appended, b
+		}
+		appended = append(appended, b)
+		require.Less(t, i, 10000, "the file system never filled")
+	}
+}
+
+// TestFullFileSystem fills a log's file system: reads go on, retention and
+// DeleteBefore free room, and appends resume, with no reopen.
+func TestFullFileSystem(t *testing.T) {
+	mem := NewMemFS()
+	clock := newClock()
+	opts := testOptions(clock, func(c *Config) {
+		c.SegmentBytes = 2000
+		c.IndexIntervalBytes = 500
+		c.RetentionBytes = 5000
+		c.RetentionMs = -1
+	})
+	l := openLog(t, mem, "/p", opts)
+	mem.SetCapacity(mem.Used() + 12000)
+	batches, refused := fill(t, l, 1000)
+	require.Greater(t, len(l.Segments()), 4)
+
+	// Reads, searches and scans need no room.
+	got, err := l.Read(0, 1<<30, nil)
+	require.NoError(t, err)
+	require.Equal(t, bytes.Join(batches, nil), got)
+	requireReadable(t, l)
+	offset, _, err := l.OffsetForTimestamp(1000 + 5)
+	require.NoError(t, err)
+	require.Positive(t, offset)
+	headers := 0
+	require.NoError(t, l.ScanHeaders(0, func(wire.Header) error { headers++; return nil }))
+	require.Equal(t, len(batches), headers)
+	if err := l.Flush(l.EndOffset()); err != nil {
+		require.ErrorIs(t, err, ErrNoSpace, "a flush may find no room for index entries, never fail")
+	}
+	require.NoError(t, l.failed)
+
+	// Retention frees room, and the refused batch goes in where it would have.
+	deleted, err := l.ApplyRetention()
+	require.NoError(t, err)
+	require.Positive(t, deleted)
+	require.Positive(t, mem.Free())
+	res := appendBatch(t, l, refused)
+	require.Equal(t, l.EndOffset()-2, res.BaseOffset)
+
+	// Full again: DeleteBefore frees it all, the active segment included.
+	more, refused := fill(t, l, 2000)
+	require.NotEmpty(t, more)
+	require.NoError(t, l.DeleteBefore(l.EndOffset()))
+	require.Equal(t, l.EndOffset(), l.StartOffset())
+	require.Len(t, l.Segments(), 1)
+	require.Zero(t, l.Size())
+	res = appendBatch(t, l, refused)
+	require.Equal(t, l.StartOffset(), res.BaseOffset)
+	require.NoError(t, l.Close())
+	mem.SetCapacity(-1)
+	o := opts
+	o.RecoveryPoint = l.RecoveryPoint()
+	o.LogStartOffset = res.BaseOffset
+	l = openLog(t, mem, "/p", o)
+	got, err = l.Read(res.BaseOffset, 1<<30, nil)
+	require.NoError(t, err)
+	require.Equal(t, refused, got)
+	require.NoError(t, l.Close())
+}
+
+// TestDeleteBeforeWithoutRoomForASegment deletes everything of a log whose
+// only segment fills the file system, so that not even an empty new
+// segment finds room: the start offset rises, the segment stays unread,
+// and a later roll (by MaybeRoll, once there is room) and retention
+// delete it.
+func TestDeleteBeforeWithoutRoomForASegment(t *testing.T) {
+	mem := NewMemFS()
+	opts := testOptions(newClock(), func(c *Config) { c.RetentionMs = -1 })
+	l := openLog(t, mem, "/p", opts)
+	mem.SetCapacity(mem.Used() + 3000)
+	batches, _ := fill(t, l, 1000)
+	require.Len(t, l.Segments(), 1)
+	mem.SetCapacity(mem.Used()) // not a byte left
+	end := l.EndOffset()
+
+	require.NoError(t, l.DeleteBefore(end))
+	require.Equal(t, end, l.StartOffset())
+	require.Equal(t, end, l.EndOffset())
+	require.Len(t, l.Segments(), 1, "no room for the segment that takes the active one's place")
+	require.NoError(t, l.DeleteBefore(end), "a second try finds no room either")
+	require.ErrorIs(t, l.MaybeRoll(), ErrNoSpace, "nor does MaybeRoll, which is undone")
+	require.NoError(t, l.failed)
+	require.Len(t, l.Segments(), 1)
+	got, err := l.Read(end, 1<<30, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	_, err = l.Read(0, 1, nil)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	_, _, err = l.OffsetForTimestamp(0)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.NoError(t, l.ScanHeaders(0, func(wire.Header) error { return fmt.Errorf("no batch is readable") }))
+
+	mem.SetCapacity(mem.Used() + 100) // room for the new files and the old one's last index entries
+	require.NoError(t, l.MaybeRoll())
+	require.Len(t, l.Segments(), 2)
+	deleted, err := l.ApplyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 1, deleted, "retention deletes a segment below the start offset")
+	require.Zero(t, l.Size())
+	require.Greater(t, mem.Free(), int64(len(bytes.Join(batches, nil))-1))
+	res := appendBatch(t, l, makeBatch(t, 1, 10, 5000))
+	require.Equal(t, end, res.BaseOffset)
+	require.NoError(t, l.Close())
+}
