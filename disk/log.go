@@ -932,16 +932,38 @@ func (l *Log) TruncateTo(offset int64) error {
 }
 
 // truncateFully deletes every segment and starts an empty log at offset.
+// The new segment is made before the old ones go: in place when one of
+// them has offset for its base (its files are cut, which needs no room),
+// else created, so that a full file system refuses it with the log as it
+// was (the error wraps ErrNoSpace).
 func (l *Log) truncateFully(offset int64) error {
-	if err := l.removeSegments(l.segments); err != nil {
+	var seg *segment
+	for _, s := range l.segments {
+		if s.baseOffset == offset {
+			seg = s
+		}
+	}
+	if seg != nil {
+		if err := seg.clear(); err != nil {
+			return l.fail(err)
+		}
+	} else {
+		var err error
+		if seg, err = createSegment(l.fs, l.dir, offset); err != nil {
+			return l.failUnlessFull(err)
+		}
+		l.dirDirty = true
+	}
+	old := make([]*segment, 0, len(l.segments))
+	for _, s := range l.segments {
+		if s != seg {
+			old = append(old, s)
+		}
+	}
+	if err := l.removeSegments(old); err != nil {
 		return err
 	}
-	l.segments = l.segments[:0]
-	seg, err := createSegment(l.fs, l.dir, offset)
-	if err != nil {
-		return l.fail(err)
-	}
-	l.segments = append(l.segments, seg)
+	l.segments = append(l.segments[:0], seg)
 	l.startOffset = offset
 	l.recoveryPoint = offset
 	l.logger.WithField("offset", offset).Info("log emptied")

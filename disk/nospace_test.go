@@ -439,3 +439,41 @@ func TestDeleteBeforeWithoutRoomForASegment(t *testing.T) {
 	require.Equal(t, end, res.BaseOffset)
 	require.NoError(t, l.Close())
 }
+
+// TestTruncateToOnAFullFileSystem empties a log on a file system with no
+// room: in place when a segment starts where the log is to start again,
+// which needs none, else with a new segment that finds none, and then the
+// log is left as it was.
+func TestTruncateToOnAFullFileSystem(t *testing.T) {
+	mem := NewMemFS()
+	opts := testOptions(newClock(), func(c *Config) { c.SegmentBytes = 1000 })
+	l := openLog(t, mem, "/p", opts)
+	mem.SetCapacity(mem.Used() + 4000)
+	fill(t, l, 1000)
+	require.Greater(t, len(l.Segments()), 2)
+	mem.SetCapacity(mem.Used())
+
+	// The first batch holds offsets 0 and 1: truncating to 1 empties the
+	// log to start at 1, where no segment starts.
+	require.NoError(t, l.DeleteBefore(1))
+	before := snapshotLog(t, l, mem)
+	err := l.TruncateTo(1)
+	require.ErrorIs(t, err, ErrNoSpace)
+	require.NoError(t, l.failed)
+	requireSameLog(t, before, snapshotLog(t, l, mem), "truncate to 1")
+
+	// Truncating to 0 reuses the first segment in place.
+	require.NoError(t, l.TruncateTo(0))
+	require.Equal(t, int64(0), l.StartOffset())
+	require.Equal(t, int64(0), l.EndOffset())
+	require.Len(t, l.Segments(), 1)
+	res := appendBatch(t, l, makeBatch(t, 1, 10, 5000))
+	require.Zero(t, res.BaseOffset)
+	require.NoError(t, l.Close())
+	o := opts
+	o.RecoveryPoint = l.RecoveryPoint()
+	mem.Crash()
+	l = openLog(t, mem, "/p", o)
+	require.Equal(t, int64(1), l.EndOffset())
+	require.NoError(t, l.Close())
+}

@@ -373,6 +373,26 @@ func (s *segment) truncateTo(buf []byte, offset int64, indexInterval int) error 
 	return s.rescanState(buf, indexInterval)
 }
 
+// clear removes every batch and index entry, in place, and makes that
+// durable.
+func (s *segment) clear() error {
+	if err := s.log.Truncate(0); err != nil {
+		return fmt.Errorf("disk: truncate %s: %w", s.path, err)
+	}
+	if _, err := s.log.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("disk: seek %s: %w", s.path, err)
+	}
+	if err := s.index.Reset(); err != nil {
+		return err
+	}
+	if err := s.timeIndex.Reset(); err != nil {
+		return err
+	}
+	s.segmentState = segmentState{}
+	s.reset()
+	return s.sync()
+}
+
 // rescanState recomputes nextOffset, timestamps and index spacing from the
 // headers of the segment, without touching the indexes.
 func (s *segment) rescanState(buf []byte, indexInterval int) error {
