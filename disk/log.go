@@ -1092,6 +1092,12 @@ func (l *Log) ApplyRetention() (int, error) {
 }
 
 // Close syncs the log and closes its files; later calls return ErrClosed.
+//
+// On a full file system the index entries still in memory may find no
+// room: Close then fsyncs the .log files all the same, so no batch is lost
+// to an OS crash, leaves the recovery point where it was, and returns an
+// error wrapping ErrNoSpace; the next Open validates the log from the
+// recovery point and rebuilds what the indexes lack.
 func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
@@ -1102,11 +1108,14 @@ func (l *Log) Close() error {
 	var err error
 	if l.failed == nil {
 		err = l.Sync()
+		if errors.Is(err, ErrNoSpace) {
+			err = l.syncLogs(err)
+		}
 		// The indexes, left unsynced by group commits, are made durable
 		// for the next clean open.
 		for _, s := range l.segments {
 			if s.indexesDirty && err == nil {
-				err = l.fail(s.sync())
+				err = l.failUnlessFull(s.sync())
 			}
 		}
 	}
@@ -1117,6 +1126,19 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	return err
+}
+
+// syncLogs fsyncs the .log of every segment from the recovery point's on,
+// writing no index entry, after a flush found no room for them: cause. It
+// returns cause, or the error of an fsync, which fails the log.
+func (l *Log) syncLogs(cause error) error {
+	first := max(l.segmentIndex(l.recoveryPoint), 0)
+	for _, s := range l.segments[first:] {
+		if err := s.log.Sync(); err != nil {
+			return l.fail(fmt.Errorf("disk: sync %s: %w", s.path, err))
+		}
+	}
+	return cause
 }
 
 // Delete closes the log without syncing and removes its directory.

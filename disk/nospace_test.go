@@ -477,3 +477,38 @@ func TestTruncateToOnAFullFileSystem(t *testing.T) {
 	require.Equal(t, int64(1), l.EndOffset())
 	require.NoError(t, l.Close())
 }
+
+// TestCloseOnAFullFileSystem closes a log whose index entries find no room:
+// Close reports ErrNoSpace but fsyncs the batches, so a crash loses none,
+// and the next Open rebuilds the indexes from the recovery point.
+func TestCloseOnAFullFileSystem(t *testing.T) {
+	mem := NewMemFS()
+	opts := testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 0 })
+	l := openLog(t, mem, "/p", opts)
+	var batches [][]byte
+	for i := 0; i < 6; i++ {
+		b := makeBatch(t, 1, 50, int64(1000+i))
+		res := appendBatch(t, l, b)
+		wire.SetBaseOffset(b, res.BaseOffset)
+		batches = append(batches, b)
+		if i == 1 {
+			require.NoError(t, l.Flush(l.EndOffset()))
+		}
+	}
+	recoveryPoint := l.RecoveryPoint()
+	mem.SetCapacity(mem.Used())
+	err := l.Close()
+	require.ErrorIs(t, err, ErrNoSpace)
+	require.NoError(t, l.failed)
+	require.Equal(t, recoveryPoint, l.RecoveryPoint(), "the indexes do not cover the batches above it")
+	mem.Crash()
+	mem.SetCapacity(-1)
+	o := opts
+	o.RecoveryPoint = l.RecoveryPoint()
+	l = openLog(t, mem, "/p", o)
+	got, err := l.Read(0, 1<<30, nil)
+	require.NoError(t, err)
+	require.Equal(t, bytes.Join(batches, nil), got, "every batch was fsynced")
+	requireReadable(t, l)
+	require.NoError(t, l.Close())
+}
