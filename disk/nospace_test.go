@@ -2,7 +2,9 @@ package disk
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -511,4 +513,107 @@ func TestCloseOnAFullFileSystem(t *testing.T) {
 	require.Equal(t, bytes.Join(batches, nil), got, "every batch was fsynced")
 	requireReadable(t, l)
 	require.NoError(t, l.Close())
+}
+
+// TestOpenOnAFullFileSystem recovers a log after a crash, with a damaged
+// index to rebuild below the recovery point and a tail to validate above
+// it, on a file system with room for k bytes, for every k up to what the
+// rebuilt indexes take. An Open without room fails with ErrNoSpace, not a
+// corruption, and leaves the batches as they were and no index it only
+// began; given room, Open recovers every synced batch. A clean open needs
+// no room at all.
+func TestOpenOnAFullFileSystem(t *testing.T) {
+	opts := testOptions(newClock(), func(c *Config) {
+		c.SegmentBytes = 1200
+		c.IndexIntervalBytes = 0
+	})
+	// setup leaves a crashed log, its recovery point, and its batches up
+	// to it.
+	setup := func() (*MemFS, Options, [][]byte) {
+		mem := NewMemFS()
+		l := openLog(t, mem, "/p", opts)
+		var batches [][]byte
+		for i := 0; i < 14; i++ {
+			b := makeBatch(t, 1+i%2, 100+20*i, int64(1000+i))
+			res := appendBatch(t, l, b)
+			wire.SetBaseOffset(b, res.BaseOffset)
+			batches = append(batches, b)
+			if i == 10 {
+				require.NoError(t, l.Flush(l.EndOffset()))
+			}
+		}
+		require.Greater(t, len(l.Segments()), 3)
+		o := opts
+		o.RecoveryPoint = l.Segments()[2].NextOffset
+		segs := l.Segments()
+		mem.Crash()
+		// A torn index, and indexes lost, below the recovery point and above.
+		indexOf := func(i int, ext string) string { return strings.TrimSuffix(segs[i].Path, logExt) + ext }
+		truncateFile(t, mem, indexOf(0, indexExt), OffsetIndexEntrySize+3)
+		for _, i := range []int{1, 2, len(segs) - 1} {
+			for _, ext := range []string{indexExt, timeIndexExt} {
+				if err := mem.Remove(indexOf(i, ext)); !errors.Is(err, fs.ErrNotExist) {
+					require.NoError(t, err)
+				}
+			}
+		}
+		return mem, o, batches[:11]
+	}
+	// What an Open with room makes of the files.
+	mem, o, _ := setup()
+	l := openLog(t, mem, "/p", o)
+	wantSegments, wantFiles := l.Segments(), memTreeOf(t, mem, "/p")
+	require.NoError(t, l.Close())
+
+	needed := -1
+	for k := 0; needed < 0; k++ {
+		msg := fmt.Sprintf("room for %d bytes", k)
+		mem, o, want := setup()
+		before := memTreeOf(t, mem, "/p")
+		mem.SetCapacity(mem.Used() + int64(k))
+		l, err := Open(mem, "/p", o)
+		if err == nil {
+			needed = k
+		} else {
+			require.ErrorIs(t, err, ErrNoSpace, msg)
+			var ce *CorruptionError
+			require.False(t, errors.As(err, &ce), "%s: %v", msg, err)
+			after := memTreeOf(t, mem, "/p")
+			for name, b := range before {
+				if strings.HasSuffix(name, logExt) {
+					require.True(t, bytes.Equal(b, after[name]), "%s: %s untouched", msg, name)
+				}
+			}
+			for name := range after {
+				_, ok := before[name]
+				require.True(t, ok || !strings.HasSuffix(name, logExt) && !strings.HasSuffix(name, ".tmp"), "%s: %s was not there before", msg, name)
+			}
+			mem.SetCapacity(-1)
+			l = openLog(t, mem, "/p", o)
+		}
+		// Nothing the failed Open left is trusted that a full rebuild
+		// would not have made.
+		require.Equal(t, wantSegments, l.Segments(), msg)
+		require.Equal(t, wantFiles, memTreeOf(t, mem, "/p"), msg)
+		got, err := l.Read(0, 1<<30, nil)
+		require.NoError(t, err, msg)
+		require.Equal(t, bytes.Join(want, nil), got, msg)
+		requireReadable(t, l)
+		mem.SetCapacity(-1)
+		require.NoError(t, l.Close())
+
+		// Closed cleanly, it opens on a file system with no room left.
+		mem.SetCapacity(mem.Used())
+		o.RecoveryPoint = l.RecoveryPoint()
+		l = openLog(t, mem, "/p", o)
+		require.Equal(t, int64(0), l.Recovery().BytesValidated, msg)
+		got, err = l.Read(0, 1<<30, nil)
+		require.NoError(t, err, msg)
+		require.Equal(t, bytes.Join(want, nil), got, msg)
+		_, err = l.Append(makeBatch(t, 1, 10, 9000))
+		require.ErrorIs(t, err, ErrNoSpace, msg)
+		mem.SetCapacity(-1)
+		require.NoError(t, l.Close())
+	}
+	require.Greater(t, needed, 50, "the indexes take room")
 }
