@@ -1129,13 +1129,19 @@ func (l *Log) Close() error {
 }
 
 // syncLogs fsyncs the .log of every segment from the recovery point's on,
-// writing no index entry, after a flush found no room for them: cause. It
-// returns cause, or the error of an fsync, which fails the log.
+// and the directory when segments were created, writing no index entry,
+// after a flush found no room for them: cause. It returns cause, or the
+// error of an fsync, which fails the log.
 func (l *Log) syncLogs(cause error) error {
 	first := max(l.segmentIndex(l.recoveryPoint), 0)
 	for _, s := range l.segments[first:] {
 		if err := s.log.Sync(); err != nil {
 			return l.fail(fmt.Errorf("disk: sync %s: %w", s.path, err))
+		}
+	}
+	if l.dirDirty {
+		if err := l.syncDir(); err != nil {
+			return err
 		}
 	}
 	return cause

@@ -496,6 +496,9 @@ func TestCloseOnAFullFileSystem(t *testing.T) {
 		if i == 1 {
 			require.NoError(t, l.Flush(l.EndOffset()))
 		}
+		if i == 3 {
+			require.NoError(t, l.Roll()) // a segment the directory does not hold durably yet
+		}
 	}
 	recoveryPoint := l.RecoveryPoint()
 	mem.SetCapacity(mem.Used())
@@ -616,4 +619,201 @@ func TestOpenOnAFullFileSystem(t *testing.T) {
 		require.NoError(t, l.Close())
 	}
 	require.Greater(t, needed, 50, "the indexes take room")
+}
+
+// TestSyncErrorsAreFailures injects ENOSPC into an fsync: Linux reports it
+// so on some file systems when writeback finds no room, and written data
+// may be lost. It is a failure, never ErrNoSpace: the log fails.
+func TestSyncErrorsAreFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		flush func(l *Log) error
+	}{
+		{"flush", func(l *Log) error { return l.Flush(l.EndOffset()) }},
+		{"flush job", func(l *Log) error {
+			j, err := l.StartFlush()
+			if err != nil {
+				return err
+			}
+			return l.FinishFlush(j, j.Run())
+		}},
+		{"close", func(l *Log) error { return l.Close() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			efs := NewErrorFS(NewMemFS())
+			efs.InjectError(syscall.ENOSPC)
+			efs.InjectWritesOnly(true)
+			// No index entries: the first write the flush makes is the fsync.
+			l := openLog(t, efs, "/p", testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 1 << 20 }))
+			for i := 0; i < 3; i++ {
+				appendBatch(t, l, makeBatch(t, 1, 50, int64(i)))
+			}
+			efs.InjectAt(1)
+			err := tc.flush(l)
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			require.NotErrorIs(t, err, ErrNoSpace)
+			require.Contains(t, err.Error(), "sync")
+			require.EqualValues(t, 1, efs.Injected())
+			require.Error(t, l.failed, "an fsync error fails the log")
+			require.Zero(t, l.RecoveryPoint())
+			if tc.name != "close" {
+				_, err = l.Append(makeBatch(t, 1, 50, 9))
+				require.ErrorIs(t, err, syscall.ENOSPC, "refused with the sticky error")
+				require.NotErrorIs(t, err, ErrNoSpace)
+			}
+		})
+	}
+}
+
+// TestNoSpaceAtEveryWrite fails each write of a run of opens, appends,
+// rolls, flushes and a close in turn with ENOSPC (a torn write in the
+// second pass). A write, create or growing truncate so refused gives
+// ErrNoSpace, leaves the log as it was and usable, and the same call made
+// again succeeds; an fsync so refused, or a cut that undoing needs, fails
+// the log. Either way, a crash then keeps everything flushed.
+func TestNoSpaceAtEveryWrite(t *testing.T) {
+	opts := testOptions(newClock(), func(c *Config) {
+		c.SegmentBytes = 700
+		c.IndexIntervalBytes = 0
+		c.FlushMessages = 10
+	})
+	batches := make([][]byte, 24)
+	for i := range batches {
+		batches[i] = makeBatch(t, 1+i%3, 40*(i%5), int64(i))
+	}
+	// run returns what was appended and flushed before the first failure,
+	// whether it failed, and whether it ended in a Close that found no
+	// room, which still fsyncs every batch.
+	run := func(t *testing.T, mem *MemFS, efs *ErrorFS, msg string) (appended [][]byte, flushed int64, failed, closeFull bool) {
+		var l *Log
+		var err error
+		for {
+			if l, err = Open(efs, "/p", opts); !errors.Is(err, ErrNoSpace) {
+				break
+			}
+		}
+		if err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC, msg)
+			return nil, 0, true, false
+		}
+		// step runs op, again when a full file system refused it, which
+		// must have left the log as it was (a flush may have synced
+		// part of the log, and made no other change). It reports whether
+		// the log failed.
+		step := func(op func() error, whole bool) bool {
+			before := snapshotLog(t, l, mem)
+			err := op()
+			if err == nil {
+				return false
+			}
+			require.ErrorIs(t, err, syscall.ENOSPC, msg)
+			if !errors.Is(err, ErrNoSpace) {
+				require.Error(t, l.failed, "%s: %v", msg, err)
+				return true
+			}
+			require.NoError(t, l.failed, msg)
+			after := snapshotLog(t, l, mem)
+			if whole {
+				// An append's flush may have synced sealed segments'
+				// indexes before it found no room: progress, kept.
+				for _, s := range []logSnapshot{before, after} {
+					for i := range s.marks[:len(s.marks)-1] {
+						s.marks[i].state.indexesDirty = false
+					}
+				}
+				requireSameLog(t, before, after, msg)
+			} else {
+				// A flush may have written index entries, and synced, before
+				// it found no room: progress, kept. The batches are as they
+				// were, and the recovery point has not moved.
+				require.Equal(t, before.recoveryPoint, after.recoveryPoint, msg)
+				require.Equal(t, before.data, after.data, msg)
+				for name, b := range before.files {
+					if strings.HasSuffix(name, logExt) {
+						require.True(t, bytes.Equal(b, after.files[name]), "%s: %s", msg, name)
+					}
+				}
+			}
+			require.NoError(t, op(), "%s: the same call again", msg)
+			return false
+		}
+		for i, b := range batches {
+			var res AppendResult
+			if step(func() (err error) {
+				res, err = l.Append(bytes.Clone(b))
+				return err
+			}, true) {
+				return appended, flushed, true, false
+			}
+			b = bytes.Clone(b)
+			wire.SetBaseOffset(b, res.BaseOffset)
+			appended = append(appended, b)
+			if l.RecoveryPoint() > flushed {
+				flushed = l.RecoveryPoint()
+			}
+			if i%4 == 2 {
+				if step(func() error { return l.Flush(l.EndOffset()) }, false) {
+					return appended, flushed, true, false
+				}
+				flushed = l.EndOffset()
+			}
+			if i%7 == 6 && step(l.Roll, true) {
+				return appended, flushed, true, false
+			}
+		}
+		err = l.Close()
+		if err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC, msg)
+			return appended, flushed, !errors.Is(err, ErrNoSpace), errors.Is(err, ErrNoSpace)
+		}
+		return appended, l.EndOffset(), false, false
+	}
+	probe := NewErrorFS(NewMemFS())
+	probe.InjectWritesOnly(true)
+	_, _, failed, _ := run(t, probe.inner.(*MemFS), probe, "probe")
+	require.False(t, failed)
+	writes := probe.eligible
+	require.Greater(t, writes, int64(60))
+	outcomes := map[string]int{}
+	for n := int64(1); n <= 2*writes; n++ {
+		msg := fmt.Sprintf("write %d of %d", (n-1)%writes+1, writes)
+		if n > writes {
+			msg += ", torn"
+		}
+		mem := NewMemFS()
+		efs := NewErrorFS(mem)
+		efs.InjectError(syscall.ENOSPC)
+		efs.InjectWritesOnly(true)
+		if n > writes {
+			efs.TornWrites(rand.New(rand.NewPCG(uint64(n), 3)))
+		}
+		efs.InjectAt((n-1)%writes + 1)
+		appended, flushed, failed, closeFull := run(t, mem, efs, msg)
+		require.EqualValues(t, 1, efs.Injected(), msg)
+		switch {
+		case failed:
+			outcomes["failed"]++
+		case closeFull:
+			outcomes["close found no room"]++
+		default:
+			outcomes["undone"]++
+		}
+		mem.Crash()
+		l, err := Open(mem, "/p", opts)
+		require.NoError(t, err, msg)
+		got, err := l.Read(0, 1<<30, nil)
+		require.NoError(t, err, msg)
+		requireBatchPrefix(t, appended, 0, got, msg)
+		require.GreaterOrEqual(t, l.EndOffset(), flushed, msg)
+		if closeFull {
+			require.Equal(t, bytes.Join(appended, nil), got, "%s: Close fsyncs every batch", msg)
+		}
+		requireReadable(t, l)
+		require.NoError(t, l.Close())
+	}
+	t.Logf("outcomes: %v", outcomes)
+	require.Positive(t, outcomes["failed"])
+	require.Positive(t, outcomes["undone"])
+	require.Positive(t, outcomes["close found no room"])
 }
