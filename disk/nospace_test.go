@@ -214,7 +214,15 @@ func TestAppendOutOfSpaceAtEveryByte(t *testing.T) {
 
 				mem.SetCapacity(mem.Used() + int64(k))
 				next := bytes.Clone(tc.next)
-				res, err := l.Append(next)
+				var res AppendResult
+				var err error
+				if k%2 == 0 {
+					res, err = l.Append(next)
+				} else {
+					h, verr := wire.Validate(next)
+					require.NoError(t, verr)
+					res, err = l.AppendValidated(next, h)
+				}
 				if err == nil {
 					needed = k
 					require.Equal(t, before.end, res.BaseOffset, msg)
@@ -293,11 +301,18 @@ func TestAppendOutOfSpaceWritingIndexEntries(t *testing.T) {
 	before := snapshotLog(t, l, mem)
 	next := makeBatch(t, 2, 30, 5000)
 	want := len(next) + indexFlushEntries*(OffsetIndexEntrySize+TimeIndexEntrySize)
+	// Each write is cut short anywhere the same way; the snapshot, which
+	// costs more than the append, is compared near the ends of each write
+	// and at every 16th byte between.
+	offsetIndexEnd := len(next) + indexFlushEntries*OffsetIndexEntrySize
+	near := func(k, end int) bool { return k >= end-20 && k <= end+20 }
 	for k := 0; k < want; k++ {
 		mem.SetCapacity(mem.Used() + int64(k))
 		_, err := l.Append(bytes.Clone(next))
 		require.ErrorIs(t, err, ErrNoSpace, "room for %d bytes", k)
-		requireSameLog(t, before, snapshotLog(t, l, mem), fmt.Sprintf("room for %d bytes", k))
+		if k%16 == 0 || near(k, 0) || near(k, len(next)) || near(k, offsetIndexEnd) || near(k, want) {
+			requireSameLog(t, before, snapshotLog(t, l, mem), fmt.Sprintf("room for %d bytes", k))
+		}
 	}
 	mem.SetCapacity(mem.Used() + int64(want))
 	res := appendBatch(t, l, next)
@@ -816,4 +831,54 @@ func TestNoSpaceAtEveryWrite(t *testing.T) {
 	require.Positive(t, outcomes["failed"])
 	require.Positive(t, outcomes["undone"])
 	require.Positive(t, outcomes["close found no room"])
+}
+
+func TestNoSpaceClassifies(t *testing.T) {
+	pathErr := func(errno error) error { return &fs.PathError{Op: "write", Path: "/p/x.log", Err: errno} }
+	tests := []struct {
+		name string
+		err  error
+		full bool
+	}{
+		{"nil", nil, false},
+		{"ENOSPC", pathErr(syscall.ENOSPC), true},
+		{"EDQUOT", pathErr(syscall.EDQUOT), true},
+		{"wrapped ENOSPC", fmt.Errorf("disk: append: %w", pathErr(syscall.ENOSPC)), true},
+		{"EIO", pathErr(syscall.EIO), false},
+		{"injected", pathErr(ErrInjected), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := noSpace(tc.err)
+			require.Equal(t, tc.full, errors.Is(err, ErrNoSpace))
+			require.ErrorIs(t, err, tc.err, "the cause is kept")
+			if tc.err != nil {
+				require.Equal(t, tc.err.Error(), err.Error(), "the message is the cause's")
+			}
+			require.Equal(t, err, noSpace(err), "marking twice changes nothing")
+		})
+	}
+}
+
+// TestStartFlushOnAFullFileSystem starts a flush whose index entries find
+// no room: no job starts, the log stays usable, and the next start, given
+// room, goes through.
+func TestStartFlushOnAFullFileSystem(t *testing.T) {
+	mem := NewMemFS()
+	l := openLog(t, mem, "/p", testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 0 }))
+	for i := 0; i < 3; i++ {
+		appendBatch(t, l, makeBatch(t, 1, 50, int64(i)))
+	}
+	mem.SetCapacity(mem.Used())
+	_, err := l.StartFlush()
+	require.ErrorIs(t, err, ErrNoSpace)
+	require.NoError(t, l.failed)
+	require.Nil(t, l.flushing)
+	require.Zero(t, l.RecoveryPoint())
+	mem.SetCapacity(-1)
+	j, err := l.StartFlush()
+	require.NoError(t, err)
+	require.NoError(t, l.FinishFlush(j, j.Run()))
+	require.Equal(t, l.EndOffset(), l.RecoveryPoint())
+	require.NoError(t, l.Close())
 }
