@@ -28,9 +28,9 @@ var (
 	// that failed with ENOSPC (or EDQUOT, past a quota). A log that meets
 	// it puts back what the call had changed and takes the next call as if
 	// the failed one had not been made: the file system is full, not
-	// broken (see the package doc). An error of a sync (fsync, fdatasync,
-	// sync_file_range) never wraps it, whatever its errno: written data may
-	// have been lost, and the log fails.
+	// broken (see the package doc). An error of a sync (fsync, fdatasync)
+	// never wraps it, whatever its errno: written data may have been lost,
+	// and the log fails.
 	ErrNoSpace = errors.New("disk: no space left")
 	// ErrFlushInFlight is returned by a call that would close or remove a
 	// segment file while a FlushJob may still be syncing it, and by a

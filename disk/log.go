@@ -43,7 +43,8 @@ type Log struct {
 	closed        bool
 	// failed is the first I/O error of a mutating call: the log's files may
 	// no longer match its state, so later mutations refuse, as Kafka takes a
-	// log directory offline.
+	// log directory offline. An error wrapping ErrNoSpace is not one: the
+	// call is undone (see undo), and the log goes on.
 	failed error
 	// flushing is the FlushJob started and not yet finished, if any.
 	flushing *FlushJob
