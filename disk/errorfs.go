@@ -15,13 +15,12 @@ import (
 // operation from now fail with an *fs.PathError naming the operation and
 // the path and wrapping ErrInjected, or the error set by InjectError (such
 // as syscall.ENOSPC, for a disk that fills); by default every operation is
-// eligible, and with
-// InjectWritesOnly(true) only the mutating ones (creating, truncating or
-// writing opens, Write, WriteAt, Truncate, Sync, Remove, RemoveAll,
-// Rename, MkdirAll, SyncDir). The injection fires once unless
-// InjectSticky(true), after which every later eligible operation fails too,
-// like a dead disk. A failing Write or WriteAt writes nothing, or with
-// TornWrites a random prefix of its bytes first.
+// eligible, and with InjectWritesOnly(true) only the mutating ones
+// (creating, truncating or writing opens, Write, WriteAt, Truncate, Sync,
+// Remove, RemoveAll, Rename, MkdirAll, SyncDir). The injection fires once
+// unless InjectSticky(true), after which every later eligible operation
+// fails too, like a dead disk. A failing Write or WriteAt writes nothing,
+// or with TornWrites a random prefix of its bytes first.
 //
 // Safe for concurrent use as far as its inner FS is: a Log's FlushJob syncs
 // a file from another goroutine than its appends.
