@@ -110,18 +110,17 @@ func requireBatchPrefix(t *testing.T, batches [][]byte, atLeast int, got []byte,
 type noSpaceCase struct {
 	name   string
 	config func(c *Config)
-	// setup appends and flushes; it returns the batches appended (as
-	// stored) and how many of them were made durable.
-	setup func(t *testing.T, l *Log) (batches [][]byte, synced int)
+	// setup appends and flushes; it returns the batches appended, as
+	// stored.
+	setup func(t *testing.T, l *Log) [][]byte
 	next  []byte // the batch appended under the capacity
 	rolls bool   // whether that append rolls
 }
 
 func noSpaceCases(t *testing.T) []noSpaceCase {
 	small := func(i int) []byte { return makeBatch(t, 1+i%3, 40+30*i, int64(1000+10*i)) }
-	appendSome := func(t *testing.T, l *Log, n, flushAfter int) ([][]byte, int) {
+	appendSome := func(t *testing.T, l *Log, n, flushAfter int) [][]byte {
 		var batches [][]byte
-		synced := 0
 		for i := 0; i < n; i++ {
 			b := small(i)
 			appendBatch(t, l, b)
@@ -129,10 +128,9 @@ func noSpaceCases(t *testing.T) []noSpaceCase {
 			batches = append(batches, b)
 			if i+1 == flushAfter {
 				require.NoError(t, l.Flush(l.EndOffset()))
-				synced = i + 1
 			}
 		}
-		return batches, synced
+		return batches
 	}
 	next := makeBatch(t, 3, 200, 5000)
 	setupSize := 0
@@ -143,7 +141,7 @@ func noSpaceCases(t *testing.T) []noSpaceCase {
 		{
 			name:   "same segment",
 			config: func(c *Config) { c.IndexIntervalBytes = 100 },
-			setup:  func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 3) },
+			setup:  func(t *testing.T, l *Log) [][]byte { return appendSome(t, l, 5, 3) },
 			next:   next,
 		},
 		{
@@ -152,7 +150,7 @@ func noSpaceCases(t *testing.T) []noSpaceCase {
 				c.IndexIntervalBytes = 100
 				c.SegmentBytes = int64(setupSize + len(next) - 1)
 			},
-			setup: func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 3) },
+			setup: func(t *testing.T, l *Log) [][]byte { return appendSome(t, l, 5, 3) },
 			next:  next,
 			rolls: true,
 		},
@@ -162,7 +160,7 @@ func noSpaceCases(t *testing.T) []noSpaceCase {
 				c.IndexIntervalBytes = 250
 				c.SegmentBytes = int64(setupSize + len(next) - 1)
 			},
-			setup: func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 5) },
+			setup: func(t *testing.T, l *Log) [][]byte { return appendSome(t, l, 5, 5) },
 			next:  next,
 			rolls: true,
 		},
@@ -173,10 +171,7 @@ func noSpaceCases(t *testing.T) []noSpaceCase {
 				c.SegmentBytes = int64(setupSize + len(next) - 1)
 				c.FlushMessages = 4
 			},
-			setup: func(t *testing.T, l *Log) ([][]byte, int) {
-				batches, _ := appendSome(t, l, 5, 0)
-				return batches, 5 - 1 // the last flush came with the fourth batch
-			},
+			setup: func(t *testing.T, l *Log) [][]byte { return appendSome(t, l, 5, 0) },
 			next:  next,
 			rolls: true,
 		},
@@ -186,7 +181,7 @@ func noSpaceCases(t *testing.T) []noSpaceCase {
 				c.IndexIntervalBytes = 0
 				c.FlushMessages = 1
 			},
-			setup: func(t *testing.T, l *Log) ([][]byte, int) { return appendSome(t, l, 5, 0) },
+			setup: func(t *testing.T, l *Log) [][]byte { return appendSome(t, l, 5, 0) },
 			next:  next,
 		},
 	}
@@ -196,9 +191,10 @@ func noSpaceCases(t *testing.T) []noSpaceCase {
 // for every k from 0 up to what it needs: batch, index entries, a roll's
 // files and sealed index entries, a flush's index writes. Each short append
 // must fail with ErrNoSpace and leave the log as it was, files and memory,
-// not failed; given room, the same append gets the same offset, and a
-// clean reopen, a crash after a sync and a torn crash all recover exactly
-// the batches appended.
+// not failed; given room, the same append gets the same offset. Then a
+// clean reopen and a crash after a sync recover exactly the batches
+// appended, a crash exactly those made durable, and a torn crash a prefix
+// of them holding at least those: nothing of the refused tries is left.
 func TestAppendOutOfSpaceAtEveryByte(t *testing.T) {
 	for _, tc := range noSpaceCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
@@ -208,7 +204,7 @@ func TestAppendOutOfSpaceAtEveryByte(t *testing.T) {
 				msg := fmt.Sprintf("room for %d bytes", k)
 				mem := NewMemFS()
 				l := openLog(t, mem, "/p", opts)
-				batches, synced := tc.setup(t, l)
+				batches := tc.setup(t, l)
 				before := snapshotLog(t, l, mem)
 				syncedBefore := memSyncedTree(t, mem, "/p")
 
@@ -250,27 +246,37 @@ func TestAppendOutOfSpaceAtEveryByte(t *testing.T) {
 				rolled := len(l.Segments()) - len(before.segments)
 				require.Equal(t, map[bool]int{false: 0, true: 1}[tc.rolls], rolled, msg)
 
+				// The batches made durable: flushes here go to the end.
+				durable := 0
+				for end := int64(0); durable < len(batches); durable++ {
+					h, err := wire.ParseHeader(batches[durable])
+					require.NoError(t, err)
+					if end = h.NextOffset(); end > l.RecoveryPoint() {
+						break
+					}
+				}
 				o := opts
-				switch k % 3 {
+				want := batches
+				switch k % 4 {
 				case 0:
 					require.NoError(t, l.Close(), msg)
-					o.RecoveryPoint = l.RecoveryPoint()
 				case 1:
 					require.NoError(t, l.Sync(), msg)
 					mem.Crash()
-					o.RecoveryPoint = l.RecoveryPoint()
-					synced = len(batches)
 				case 2:
+					mem.Crash()
+					want = batches[:durable]
+				case 3:
 					mem.CrashTorn(rand.New(rand.NewPCG(uint64(k), 5)))
-					o.RecoveryPoint = l.RecoveryPoint()
 				}
+				o.RecoveryPoint = l.RecoveryPoint()
 				l = openLog(t, mem, "/p", o)
 				got, err := l.Read(0, 1<<30, nil)
 				require.NoError(t, err, msg)
-				if k%3 == 2 {
-					requireBatchPrefix(t, batches, synced, got, msg)
+				if k%4 == 3 {
+					requireBatchPrefix(t, batches, durable, got, msg)
 				} else {
-					require.Equal(t, bytes.Join(batches, nil), got, msg)
+					require.Equal(t, bytes.Join(want, nil), got, msg)
 				}
 				requireReadable(t, l)
 				res = appendBatch(t, l, makeBatch(t, 1, 10, 9000))
