@@ -82,7 +82,9 @@ func AppendCheckpoint(dst []byte, offsets map[TopicPartition]int64) ([]byte, err
 
 // WriteCheckpoint replaces the checkpoint file at path atomically: it
 // writes path+".tmp", syncs it, renames it over path and syncs the
-// directory.
+// directory. When it fails before the rename, the old file is as it was
+// and the .tmp is removed; on a full file system the error wraps
+// ErrNoSpace, and a later call, given room, succeeds.
 func WriteCheckpoint(fsys FS, path string, offsets map[TopicPartition]int64) error {
 	b, err := AppendCheckpoint(nil, offsets)
 	if err != nil {
@@ -91,21 +93,26 @@ func WriteCheckpoint(fsys FS, path string, offsets map[TopicPartition]int64) err
 	tmp := path + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("disk: write checkpoint: %w", err)
+		return noSpace(fmt.Errorf("disk: write checkpoint: %w", err))
+	}
+	abandon := func(err error) error {
+		_ = f.Close()
+		_ = fsys.Remove(tmp)
+		return err
 	}
 	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("disk: write checkpoint %s: %w", tmp, err)
+		return abandon(noSpace(fmt.Errorf("disk: write checkpoint %s: %w", tmp, err)))
 	}
 	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("disk: sync checkpoint %s: %w", tmp, err)
+		return abandon(fmt.Errorf("disk: sync checkpoint %s: %w", tmp, err))
 	}
 	if err := f.Close(); err != nil {
+		_ = fsys.Remove(tmp)
 		return fmt.Errorf("disk: close checkpoint %s: %w", tmp, err)
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
-		return fmt.Errorf("disk: write checkpoint: %w", err)
+		_ = fsys.Remove(tmp)
+		return noSpace(fmt.Errorf("disk: write checkpoint: %w", err))
 	}
 	if err := fsys.SyncDir(pathpkg.Dir(path)); err != nil {
 		return fmt.Errorf("disk: write checkpoint: %w", err)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/depot-dev/depot/disk"
@@ -177,6 +178,43 @@ func TestWriteCheckpointIsAtomic(t *testing.T) {
 		tried = n
 	}
 	require.EqualValues(t, 6, tried, "open, write, sync, close, rename and directory sync each failed once")
+}
+
+func TestWriteCheckpointOnAFullFileSystem(t *testing.T) {
+	old := map[disk.TopicPartition]int64{{Topic: "t", Partition: 0}: 1}
+	next := map[disk.TopicPartition]int64{{Topic: "t", Partition: 0}: 2, {Topic: "t", Partition: 1}: 5}
+	text, err := disk.AppendCheckpoint(nil, next)
+	require.NoError(t, err)
+	m := newMemWithDir(t)
+	require.NoError(t, disk.WriteCheckpoint(m, "/d/cp", old))
+	for k := int64(0); k < int64(len(text)); k++ {
+		m.SetCapacity(m.Used() + k)
+		err := disk.WriteCheckpoint(m, "/d/cp", next)
+		require.ErrorIs(t, err, disk.ErrNoSpace, "room for %d bytes", k)
+		require.ErrorIs(t, err, syscall.ENOSPC)
+		got, err := disk.ReadCheckpoint(m, "/d/cp")
+		require.NoError(t, err)
+		require.Equal(t, old, got)
+		names, err := m.ReadDir("/d")
+		require.NoError(t, err)
+		require.Equal(t, []string{"cp"}, names, "the .tmp is removed")
+		require.Equal(t, k, m.Free())
+	}
+	m.SetCapacity(m.Used() + int64(len(text)))
+	require.NoError(t, disk.WriteCheckpoint(m, "/d/cp", next))
+	got, err := disk.ReadCheckpoint(m, "/d/cp")
+	require.NoError(t, err)
+	require.Equal(t, next, got)
+
+	// A sync that fails with ENOSPC is a failure, not a full disk.
+	efs := disk.NewErrorFS(m)
+	efs.InjectError(syscall.ENOSPC)
+	efs.InjectAt(3) // open, write, sync
+	m.SetCapacity(-1)
+	err = disk.WriteCheckpoint(efs, "/d/cp", old)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.NotErrorIs(t, err, disk.ErrNoSpace)
+	require.Contains(t, err.Error(), "sync")
 }
 
 func TestPartitionDirName(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package disk is Depot's partition log, laid out on disk as Kafka lays it
 // out: segments of record batches with a sparse offset index and a time
 // index each, checkpoint files per log directory, and a small FS seam so
-// tests can crash the file system or fail the n-th operation.
+// tests can crash the file system, fill it, or fail the n-th operation.
 //
 // Nothing in the package starts a goroutine or takes a lock, and nothing is
 // safe for concurrent use: the actor that owns a log serialises access to
@@ -20,6 +20,35 @@
 // stop (the recovery point is the end of the log) it loads the indexes,
 // checks them against the file sizes and reads only the batch headers after
 // the last offset index entry.
+//
+// # A full file system
+//
+// Running out of room is not a failure of the disk. The error of a write,
+// a create, a rename or a truncate that grows a file, refused for lack of
+// room (ENOSPC, or EDQUOT past a quota), wraps ErrNoSpace, and the call of
+// the log that met it puts back what it had changed before returning it.
+// An Append cut short anywhere (in its batch, its index entries, the roll
+// to a new segment, or the flush that flush.messages asks for) leaves the
+// .log cut back to its last whole batch, the indexes without the entries
+// it added, no part of a new segment, and the log's state in memory as it
+// was: the same Append, once there is room, gets the same offset. Roll and
+// MaybeRoll are undone likewise; Flush and StartFlush leave the recovery
+// point where it was; a TruncateTo that empties the log makes its new
+// segment before it deletes the old ones. None of them fails the log. It
+// fails only when undoing fails, and on any error of an fsync, whatever its
+// errno: Linux reports ENOSPC from fsync when writeback found no room, and
+// written data may be lost. (An error of the sync_file_range that starts
+// writeback early is left for the next fsync to report.)
+//
+// What needs no room goes on: reads, searches and scans; ApplyRetention
+// and DeleteBefore, which free room (DeleteBefore rolls a new segment only
+// once the older ones are deleted, and when even that finds no room keeps
+// the active one, unread, until a later roll); Close, which fsyncs the
+// batches even when their index entries find no room; and a clean Open,
+// which writes nothing. An Open that must rebuild indexes and finds no
+// room fails with ErrNoSpace, removing what it had begun of them, and
+// WriteCheckpoint leaves the old file and no .tmp behind. No batch that a
+// successful Append wrote is touched by any of this.
 //
 // # Directory layout
 //

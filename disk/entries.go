@@ -1,6 +1,9 @@
 package disk
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // sparseEvery is how many index entries one entry of an index's sparse
 // level stands for: a search reads one block of that many entries from the
@@ -171,5 +174,55 @@ func (x *indexEntries[E]) truncate(file File, n int, prev E) error {
 	}
 	x.sparse = x.sparse[:(n+sparseEvery-1)/sparseEvery]
 	x.last = prev
+	return nil
+}
+
+// entriesMark is where an index's entries stood at a point: how many there
+// were, how many of them were in the file, and the last.
+type entriesMark[E any] struct {
+	count     int
+	persisted int
+	last      E
+}
+
+// mark returns where the entries stand now.
+func (x *indexEntries[E]) mark() entriesMark[E] {
+	return entriesMark[E]{count: x.count(), persisted: x.pending.persisted, last: x.last}
+}
+
+// rollback puts the entries back as they stood at m, when since then they
+// were only appended to and written out: those appended are dropped, and
+// those written to the file are read back into memory and cut from it, so
+// that memory and file both hold what they held. It needs no room.
+func (x *indexEntries[E]) rollback(file File, m entriesMark[E]) error {
+	persisted := x.pending.persisted
+	if x.count() == m.count && persisted == m.persisted && !x.pending.dirty {
+		return nil
+	}
+	if persisted < m.persisted || x.count() < m.count {
+		return fmt.Errorf("entries were removed since the mark (%d of %d in the file, were %d of %d)", persisted, x.count(), m.persisted, m.count)
+	}
+	var back []E
+	if written := min(persisted, m.count); written > m.persisted {
+		if err := x.readBlock(file, m.persisted, written); err != nil {
+			return err
+		}
+		for i := m.persisted; i < written; i++ {
+			back = append(back, x.blockEntry(i))
+		}
+	}
+	if m.count > persisted {
+		back = append(back, x.tail[:m.count-persisted]...)
+	}
+	if persisted > m.persisted || x.pending.dirty {
+		if err := file.Truncate(int64(m.persisted) * x.size); err != nil {
+			return err
+		}
+	}
+	x.pending.persisted = m.persisted
+	x.pending.dirty = false
+	x.tail = append(x.tail[:0], back...)
+	x.sparse = x.sparse[:(m.count+sparseEvery-1)/sparseEvery]
+	x.last = m.last
 	return nil
 }

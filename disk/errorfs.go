@@ -12,14 +12,15 @@ import (
 //
 // Every call of an FS method and of a method of a File it opened counts as
 // one operation (File.Name excepted). InjectAt(n) makes the n-th eligible
-// operation from now fail with an error wrapping ErrInjected, naming the
-// operation and the path; by default every operation is eligible, and with
-// InjectWritesOnly(true) only the mutating ones (creating, truncating or
-// writing opens, Write, WriteAt, Truncate, Sync, Remove, RemoveAll,
-// Rename, MkdirAll, SyncDir). The injection fires once unless
-// InjectSticky(true), after which every later eligible operation fails too,
-// like a dead disk. A failing Write or WriteAt writes nothing, or with
-// TornWrites a random prefix of its bytes first.
+// operation from now fail with an *fs.PathError naming the operation and
+// the path and wrapping ErrInjected, or the error set by InjectError (such
+// as syscall.ENOSPC, for a disk that fills); by default every operation is
+// eligible, and with InjectWritesOnly(true) only the mutating ones
+// (creating, truncating or writing opens, Write, WriteAt, Truncate, Sync,
+// Remove, RemoveAll, Rename, MkdirAll, SyncDir). The injection fires once
+// unless InjectSticky(true), after which every later eligible operation
+// fails too, like a dead disk. A failing Write or WriteAt writes nothing,
+// or with TornWrites a random prefix of its bytes first.
 //
 // Safe for concurrent use as far as its inner FS is: a Log's FlushJob syncs
 // a file from another goroutine than its appends.
@@ -34,11 +35,12 @@ type ErrorFS struct {
 	sticky     bool
 	dead       bool
 	torn       *rand.Rand
+	err        error // what an injected failure wraps
 }
 
 // NewErrorFS wraps inner. No error is injected until InjectAt.
 func NewErrorFS(inner FS) *ErrorFS {
-	return &ErrorFS{inner: inner}
+	return &ErrorFS{inner: inner, err: ErrInjected}
 }
 
 var _ FS = (*ErrorFS)(nil)
@@ -70,6 +72,18 @@ func (e *ErrorFS) InjectSticky(on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sticky = on
+}
+
+// InjectError sets the error an injected failure wraps, in an
+// *fs.PathError as the OS wraps an errno. nil restores the default,
+// ErrInjected.
+func (e *ErrorFS) InjectError(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		err = ErrInjected
+	}
+	e.err = err
 }
 
 // TornWrites makes a failing Write or WriteAt write a prefix of random
@@ -108,7 +122,7 @@ func (e *ErrorFS) op(name, path string, mutating bool) error {
 		e.target = 0
 		e.dead = e.sticky
 		e.injected++
-		return &fs.PathError{Op: name, Path: path, Err: ErrInjected}
+		return &fs.PathError{Op: name, Path: path, Err: e.err}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Sentinel errors of the package. Callers compare with errors.Is: the
@@ -22,6 +23,15 @@ var (
 	// ErrInvalidEntry is returned by an index Append whose entry would break
 	// the order of the index or does not fit its fields. Nothing is written.
 	ErrInvalidEntry = errors.New("disk: invalid index entry")
+	// ErrNoSpace is wrapped by the error of a change the file system had no
+	// room for: a write, a create, a rename or a truncate that grows a file
+	// that failed with ENOSPC (or EDQUOT, past a quota). A log that meets
+	// it puts back what the call had changed and takes the next call as if
+	// the failed one had not been made: the file system is full, not
+	// broken (see the package doc). An error of a sync (fsync, fdatasync)
+	// never wraps it, whatever its errno: written data may have been lost,
+	// and the log fails.
+	ErrNoSpace = errors.New("disk: no space left")
 	// ErrFlushInFlight is returned by a call that would close or remove a
 	// segment file while a FlushJob may still be syncing it, and by a
 	// second StartFlush before the first is finished.
@@ -61,6 +71,26 @@ func withPath(err error, path string) error {
 	var ce *CorruptionError
 	if errors.As(err, &ce) {
 		return &CorruptionError{Path: path, Offset: ce.Offset, Err: ce.Err}
+	}
+	return err
+}
+
+// noSpaceError marks an error as caused by a full file system; its message
+// is the error's own, which names the errno.
+type noSpaceError struct{ err error }
+
+func (e *noSpaceError) Error() string   { return e.err.Error() }
+func (e *noSpaceError) Unwrap() []error { return []error{e.err, ErrNoSpace} }
+
+// noSpace marks err, the error of a write, create, rename or growing
+// truncate, with ErrNoSpace when the file system had no room for it.
+// Errors of syncs are never given to it: those are failures.
+func noSpace(err error) error {
+	if err == nil || errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return &noSpaceError{err}
 	}
 	return err
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/depot-dev/depot/disk"
@@ -459,6 +461,92 @@ func TestMemFSHelpers(t *testing.T) {
 	require.Equal(t, "z", string(b))
 }
 
+func TestMemFSCapacity(t *testing.T) {
+	m := newMemWithDir(t)
+	require.Equal(t, int64(math.MaxInt64), m.Free(), "no capacity by default")
+	f, err := m.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	require.NoError(t, m.SyncDir("/d"))
+	_, err = f.Write([]byte("abcd"))
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.EqualValues(t, 4, m.Used())
+
+	m.SetCapacity(10)
+	require.EqualValues(t, 6, m.Free())
+	// A write that runs out of room writes what fits, as the OS does.
+	n, err := f.Write([]byte("efghijkl"))
+	require.Equal(t, 6, n)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "/d/f", pe.Path)
+	require.Equal(t, "abcdefghij", readFileString(t, m, "/d/f"))
+	require.Zero(t, m.Free())
+
+	// Full: nothing grows, but overwrites, syncs, shrinks and removals go on.
+	n, err = f.Write([]byte("k"))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	n, err = f.WriteAt([]byte("JK"), 9)
+	require.Equal(t, 1, n, "the byte inside the file is overwritten")
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	_, err = f.WriteAt([]byte("AB"), 0)
+	require.NoError(t, err)
+	require.ErrorIs(t, f.Truncate(11), syscall.ENOSPC)
+	size, err := f.Size()
+	require.NoError(t, err)
+	require.EqualValues(t, 10, size, "a truncate that cannot grow changes nothing")
+	_, err = m.OpenFile("/d/g", os.O_RDWR|os.O_CREATE, 0o644)
+	require.ErrorIs(t, err, syscall.ENOSPC, "a new file needs room")
+	_, err = m.Stat("/d/g")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorIs(t, m.MkdirAll("/d/sub", 0o755), syscall.ENOSPC)
+	require.ErrorIs(t, m.WriteFile("/d/h", nil), syscall.ENOSPC)
+	again, err := m.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err, "opening an existing file needs no room")
+	require.NoError(t, again.Close())
+	require.NoError(t, f.Sync())
+	require.Equal(t, "ABcdefghiJ", readFileString(t, m, "/d/f"))
+
+	// Room comes back by shrinking, removing or a larger capacity.
+	require.NoError(t, f.Truncate(8))
+	require.EqualValues(t, 2, m.Free())
+	_, err = f.WriteAt([]byte("xy"), 8)
+	require.NoError(t, err)
+	require.ErrorIs(t, m.WriteFile("/d/h", []byte("z")), syscall.ENOSPC)
+	m.SetCapacity(12)
+	require.ErrorIs(t, m.WriteFile("/d/h", []byte("zzz")), syscall.ENOSPC, "WriteFile writes all or nothing")
+	_, err = m.Stat("/d/h")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.NoError(t, m.WriteFile("/d/h", []byte("zz")))
+	require.EqualValues(t, 12, m.Used())
+	require.NoError(t, m.Remove("/d/h"))
+	require.EqualValues(t, 2, m.Free())
+	o, err := m.OpenFile("/d/f", os.O_RDWR|os.O_TRUNC, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 12, m.Free(), "O_TRUNC frees")
+	require.NoError(t, o.Close())
+
+	// The capacity may drop below what is held; a crash keeps the synced bytes.
+	_, err = f.WriteAt([]byte("0123456789"), 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	m.SetCapacity(4)
+	require.Zero(t, m.Free())
+	n, err = f.Write([]byte("more"))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	m.SetCapacity(-1)
+	_, err = f.WriteAt([]byte("unsynced"), 10)
+	require.NoError(t, err)
+	m.SetCapacity(18)
+	m.Crash()
+	require.Equal(t, "0123456789", readFileString(t, m, "/d/f"))
+	require.EqualValues(t, 12, m.Used(), "/d/h is back: its removal was never made durable")
+	require.EqualValues(t, 6, m.Free())
+}
+
 func TestMemFSRenameErrors(t *testing.T) {
 	m := newMemWithDir(t)
 	require.NoError(t, m.MkdirAll("/d/a/b", 0o755))
@@ -547,6 +635,22 @@ func TestErrorFSWritesOnlyAndSticky(t *testing.T) {
 
 	efs.InjectAt(0)
 	require.NoError(t, efs.MkdirAll("/d/b", 0o755), "InjectAt(0) revives the disk")
+}
+
+func TestErrorFSInjectError(t *testing.T) {
+	efs := disk.NewErrorFS(newMemWithDir(t))
+	efs.InjectError(syscall.ENOSPC)
+	efs.InjectAt(1)
+	_, err := efs.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.NotErrorIs(t, err, disk.ErrInjected)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "/d/f", pe.Path)
+	efs.InjectError(nil)
+	efs.InjectAt(1)
+	_, err = efs.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
+	require.ErrorIs(t, err, disk.ErrInjected, "nil restores the default")
 }
 
 func TestErrorFSTornWrites(t *testing.T) {

@@ -70,7 +70,7 @@ func OpenOffsetIndex(fs FS, path string, baseOffset int64) (*OffsetIndex, error)
 func CreateOffsetIndex(fs FS, path string, baseOffset int64) (*OffsetIndex, error) {
 	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("disk: create index: %w", err)
+		return nil, noSpace(fmt.Errorf("disk: create index: %w", err))
 	}
 	return newOffsetIndex(fs, path, baseOffset, f), nil
 }
@@ -79,7 +79,7 @@ func CreateOffsetIndex(fs FS, path string, baseOffset int64) (*OffsetIndex, erro
 func openIndexFile(fs FS, path string) (File, []byte, error) {
 	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, nil, fmt.Errorf("disk: open index: %w", err)
+		return nil, nil, noSpace(fmt.Errorf("disk: open index: %w", err))
 	}
 	b, err := readAll(f)
 	if err != nil {

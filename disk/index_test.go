@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/depot-dev/depot/disk"
@@ -345,6 +346,38 @@ func TestOffsetIndexWriteErrors(t *testing.T) {
 			break
 		}
 	}
+}
+
+func TestOffsetIndexOnAFullFileSystem(t *testing.T) {
+	m := newMemWithDir(t)
+	efs := disk.NewErrorFS(m)
+	ix, err := disk.CreateOffsetIndex(efs, "/d/i.index", testBase)
+	require.NoError(t, err)
+	for i := int64(1); i <= 3; i++ {
+		require.NoError(t, ix.Append(testBase+i, 10*i))
+	}
+	for k := int64(0); k < 3*disk.OffsetIndexEntrySize; k++ {
+		m.SetCapacity(k) // the index is the only file
+		err := ix.Sync()
+		require.ErrorIs(t, err, disk.ErrNoSpace, "room for %d bytes", k)
+		require.Equal(t, 3, ix.Entries(), "the entries wait in memory")
+	}
+	m.SetCapacity(-1)
+	require.NoError(t, ix.Sync(), "what a short write left is cut first")
+
+	// An ENOSPC from fsync is not a full disk: it is a failure.
+	require.NoError(t, ix.Append(testBase+4, 40))
+	efs.InjectError(syscall.ENOSPC)
+	efs.InjectWritesOnly(true)
+	efs.InjectAt(2) // the write of the entry, then the sync
+	err = ix.Sync()
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.NotErrorIs(t, err, disk.ErrNoSpace)
+	require.NoError(t, ix.Close())
+	reopened, err := disk.OpenOffsetIndex(m, "/d/i.index", testBase)
+	require.NoError(t, err)
+	require.Equal(t, 4, reopened.Entries())
+	require.Equal(t, disk.OffsetEntry{Offset: testBase + 3, Position: 30}, reopened.Entry(2))
 }
 
 func BenchmarkOffsetIndexAppend(b *testing.B) {

@@ -91,6 +91,21 @@ func (x *indexFile[E]) TruncateTo(offset int64) error {
 	return nil
 }
 
+// mark returns where the entries stand now, for rollback.
+func (x *indexFile[E]) mark() entriesMark[E] { return x.entries.mark() }
+
+// rollback drops the entries appended since m and puts back in memory
+// those written to the file since, leaving the file as it was at m.
+func (x *indexFile[E]) rollback(m entriesMark[E]) error {
+	if x.file == nil {
+		return ErrClosed
+	}
+	if err := x.entries.rollback(x.file, m); err != nil {
+		return fmt.Errorf("disk: roll back %s %s: %w", x.kind, x.path, err)
+	}
+	return nil
+}
+
 // Reset drops every entry.
 func (x *indexFile[E]) Reset() error { return x.TruncateTo(math.MinInt64) }
 

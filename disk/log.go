@@ -43,7 +43,8 @@ type Log struct {
 	closed        bool
 	// failed is the first I/O error of a mutating call: the log's files may
 	// no longer match its state, so later mutations refuse, as Kafka takes a
-	// log directory offline.
+	// log directory offline. An error wrapping ErrNoSpace is not one: the
+	// call is undone (see undo), and the log goes on.
 	failed error
 	// flushing is the FlushJob started and not yet finished, if any.
 	flushing *FlushJob
@@ -109,6 +110,51 @@ func (l *Log) fail(err error) error {
 	return err
 }
 
+// failUnlessFull fails the log with err unless err wraps ErrNoSpace: a
+// call that left the log as it was when the file system had no room for
+// it returns that error and leaves the log usable.
+func (l *Log) failUnlessFull(err error) error {
+	if errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	return l.fail(err)
+}
+
+// logMark is the state of a log before a change that undo may take back.
+type logMark struct {
+	segments int // how many there were
+	active   segmentMark
+	dirDirty bool
+}
+
+// mark returns the log's state now, for undo.
+func (l *Log) mark() logMark {
+	return logMark{segments: len(l.segments), active: l.active().mark(), dirDirty: l.dirDirty}
+}
+
+// undo ends a change begun at m that failed with err. When err wraps
+// ErrNoSpace, the change is taken back: the segments created since are
+// removed and the segment active at m is rolled back (see
+// segment.rollback), so that the log and its files are as they were and
+// the next call goes on from there; err is returned. Any other error, or
+// one met while undoing, fails the log.
+func (l *Log) undo(m logMark, err error) error {
+	if !errors.Is(err, ErrNoSpace) {
+		return l.fail(err)
+	}
+	for _, s := range l.segments[m.segments:] {
+		if rerr := s.remove(); rerr != nil {
+			return l.fail(fmt.Errorf("disk: undoing %v: %w", err, rerr))
+		}
+	}
+	l.segments = l.segments[:m.segments]
+	if rerr := l.active().rollback(m.active); rerr != nil {
+		return l.fail(fmt.Errorf("disk: undoing %v: %w", err, rerr))
+	}
+	l.dirDirty = m.dirDirty
+	return err
+}
+
 // Dir returns the partition directory.
 func (l *Log) Dir() string { return l.dir }
 
@@ -158,6 +204,12 @@ func segmentFor(segments []*segment, offset int64) int {
 // segment is older than segment.ms, writes it with one Write call, adds
 // index entries every index.interval.bytes, and flushes as flush.messages
 // and flush.ms ask.
+//
+// When the file system has no room for any of it (the batch, its index
+// entries, the new segment's files, the flush's index writes), the append
+// is undone, the log left as it was, files and all, and the error wraps
+// ErrNoSpace: the log is not failed, and the same append, given room,
+// gets the same offset.
 func (l *Log) Append(batch []byte) (AppendResult, error) {
 	if err := l.checkWrite(); err != nil {
 		return AppendResult{}, err
@@ -187,10 +239,12 @@ func (l *Log) append(batch []byte, h wire.Header) (AppendResult, error) {
 	if err := l.checkLeaderEpoch(&h); err != nil {
 		return AppendResult{}, fmt.Errorf("disk: append: %w", err)
 	}
+	m := l.mark()
 	seg := l.active()
 	base := seg.nextOffset
-	if l.shouldRoll(seg, int64(len(batch)), int64(h.LastOffsetDelta)) {
-		if err := l.roll(); err != nil {
+	rolled := l.shouldRoll(seg, int64(len(batch)), int64(h.LastOffsetDelta))
+	if rolled {
+		if err := l.rollQuietly(); err != nil {
 			return AppendResult{}, err
 		}
 		seg = l.active()
@@ -199,11 +253,17 @@ func (l *Log) append(batch []byte, h wire.Header) (AppendResult, error) {
 	h.BaseOffset = base
 	position, err := seg.append(batch, &h, l.config.IndexIntervalBytes, l.now().UnixMilli())
 	if err != nil {
-		return AppendResult{}, l.fail(err)
+		return AppendResult{}, l.undo(m, err)
 	}
 	res := AppendResult{BaseOffset: base, LastOffset: h.LastOffset(), MaxTimestamp: h.MaxTimestamp, Position: position}
 	if err := l.maybeFlush(); err != nil {
+		if errors.Is(err, ErrNoSpace) {
+			return AppendResult{}, l.undo(m, err)
+		}
 		return res, err
+	}
+	if rolled {
+		l.logRoll()
 	}
 	return res, nil
 }
@@ -246,7 +306,8 @@ func (l *Log) maybeFlush() error {
 }
 
 // Roll starts a new segment at EndOffset. It does nothing when the active
-// segment is empty.
+// segment is empty. Without room for the new segment's files or the old
+// one's last index entries, it is undone and the error wraps ErrNoSpace.
 func (l *Log) Roll() error {
 	if err := l.checkWrite(); err != nil {
 		return err
@@ -257,27 +318,59 @@ func (l *Log) Roll() error {
 	return l.roll()
 }
 
-// MaybeRoll rolls the active segment if it is older than segment.ms; the
-// owner calls it on a timer tick, so a quiet partition's segment still
-// becomes deletable.
+// MaybeRoll rolls the active segment if it is older than segment.ms, or if
+// it lies entirely below the start offset (see DeleteBefore); the owner
+// calls it on a timer tick, so a quiet partition's segment still becomes
+// deletable. Like Roll, it is undone on a full file system.
 func (l *Log) MaybeRoll() error {
 	if err := l.checkWrite(); err != nil {
 		return err
 	}
 	seg := l.active()
-	if seg.empty() || !l.expired(seg) {
+	if seg.empty() || !l.expired(seg) && !l.activeBelowStart() {
 		return nil
 	}
 	return l.roll()
 }
 
 func (l *Log) roll() error {
+	if err := l.rollQuietly(); err != nil {
+		return err
+	}
+	l.logRoll()
+	return nil
+}
+
+// rollQuietly is roll without the log line: it creates the next segment,
+// then seals the active one, and on a full file system is undone (see
+// undo). An append that rolls logs the roll once the batch is in.
+func (l *Log) rollQuietly() error {
+	m := l.mark()
 	old := l.active()
+	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
+	if err != nil {
+		return l.failUnlessFull(err)
+	}
+	l.segments = append(l.segments, seg)
+	l.dirDirty = true
+	if err := l.seal(old); err != nil {
+		return l.undo(m, err)
+	}
+	return nil
+}
+
+func (l *Log) logRoll() {
+	seg := l.active()
+	l.logger.WithFields(logrus.Fields{"segment": seg.path, "base_offset": seg.baseOffset}).Info("rolled segment")
+}
+
+// seal writes out the index entries of a segment that stops being active.
+func (l *Log) seal(old *segment) error {
 	if err := old.sealTimeIndex(); err != nil {
-		return l.fail(err)
+		return err
 	}
 	if err := old.seal(); err != nil {
-		return l.fail(err)
+		return err
 	}
 	if l.recoveryPoint >= old.nextOffset {
 		// Its batches were made durable while it was active, with its
@@ -285,17 +378,8 @@ func (l *Log) roll() error {
 		// recovery point's segment and will not come back to it, and a
 		// clean open trusts the indexes of the segments below the
 		// recovery point but the last. A crash could leave them torn.
-		if err := old.syncIndexes(); err != nil {
-			return l.fail(err)
-		}
+		return old.syncIndexes()
 	}
-	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
-	if err != nil {
-		return l.fail(err)
-	}
-	l.segments = append(l.segments, seg)
-	l.dirDirty = true
-	l.logger.WithFields(logrus.Fields{"segment": seg.path, "base_offset": seg.baseOffset}).Info("rolled segment")
 	return nil
 }
 
@@ -303,6 +387,11 @@ func (l *Log) roll() error {
 // and indexes), oldest first, then the directory if segments were created
 // since the last flush, and raises the recovery point to upTo (at most
 // EndOffset). Many appends share one Flush: a group commit.
+//
+// A flush writes the index entries still in memory before each fsync. When
+// the file system has no room for them, the error wraps ErrNoSpace, the
+// recovery point stays where it was and the log stays usable; a later
+// Flush, given room, does the rest. An error of an fsync fails the log.
 func (l *Log) Flush(upTo int64) error {
 	if err := l.checkWrite(); err != nil {
 		return err
@@ -327,7 +416,7 @@ func (l *Log) Flush(upTo int64) error {
 				sync = s.syncData
 			}
 			if err := sync(); err != nil {
-				return l.fail(err)
+				return l.failUnlessFull(err)
 			}
 		}
 	}
@@ -388,7 +477,10 @@ func (j *FlushJob) Run() error {
 // StartFlush starts a FlushJob covering every offset below EndOffset(). It
 // writes out the active segment's buffered index entries and syncs any
 // segment sealed since the recovery point and the directory, as Flush
-// does; it returns ErrFlushInFlight while another job is unfinished.
+// does; it returns ErrFlushInFlight while another job is unfinished, and
+// as Flush an error wrapping ErrNoSpace, starting no job and leaving the
+// log usable, when the index entries find no room. The job's fsync, Run,
+// fails the log on any error (FinishFlush).
 func (l *Log) StartFlush() (*FlushJob, error) {
 	if err := l.checkWrite(); err != nil {
 		return nil, err
@@ -405,11 +497,11 @@ func (l *Log) StartFlush() (*FlushJob, error) {
 				break
 			}
 			if err := s.sync(); err != nil {
-				return nil, l.fail(err)
+				return nil, l.failUnlessFull(err)
 			}
 		}
 		if err := active.flushIndexes(); err != nil {
-			return nil, l.fail(err)
+			return nil, l.failUnlessFull(err)
 		}
 		j.file, j.path = active.log, active.path
 	}
@@ -841,16 +933,38 @@ func (l *Log) TruncateTo(offset int64) error {
 }
 
 // truncateFully deletes every segment and starts an empty log at offset.
+// The new segment is made before the old ones go: in place when one of
+// them has offset for its base (its files are cut, which needs no room),
+// else created, so that a full file system refuses it with the log as it
+// was (the error wraps ErrNoSpace).
 func (l *Log) truncateFully(offset int64) error {
-	if err := l.removeSegments(l.segments); err != nil {
+	var seg *segment
+	for _, s := range l.segments {
+		if s.baseOffset == offset {
+			seg = s
+		}
+	}
+	if seg != nil {
+		if err := seg.clear(); err != nil {
+			return l.fail(err)
+		}
+	} else {
+		var err error
+		if seg, err = createSegment(l.fs, l.dir, offset); err != nil {
+			return l.failUnlessFull(err)
+		}
+		l.dirDirty = true
+	}
+	old := make([]*segment, 0, len(l.segments))
+	for _, s := range l.segments {
+		if s != seg {
+			old = append(old, s)
+		}
+	}
+	if err := l.removeSegments(old); err != nil {
 		return err
 	}
-	l.segments = l.segments[:0]
-	seg, err := createSegment(l.fs, l.dir, offset)
-	if err != nil {
-		return l.fail(err)
-	}
-	l.segments = append(l.segments, seg)
+	l.segments = append(l.segments[:0], seg)
 	l.startOffset = offset
 	l.recoveryPoint = offset
 	l.logger.WithField("offset", offset).Info("log emptied")
@@ -893,8 +1007,16 @@ func (l *Log) dropOldest(n int) error {
 
 // DeleteBefore raises the log start offset to offset, which must not pass
 // EndOffset (ErrOffsetOutOfRange), and deletes the segments lying entirely
-// below it. When that includes the active segment, a new empty one is
-// rolled first. A lower offset than StartOffset does nothing.
+// below it, oldest first. When that includes the active segment, a new
+// empty one is rolled to take its place. A lower offset than StartOffset
+// raises nothing.
+//
+// It frees room and needs none but for that new segment's files, made once
+// the older segments are gone. Should even they find no room, the active
+// segment stays, all of it below the start offset and unread, and
+// DeleteBefore returns nil: the start offset is raised all the same. The
+// segment goes at the next DeleteBefore, or at MaybeRoll and
+// ApplyRetention, once there is room.
 func (l *Log) DeleteBefore(offset int64) error {
 	if err := l.checkRemove(); err != nil {
 		return err
@@ -902,32 +1024,52 @@ func (l *Log) DeleteBefore(offset int64) error {
 	if offset > l.EndOffset() {
 		return fmt.Errorf("%w: delete before %d past the end %d of %s", ErrOffsetOutOfRange, offset, l.EndOffset(), l.dir)
 	}
-	if offset <= l.startOffset {
+	l.startOffset = max(l.startOffset, offset)
+	if err := l.dropOldest(l.belowStart()); err != nil {
+		return err
+	}
+	if !l.activeBelowStart() {
 		return nil
 	}
-	l.startOffset = offset
-	if seg := l.active(); !seg.empty() && seg.nextOffset <= offset {
-		if err := l.roll(); err != nil {
-			return err
+	if err := l.roll(); err != nil {
+		if errors.Is(err, ErrNoSpace) {
+			l.logger.WithError(err).Warn("no room to roll the active segment below the log start offset; it stays until a later roll")
+			return nil
 		}
+		return err
 	}
+	return l.dropOldest(1)
+}
+
+// belowStart returns how many segments from the oldest, never the active
+// one, lie entirely below the start offset.
+func (l *Log) belowStart() int {
 	n := 0
-	for n < len(l.segments)-1 && l.segments[n].nextOffset <= offset {
+	for n < len(l.segments)-1 && l.segments[n].nextOffset <= l.startOffset {
 		n++
 	}
-	return l.dropOldest(n)
+	return n
+}
+
+// activeBelowStart reports whether the active segment holds batches and
+// all of them lie below the start offset: it is only left so when a
+// DeleteBefore found no room to roll it.
+func (l *Log) activeBelowStart() bool {
+	seg := l.active()
+	return !seg.empty() && seg.nextOffset <= l.startOffset
 }
 
 // ApplyRetention deletes whole segments, oldest first, never the active
-// one: those whose largest timestamp is more than retention.ms before Now,
-// then more while the log is larger than retention.bytes (a log exactly at
-// the limit keeps them all). It raises StartOffset to the first remaining
-// segment.
+// one: those entirely below the start offset, those whose largest timestamp
+// is more than retention.ms before Now, then more while the log is larger
+// than retention.bytes (a log exactly at the limit keeps them all). It
+// raises StartOffset to the first remaining segment. It needs no room, so
+// it goes on, and frees room, on a full file system.
 func (l *Log) ApplyRetention() (int, error) {
 	if err := l.checkRemove(); err != nil {
 		return 0, err
 	}
-	n := 0
+	n := l.belowStart()
 	if l.config.RetentionMs >= 0 {
 		now := l.now().UnixMilli()
 		for n < len(l.segments)-1 && now-l.segments[n].maxTimestamp > l.config.RetentionMs.Milliseconds() {
@@ -951,6 +1093,12 @@ func (l *Log) ApplyRetention() (int, error) {
 }
 
 // Close syncs the log and closes its files; later calls return ErrClosed.
+//
+// On a full file system the index entries still in memory may find no
+// room: Close then fsyncs the .log files all the same, so no batch is lost
+// to an OS crash, leaves the recovery point where it was, and returns an
+// error wrapping ErrNoSpace; the next Open validates the log from the
+// recovery point and rebuilds what the indexes lack.
 func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
@@ -961,11 +1109,14 @@ func (l *Log) Close() error {
 	var err error
 	if l.failed == nil {
 		err = l.Sync()
+		if errors.Is(err, ErrNoSpace) {
+			err = l.syncLogs(err)
+		}
 		// The indexes, left unsynced by group commits, are made durable
 		// for the next clean open.
 		for _, s := range l.segments {
 			if s.indexesDirty && err == nil {
-				err = l.fail(s.sync())
+				err = l.failUnlessFull(s.sync())
 			}
 		}
 	}
@@ -976,6 +1127,25 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	return err
+}
+
+// syncLogs fsyncs the .log of every segment from the recovery point's on,
+// and the directory when segments were created, writing no index entry,
+// after a flush found no room for them: cause. It returns cause, or the
+// error of an fsync, which fails the log.
+func (l *Log) syncLogs(cause error) error {
+	first := max(l.segmentIndex(l.recoveryPoint), 0)
+	for _, s := range l.segments[first:] {
+		if err := s.log.Sync(); err != nil {
+			return l.fail(fmt.Errorf("disk: sync %s: %w", s.path, err))
+		}
+	}
+	if l.dirDirty {
+		if err := l.syncDir(); err != nil {
+			return err
+		}
+	}
+	return cause
 }
 
 // Delete closes the log without syncing and removes its directory.

@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -32,12 +33,25 @@ var errCrashed = errors.New("disk: file handle invalidated by a crash")
 // Paths are slash-separated; relative paths are taken from the root, so "a"
 // and "/a" name the same file. The root directory always exists.
 //
+// A MemFS may be given a capacity (SetCapacity): the bytes its files may
+// hold in all, counted as the sum of the sizes of the files its directories
+// name (a hole counts as written). A change that would take that past the
+// capacity fails as the OS fails it, with an *fs.PathError wrapping
+// syscall.ENOSPC: a Write or WriteAt writes the bytes that fit and returns
+// their count with the error, a Truncate that grows a file changes nothing,
+// and creating a file or a directory fails when no byte is free (an entry
+// takes room). Overwriting bytes, shrinking a file and removing one never
+// need room. Sync and SyncDir never fail for lack of room. By default there
+// is no capacity.
+//
 // MemFS is guarded by a mutex, so tests may inspect it from another
 // goroutine; the Files it returns are not safe for concurrent use.
 type MemFS struct {
 	mu    sync.Mutex
 	root  *memNode
 	epoch uint64
+	// capacity is the most bytes the files may hold; < 0: no limit.
+	capacity int64
 }
 
 // memNode is a file or a directory, shared by every entry that names it.
@@ -65,9 +79,72 @@ func newDirNode(perm os.FileMode) *memNode {
 	}
 }
 
-// NewMemFS returns an empty memory file system holding only its root.
+// NewMemFS returns an empty memory file system holding only its root, with
+// no capacity.
 func NewMemFS() *MemFS {
-	return &MemFS{root: newDirNode(0o755)}
+	return &MemFS{root: newDirNode(0o755), capacity: -1}
+}
+
+// SetCapacity sets the most bytes the files may hold in all; n < 0 removes
+// the limit. It may be changed at any time, to below what the files hold
+// already: changes that need room then fail until enough is removed or the
+// capacity is raised.
+func (m *MemFS) SetCapacity(n int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.capacity = n
+}
+
+// Used returns the bytes the files hold: the sum of the sizes of the files
+// the directories name, each counted once.
+func (m *MemFS) Used() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.used()
+}
+
+// Free returns the bytes that may still be written before the capacity is
+// reached, 0 when it is reached or passed, and math.MaxInt64 with no
+// capacity.
+func (m *MemFS) Free() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.free()
+}
+
+// used is Used; the caller holds the lock.
+func (m *MemFS) used() int64 {
+	var n int64
+	seen := map[*memNode]bool{}
+	var visit func(d *memNode)
+	visit = func(d *memNode) {
+		for _, c := range d.entries {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			if c.dir {
+				visit(c)
+			} else {
+				n += int64(len(c.data))
+			}
+		}
+	}
+	visit(m.root)
+	return n
+}
+
+// free is Free; the caller holds the lock.
+func (m *MemFS) free() int64 {
+	if m.capacity < 0 {
+		return math.MaxInt64
+	}
+	return max(0, m.capacity-m.used())
+}
+
+// errNoRoom is the error of a change the capacity has no room for.
+func errNoRoom(op, name string) error {
+	return &fs.PathError{Op: op, Path: name, Err: syscall.ENOSPC}
 }
 
 var _ FS = (*MemFS)(nil)
@@ -130,6 +207,8 @@ func (m *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) 
 	switch {
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	case !ok && m.free() == 0:
+		return nil, errNoRoom("open", name)
 	case !ok:
 		n = &memNode{mode: perm.Perm(), modTime: time.Now()}
 		d.entries[base] = n
@@ -250,6 +329,9 @@ func (m *MemFS) MkdirAll(name string, perm os.FileMode) error {
 	for _, p := range splitPath(name) {
 		c, ok := n.entries[p]
 		if !ok {
+			if m.free() == 0 {
+				return errNoRoom("mkdir", name)
+			}
 			c = newDirNode(perm)
 			n.entries[p] = c
 		}
@@ -399,6 +481,7 @@ func (m *MemFS) ReadFile(name string) ([]byte, error) {
 
 // WriteFile creates or replaces file name with data and makes both the
 // bytes and the directory entry durable. The parent directory must exist.
+// Without room for all of data under the capacity it writes nothing.
 func (m *MemFS) WriteFile(name string, data []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -412,6 +495,13 @@ func (m *MemFS) WriteFile(name string, data []byte) error {
 	n, ok := d.entries[base]
 	if ok && n.dir {
 		return &fs.PathError{Op: "write", Path: name, Err: syscall.EISDIR}
+	}
+	growth := int64(len(data))
+	if ok {
+		growth -= int64(len(n.data))
+	}
+	if free := m.free(); growth > free || !ok && free == 0 {
+		return errNoRoom("write", name)
 	}
 	if !ok {
 		n = &memNode{mode: 0o644}
@@ -491,6 +581,22 @@ func (f *memFile) checkWrite(op string) error {
 	return nil
 }
 
+// fit returns how many bytes of p written at off the capacity has room
+// for: all of them, or those up to where the file's growth uses the room
+// left. The caller holds the lock.
+func (f *memFile) fit(p []byte, off int64) int {
+	size := int64(len(f.node.data))
+	end := off + int64(len(p))
+	if end <= size {
+		return len(p)
+	}
+	free := f.fs.free()
+	if end-size <= free {
+		return len(p)
+	}
+	return int(max(0, size+free-off))
+}
+
 // writeAt writes p at off, growing the file with zeros as needed.
 func (f *memFile) writeAt(p []byte, off int64) {
 	n := f.node
@@ -514,9 +620,15 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if f.append {
 		f.pos = int64(len(f.node.data))
 	}
-	f.writeAt(p, f.pos)
-	f.pos += int64(len(p))
-	return len(p), nil
+	n := f.fit(p, f.pos)
+	if n > 0 {
+		f.writeAt(p[:n], f.pos)
+		f.pos += int64(n)
+	}
+	if n < len(p) {
+		return n, errNoRoom("write", f.name)
+	}
+	return n, nil
 }
 
 func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
@@ -531,8 +643,14 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "writeat", Path: f.name, Err: syscall.EINVAL}
 	}
-	f.writeAt(p, off)
-	return len(p), nil
+	n := f.fit(p, off)
+	if n > 0 {
+		f.writeAt(p[:n], off)
+	}
+	if n < len(p) {
+		return n, errNoRoom("writeat", f.name)
+	}
+	return n, nil
 }
 
 func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
@@ -581,6 +699,9 @@ func (f *memFile) Truncate(size int64) error {
 	if size <= int64(len(n.data)) {
 		n.data = n.data[:size:size]
 	} else {
+		if size-int64(len(n.data)) > f.fs.free() {
+			return errNoRoom("truncate", f.name)
+		}
 		n.data = append(n.data, make([]byte, size-int64(len(n.data)))...)
 	}
 	n.modTime = time.Now()

@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -97,11 +98,28 @@ func runModel(t *testing.T, fc fsCase, seed int64, steps int) {
 	})
 	l := openLog(t, fs, dir, opts)
 	m := &logModel{}
+	// full reports whether err is a full file system's, which only a MemFS
+	// with a capacity gives, and which leaves the log usable.
+	full := func(err error, step int, op string) bool {
+		if err == nil {
+			return false
+		}
+		require.ErrorIs(t, err, ErrNoSpace, "step %d %s", step, op)
+		require.NotNil(t, mem, "step %d %s", step, op)
+		require.NoError(t, l.failed, "step %d %s", step, op)
+		return true
+	}
 	reopen := func() {
 		o := opts
 		o.RecoveryPoint = l.RecoveryPoint()
 		o.LogStartOffset = m.start
-		l = openLog(t, fs, dir, o)
+		var err error
+		if l, err = Open(fs, dir, o); errors.Is(err, ErrNoSpace) && mem != nil {
+			// Recovery had indexes to rebuild and found no room.
+			mem.SetCapacity(-1)
+			l, err = Open(fs, dir, o)
+		}
+		require.NoError(t, err)
 	}
 	check := func(step int, op string) {
 		require.Equal(t, m.start, l.StartOffset(), "step %d %s", step, op)
@@ -120,6 +138,9 @@ func runModel(t *testing.T, fc fsCase, seed int64, steps int) {
 			op = "append"
 			b := makeBatch(t, 1+rng.IntN(5), rng.IntN(200), clock.now.UnixMilli())
 			res, err := l.Append(b)
+			if full(err, step, op) {
+				break
+			}
 			require.NoError(t, err)
 			require.Equal(t, m.end, res.BaseOffset)
 			m.batches = append(m.batches, modelBatch{base: res.BaseOffset, last: res.LastOffset, data: b})
@@ -138,7 +159,9 @@ func runModel(t *testing.T, fc fsCase, seed int64, steps int) {
 			require.ErrorIs(t, err, ErrOffsetOutOfRange)
 		case p < 66:
 			op = "roll"
-			require.NoError(t, l.Roll())
+			if err := l.Roll(); !full(err, step, op) {
+				require.NoError(t, err)
+			}
 		case p < 70:
 			op = "retention"
 			_, err := l.ApplyRetention()
@@ -158,20 +181,39 @@ func runModel(t *testing.T, fc fsCase, seed int64, steps int) {
 			op = "truncate"
 			off := m.start - 2 + rng.Int64N(m.end-m.start+5)
 			off = max(off, 0)
-			require.NoError(t, l.TruncateTo(off))
-			m.truncateTo(off)
+			if err := l.TruncateTo(off); !full(err, step, op) {
+				require.NoError(t, err)
+				m.truncateTo(off)
+			}
 		case p < 78:
 			op = "delete-before"
 			off := m.start + rng.Int64N(m.end-m.start+1)
 			require.NoError(t, l.DeleteBefore(off))
 			m.start = max(m.start, off)
-		case p < 88:
+		case p < 86:
 			op = "flush"
-			require.NoError(t, l.Flush(m.end-rng.Int64N(3)))
+			if err := l.Flush(m.end - rng.Int64N(3)); !full(err, step, op) {
+				require.NoError(t, err)
+			}
 			m.durable = max(m.durable, l.RecoveryPoint())
+		case p < 88:
+			op = "capacity"
+			if mem == nil {
+				continue
+			}
+			// No limit, or room for a few batches more (or none).
+			if rng.IntN(3) == 0 {
+				mem.SetCapacity(-1)
+			} else {
+				mem.SetCapacity(mem.Used() + rng.Int64N(1500))
+			}
 		case p < 94:
 			op = "reopen"
-			require.NoError(t, l.Close())
+			// A Close that finds no room for index entries still fsyncs
+			// every batch.
+			if err := l.Close(); !full(err, step, op) {
+				require.NoError(t, err)
+			}
 			m.durable = m.end
 			reopen()
 		default:
@@ -197,7 +239,9 @@ func runModel(t *testing.T, fc fsCase, seed int64, steps int) {
 		}
 		check(step, op)
 	}
-	require.NoError(t, l.Close())
+	if err := l.Close(); !full(err, steps, "close") {
+		require.NoError(t, err)
+	}
 }
 
 // TestCrash appends, flushes part, crashes (dropping or tearing the

@@ -11,14 +11,17 @@ const indexFlushEntries = 512
 // first persisted of them. Not safe for concurrent use.
 type pendingEntries struct {
 	persisted int
-	// dirty is set when a write failed part way: the file may hold bytes
-	// past the persisted entries, cut off before the next write or sync.
+	// dirty is set when a write failed part way and the bytes it may have
+	// left past the persisted entries could not be cut at once: they are
+	// cut before the next write or sync.
 	dirty bool
 	buf   []byte
 }
 
 // flush writes entries [persisted, n) in one write at their place in the
-// file; encode appends entry i to dst.
+// file; encode appends entry i to dst. When the write fails, what it may
+// have written is cut, so the file is as it was (a full file system cuts a
+// write short); the entries stay pending.
 func (p *pendingEntries) flush(file File, size int64, n int, encode func(dst []byte, i int) []byte) error {
 	if err := p.cut(file, size); err != nil {
 		return err
@@ -32,7 +35,8 @@ func (p *pendingEntries) flush(file File, size int64, n int, encode func(dst []b
 	}
 	if _, err := file.WriteAt(p.buf, int64(p.persisted)*size); err != nil {
 		p.dirty = true
-		return err
+		_ = p.cut(file, size)
+		return noSpace(err)
 	}
 	p.persisted = n
 	return nil

@@ -50,6 +50,14 @@ const scanChunk = 1 << 20
 //
 // Everything recovered is synced before Open returns, so RecoveryPoint is
 // then EndOffset.
+//
+// A clean open writes nothing, so it succeeds on a full file system. A
+// recovery that must rebuild indexes, or create a segment or the
+// directory, may find no room: Open then fails with an error wrapping
+// ErrNoSpace (never a *CorruptionError), having removed the index files it
+// was rebuilding, which frees their room and makes the next Open rebuild
+// them. The batches are left as they were, but for a torn tail that was
+// cut, as any recovery cuts it; the caller opens again once there is room.
 func Open(fs FS, dir string, opts Options) (*Log, error) {
 	opts.setDefaults()
 	started := time.Now()
@@ -81,10 +89,35 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 		for _, s := range l.segments {
 			_ = s.close()
 		}
+		if errors.Is(err, ErrNoSpace) {
+			err = l.abandonIndexes(err)
+		}
 		return nil, err
 	}
 	l.recovery.Took = time.Since(started)
 	return l, nil
+}
+
+// abandonIndexes removes the index files of the segments whose indexes a
+// failed Open was rebuilding or cutting, after cause, an error wrapping
+// ErrNoSpace: what it wrote of them may be a part only, which a later Open
+// would trust (a time index without the segment's largest timestamp would
+// send the segment to retention early). Missing, they are rebuilt. It
+// returns cause, or an error that does not wrap ErrNoSpace when a removal
+// fails.
+func (l *Log) abandonIndexes(cause error) error {
+	for _, s := range l.segments {
+		if !s.indexesDirty {
+			continue
+		}
+		l.logger.WithField("segment", s.path).Warn("recovery: no room to rebuild the indexes; removing them")
+		for _, ext := range []string{indexExt, timeIndexExt} {
+			if err := l.fs.Remove(segmentPath(l.dir, s.baseOffset, ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("disk: %v; removing the indexes being rebuilt: %w", cause, err)
+			}
+		}
+	}
+	return cause
 }
 
 // Recovery is what Open did to a log's files beyond reading what a clean
@@ -126,7 +159,7 @@ func createDir(fs FS, dir string) error {
 		return nil
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("disk: create %s: %w", dir, err)
+		return noSpace(fmt.Errorf("disk: create %s: %w", dir, err))
 	}
 	for i := len(created) - 1; i >= 0; i-- {
 		if err := fs.SyncDir(path.Dir(created[i])); err != nil {
@@ -350,10 +383,10 @@ func (l *Log) loadIndexes(seg *segment) error {
 // and leaves the damage for reads to report. intact reports whether no
 // damage was found.
 func (l *Log) recoverSegment(seg *segment, trusted bool) (intact bool, err error) {
+	seg.indexesDirty = true
 	if err := seg.createIndexes(); err != nil {
 		return false, err
 	}
-	seg.indexesDirty = true
 	fileSize := seg.size
 	seg.reset()
 	seg.size = 0
@@ -525,13 +558,13 @@ func (l *Log) recoverAbove(seg *segment, recoveryPoint int64) (intact bool, err 
 	// Drop the entry at e with those above it: validating its batch adds
 	// it again. The time index keeps the entries up to e's batch, which
 	// hold the largest timestamp below it.
+	seg.indexesDirty = true
 	if err := seg.index.TruncateTo(e.Offset); err != nil {
 		return false, err
 	}
 	if err := seg.timeIndex.TruncateTo(e.Offset + 1); err != nil {
 		return false, err
 	}
-	seg.indexesDirty = true
 	fileSize := seg.size
 	seg.reset()
 	seg.size = e.Position

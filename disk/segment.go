@@ -32,7 +32,12 @@ type segment struct {
 	log        File
 	index      *OffsetIndex
 	timeIndex  *TimeIndex
+	segmentState
+}
 
+// segmentState is what a segment knows of itself in memory: what appends
+// change, saved whole by mark and put back by rollback.
+type segmentState struct {
 	size       int64 // bytes in the .log
 	nextOffset int64 // offset after the last batch
 	// maxTimestamp is the largest batch max timestamp, -1 when none;
@@ -67,15 +72,18 @@ func segmentPath(dir string, baseOffset int64, ext string) string {
 }
 
 // createSegment creates an empty segment at baseOffset, replacing any files.
+// When it fails, it leaves none of the segment's files behind.
 func createSegment(fs FS, dir string, baseOffset int64) (*segment, error) {
 	s := &segment{fs: fs, dir: dir, baseOffset: baseOffset, path: segmentPath(dir, baseOffset, logExt)}
 	f, err := fs.OpenFile(s.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("disk: create segment: %w", err)
+		return nil, noSpace(fmt.Errorf("disk: create segment: %w", err))
 	}
 	s.log = f
 	if err := s.createIndexes(); err != nil {
-		_ = f.Close()
+		if rerr := s.remove(); rerr != nil {
+			return nil, fmt.Errorf("%v; removing the segment's files: %w", err, rerr)
+		}
 		return nil, err
 	}
 	s.reset()
@@ -149,7 +157,7 @@ func (s *segment) append(batch []byte, h *wire.Header, indexInterval int, now in
 				_, _ = s.log.Seek(position, io.SeekStart)
 			}
 		}
-		return position, fmt.Errorf("disk: append to %s: %w", s.path, err)
+		return position, noSpace(fmt.Errorf("disk: append to %s: %w", s.path, err))
 	}
 	if err := s.track(h, position, indexInterval, now); err != nil {
 		return position, err
@@ -159,6 +167,41 @@ func (s *segment) append(batch []byte, h *wire.Header, indexInterval int, now in
 		s.startWriteback()
 	}
 	return position, nil
+}
+
+// segmentMark is a segment's state at a point: in memory, and where its
+// files ended.
+type segmentMark struct {
+	state     segmentState
+	index     entriesMark[OffsetEntry]
+	timeIndex entriesMark[TimeEntry]
+}
+
+// mark returns the segment's state now, for rollback.
+func (s *segment) mark() segmentMark {
+	return segmentMark{state: s.segmentState, index: s.index.mark(), timeIndex: s.timeIndex.mark()}
+}
+
+// rollback puts the segment back as it was at m, when since then batches
+// and index entries were only appended (and the indexes sealed): the .log
+// is cut to its size at m, the indexes lose the entries added since, and
+// the state in memory is m's. It needs no room, so it is how a change
+// that a full file system cut short is undone.
+func (s *segment) rollback(m segmentMark) error {
+	if err := s.log.Truncate(m.state.size); err != nil {
+		return fmt.Errorf("disk: truncate %s: %w", s.path, err)
+	}
+	if _, err := s.log.Seek(m.state.size, io.SeekStart); err != nil {
+		return fmt.Errorf("disk: seek %s: %w", s.path, err)
+	}
+	if err := s.index.rollback(m.index); err != nil {
+		return err
+	}
+	if err := s.timeIndex.rollback(m.timeIndex); err != nil {
+		return err
+	}
+	s.segmentState = m.state
+	return nil
 }
 
 // startWriteback asks the OS to start writing the .log's bytes appended
@@ -328,6 +371,26 @@ func (s *segment) truncateTo(buf []byte, offset int64, indexInterval int) error 
 	// The maximum timestamp and index spacing of what stays are recomputed
 	// from the headers: cheap next to the I/O of a truncation.
 	return s.rescanState(buf, indexInterval)
+}
+
+// clear removes every batch and index entry, in place, and makes that
+// durable.
+func (s *segment) clear() error {
+	if err := s.log.Truncate(0); err != nil {
+		return fmt.Errorf("disk: truncate %s: %w", s.path, err)
+	}
+	if _, err := s.log.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("disk: seek %s: %w", s.path, err)
+	}
+	if err := s.index.Reset(); err != nil {
+		return err
+	}
+	if err := s.timeIndex.Reset(); err != nil {
+		return err
+	}
+	s.segmentState = segmentState{}
+	s.reset()
+	return s.sync()
 }
 
 // rescanState recomputes nextOffset, timestamps and index spacing from the

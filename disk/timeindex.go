@@ -68,7 +68,7 @@ func OpenTimeIndex(fs FS, path string, baseOffset int64) (*TimeIndex, error) {
 func CreateTimeIndex(fs FS, path string, baseOffset int64) (*TimeIndex, error) {
 	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("disk: create time index: %w", err)
+		return nil, noSpace(fmt.Errorf("disk: create time index: %w", err))
 	}
 	return newTimeIndex(fs, path, baseOffset, f), nil
 }
