@@ -28,7 +28,9 @@ const (
 type LogDirInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	// "online", "offline" (an I/O error took it out) or "draining".
+	// One of, by precedence: "offline" (an I/O error took it out), "full"
+	// (free space under the reserve: appends refused, reads go on),
+	// "draining", "online".
 	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	// Why the directory is offline, when it is.
 	Error          string  `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
@@ -40,8 +42,14 @@ type LogDirInfo struct {
 	// Bytes expected once current growth runs to retention.
 	ProjectedBytes int64             `protobuf:"varint,9,opt,name=projected_bytes,json=projectedBytes,proto3" json:"projected_bytes,omitempty"`
 	PartitionUsage []*PartitionUsage `protobuf:"bytes,10,rep,name=partition_usage,json=partitionUsage,proto3" json:"partition_usage,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// draining is set while the directory is being emptied, whatever state
+	// shows first.
+	Draining bool `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"`
+	// reserve_bytes is the free space under which the directory is full; it
+	// leaves full once it has twice as much free.
+	ReserveBytes  int64 `protobuf:"varint,12,opt,name=reserve_bytes,json=reserveBytes,proto3" json:"reserve_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogDirInfo) Reset() {
@@ -142,6 +150,20 @@ func (x *LogDirInfo) GetPartitionUsage() []*PartitionUsage {
 		return x.PartitionUsage
 	}
 	return nil
+}
+
+func (x *LogDirInfo) GetDraining() bool {
+	if x != nil {
+		return x.Draining
+	}
+	return false
+}
+
+func (x *LogDirInfo) GetReserveBytes() int64 {
+	if x != nil {
+		return x.ReserveBytes
+	}
+	return 0
 }
 
 // PartitionUsage is one partition's share of a log directory.
@@ -1146,7 +1168,7 @@ var File_disks_proto protoreflect.FileDescriptor
 
 const file_disks_proto_rawDesc = "" +
 	"\n" +
-	"\vdisks.proto\x12\x05depot\x1a\vdepot.proto\"\xdc\x02\n" +
+	"\vdisks.proto\x12\x05depot\x1a\vdepot.proto\"\x9d\x03\n" +
 	"\n" +
 	"LogDirInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
@@ -1162,7 +1184,9 @@ const file_disks_proto_rawDesc = "" +
 	"\x11write_bytes_per_s\x18\b \x01(\x01R\x0ewriteBytesPerS\x12'\n" +
 	"\x0fprojected_bytes\x18\t \x01(\x03R\x0eprojectedBytes\x12>\n" +
 	"\x0fpartition_usage\x18\n" +
-	" \x03(\v2\x15.depot.PartitionUsageR\x0epartitionUsage\"\xd1\x01\n" +
+	" \x03(\v2\x15.depot.PartitionUsageR\x0epartitionUsage\x12\x1a\n" +
+	"\bdraining\x18\v \x01(\bR\bdraining\x12#\n" +
+	"\rreserve_bytes\x18\f \x01(\x03R\freserveBytes\"\xd1\x01\n" +
 	"\x0ePartitionUsage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +

@@ -60,6 +60,7 @@ type commandFlags struct {
 	configFile string
 	logDirs    string
 	throttle   string
+	reserve    string
 }
 
 func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
@@ -77,6 +78,7 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 	flags.Float64Var(&f.cfg.Balance.MaxDeviation, "balance-max-deviation", d.Balance.MaxDeviation, "keep every log dir's used fraction within this fraction of the node's mean")
 	flags.Float64Var(&f.cfg.Balance.HighWater, "balance-high-water", d.Balance.HighWater, "keep every log dir below this fraction of its capacity")
 	flags.StringVar(&f.throttle, "move-throttle", formatBytes(d.Balance.ThrottleBytesPerS), "copy rate of a partition move, per second (0: unlimited)")
+	flags.StringVar(&f.reserve, "disk-reserve", "", "free space each log dir keeps: under it the dir is full, refusing appends while reads go on; bytes or a percentage of capacity (default: the smaller of 5% and 5GiB)")
 	return f
 }
 
@@ -96,6 +98,13 @@ func (f *commandFlags) config() (Config, error) {
 		if n == 0 {
 			cfg.Balance.ThrottleBytesPerS = -1
 		}
+	}
+	if f.reserve != "" {
+		r, err := ParseReserve(f.reserve)
+		if err != nil {
+			return Config{}, Usagef("--disk-reserve: %v", err)
+		}
+		cfg.DiskReserve = r
 	}
 	if f.logDirs != "" {
 		dirs, err := ParseLogDirs(f.logDirs)

@@ -64,6 +64,12 @@ type Config struct {
 	// Balance tunes the balancer that moves partitions between log
 	// directories.
 	Balance disks.BalanceSettings
+	// DiskReserve is each log dir's free-space reserve: under it the dir is
+	// full, refusing appends while reads go on, until twice as much is
+	// free. Default the smaller of 5% of its capacity and 5 GiB. A declared
+	// capacity (PATH=CAP) is enforced as a quota: the dir holds at most CAP
+	// less the reserve.
+	DiskReserve disks.Reserve
 	// OffsetsTopicPartitions is the partition count __consumer_offsets is
 	// created with (Kafka's offsets.topic.num.partitions). Default 50.
 	OffsetsTopicPartitions int32
@@ -246,6 +252,26 @@ func formatBytes(n int64) string {
 		n, unit = n/1024, u
 	}
 	return strconv.FormatInt(n, 10) + unit
+}
+
+// ParseReserve parses a free-space reserve: a size (ParseBytes) or a
+// percentage of capacity ("5%").
+func ParseReserve(s string) (disks.Reserve, error) {
+	if pct, ok := strings.CutSuffix(strings.TrimSpace(s), "%"); ok {
+		p, err := strconv.ParseFloat(pct, 64)
+		if err != nil || p <= 0 || p >= 100 {
+			return disks.Reserve{}, fmt.Errorf("%q: want a percentage between 0 and 100", s)
+		}
+		return disks.Reserve{Percent: p}, nil
+	}
+	n, err := ParseBytes(s)
+	if err != nil {
+		return disks.Reserve{}, err
+	}
+	if n <= 0 {
+		return disks.Reserve{}, fmt.Errorf("%q: want more than 0", s)
+	}
+	return disks.Reserve{Bytes: n}, nil
 }
 
 // ParseBytes parses a size such as 512, 64KiB, 10MB or 1.5GiB.

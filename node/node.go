@@ -314,6 +314,7 @@ func (n *Node) startLogDir(spec disks.LogDirSpec, cp disks.Checkpoints) (*actor.
 		FS:            n.cfg.FS,
 		Capacity:      spec.Capacity,
 		Draining:      spec.Draining,
+		Reserve:       n.cfg.DiskReserve,
 		Checkpoints:   cp,
 		Placement:     n.placement,
 		UsageInterval: n.cfg.TickInterval,

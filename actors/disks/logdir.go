@@ -2,6 +2,7 @@ package disks
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"sort"
 	"time"
@@ -41,6 +42,11 @@ const (
 	LogDirOnline   = "online"
 	LogDirOffline  = "offline"
 	LogDirDraining = "draining"
+	// LogDirFull is a directory whose free space fell under its reserve:
+	// appends to its partitions are refused, with a retriable error, while
+	// fetches, retention, moves out and checkpoints go on. It leaves full
+	// by itself once it has twice its reserve free.
+	LogDirFull = "full"
 )
 
 // Checkpoints are the offsets a log directory remembers for its partitions.
@@ -82,9 +88,60 @@ type LogDirConfig struct {
 	// CheckpointInterval defaults to 60 s, UsageInterval to 10 s.
 	CheckpointInterval time.Duration
 	UsageInterval      time.Duration
+	// Reserve is the free space under which the directory is full. Default
+	// the smaller of 5% of its capacity and 5 GiB (DefaultReserve).
+	Reserve Reserve
+	// Space returns the size and free bytes of the file system that holds
+	// path. Default: statfs on the OS file system; nothing known on others.
+	Space func(path string) (total, free int64, ok bool)
 	// Now is the clock of write rates. Default time.Now.
 	Now    func() time.Time
 	Logger *logrus.Entry
+}
+
+// Reserve is a log dir's free-space reserve: Bytes, or Percent of its
+// capacity when Bytes is 0. The zero value is DefaultReserve.
+type Reserve struct {
+	Bytes   int64
+	Percent float64
+}
+
+// DefaultReserve is the reserve of a log dir that names none: the smaller
+// of 5% of its capacity and 5 GiB, so 10 MiB of a 200 MiB dir and 5 GiB of
+// a 4 TB disk. It covers what a full dir must still write: index rebuilds,
+// checkpoints, offset commits, and the metadata log where it shares the
+// file system.
+var DefaultReserve = Reserve{Bytes: 5 << 30, Percent: 5}
+
+// Of is the reserve of a directory of capacity bytes.
+func (r Reserve) Of(capacity int64) int64 {
+	if r == (Reserve{}) {
+		r = DefaultReserve
+	}
+	pct := int64(float64(capacity) * r.Percent / 100)
+	switch {
+	case r.Percent > 0 && r.Bytes > 0:
+		return min(pct, r.Bytes)
+	case r.Percent > 0:
+		return pct
+	}
+	return r.Bytes
+}
+
+// sizedFS is a file system that tells its usage, as a disk.MemFS with a
+// capacity does.
+type sizedFS interface {
+	Used() int64
+	Free() int64
+}
+
+// statfsSpace is LogDirConfig.Space on the OS file system.
+func statfsSpace(path string) (total, free int64, ok bool) {
+	var st unix.Statfs_t
+	if unix.Statfs(path, &st) != nil {
+		return 0, 0, false
+	}
+	return int64(st.Blocks) * int64(st.Bsize), int64(st.Bavail) * int64(st.Bsize), true
 }
 
 // WriteCheckpoints asks a log-dir actor to write its checkpoint files now;
@@ -117,6 +174,11 @@ type logDirActor struct {
 	partitions map[disk.TopicPartition]*partitionState
 	state      string
 	failure    string
+	// full is set while free space is under the reserve (see LogDirFull);
+	// fullReason says so in the words partitions answer with.
+	full       bool
+	fullReason string
+	fullSince  time.Time
 	dirty      bool
 	usageSoon  bool // a usage report is due after usageDelay
 	recovered  recoveryTotals
@@ -134,6 +196,18 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Space == nil {
+		cfg.Space = func(string) (int64, int64, bool) { return 0, 0, false }
+		if sized, ok := cfg.FS.(sizedFS); ok {
+			cfg.Space = func(string) (int64, int64, bool) {
+				free := sized.Free()
+				return sized.Used() + free, free, free != math.MaxInt64
+			}
+		}
+		if cfg.FS == disk.OS {
+			cfg.Space = statfsSpace
+		}
 	}
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "logdir", "dir": cfg.Path})
 	return actors.Props(func() actor.Actor {
@@ -158,6 +232,8 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 		a.reportUsage(ctx)
 	case *PartitionReport:
 		a.onReport(ctx, m)
+	case *LogDirNoSpace:
+		a.onNoSpace(ctx, m)
 	case *LogDirFailed:
 		a.onFailed(ctx, m)
 	case *setDraining:
@@ -215,6 +291,9 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	// A partition that appears is a change even when empty: the placement
 	// actor must know every partition a drain has to move.
 	changed := appeared || m.SizeBytes != p.report.SizeBytes || m.Closed
+	if appeared && a.full && m.PID != nil {
+		ctx.Send(m.PID, &DirSpace{Full: true, Reason: a.fullReason})
+	}
 	p.report = *m
 	p.lastSeen = now
 	if changed && !a.usageSoon {
@@ -326,6 +405,11 @@ func (a *logDirActor) usage() *messages.LogDirInfo {
 		})
 	}
 	info.CapacityBytes, info.FreeBytes = a.space(info.Bytes)
+	info.ReserveBytes = a.cfg.Reserve.Of(info.CapacityBytes)
+	info.Draining = a.state == LogDirDraining
+	if a.full && a.state != LogDirOffline {
+		info.State = LogDirFull
+	}
 	return info
 }
 
@@ -334,10 +418,8 @@ func (a *logDirActor) usage() *messages.LogDirInfo {
 // has free), or the file system's own figures.
 func (a *logDirActor) space(used int64) (capacity, free int64) {
 	var fsTotal, fsFree int64 = -1, -1
-	var st unix.Statfs_t
-	if a.cfg.FS == disk.OS && unix.Statfs(a.cfg.Path, &st) == nil {
-		fsTotal = int64(st.Blocks) * int64(st.Bsize)
-		fsFree = int64(st.Bavail) * int64(st.Bsize)
+	if total, avail, ok := a.cfg.Space(a.cfg.Path); ok {
+		fsTotal, fsFree = total, avail
 	}
 	if a.cfg.Capacity > 0 {
 		free = max(a.cfg.Capacity-used, 0)
@@ -353,9 +435,64 @@ func (a *logDirActor) space(used int64) (capacity, free int64) {
 }
 
 func (a *logDirActor) reportUsage(ctx actor.Context) {
+	info := a.usage()
+	a.checkSpace(ctx, info)
 	if a.cfg.Placement != nil {
-		ctx.Send(a.cfg.Placement, &logDirUsage{info: a.usage()})
+		ctx.Send(a.cfg.Placement, &logDirUsage{info: info})
 	}
+}
+
+// checkSpace puts the directory into full when its free space is under the
+// reserve, and out of it once it has twice the reserve free (hysteresis, so
+// that appends do not flap at the edge). A capacity it cannot tell (no
+// file system figures, no declared capacity) never makes it full.
+func (a *logDirActor) checkSpace(ctx actor.Context, info *messages.LogDirInfo) {
+	if a.state == LogDirOffline {
+		return
+	}
+	known := info.CapacityBytes > 0
+	switch {
+	case known && !a.full && info.FreeBytes < info.ReserveBytes:
+		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free, under its reserve of %d", a.cfg.Path, info.FreeBytes, info.ReserveBytes))
+	case a.full && known && info.FreeBytes > 2*info.ReserveBytes,
+		// With no figures to tell, a dir that a write found full is tried
+		// again after a usage interval: its next append finds out.
+		a.full && !known && a.cfg.Now().Sub(a.fullSince) >= a.cfg.UsageInterval:
+		a.full, a.fullReason = false, ""
+		a.logger.WithFields(logrus.Fields{"free_bytes": info.FreeBytes, "reserve_bytes": info.ReserveBytes}).Info("log directory has room again; appends resume")
+		a.tellPartitions(ctx, &DirSpace{})
+	default:
+		return
+	}
+	info.State = a.usage().State
+}
+
+// setFull puts the directory into full, for reason.
+func (a *logDirActor) setFull(ctx actor.Context, reason string) {
+	a.full, a.fullReason, a.fullSince = true, reason, a.cfg.Now()
+	a.logger.WithField("reason", reason).Warn("log directory full: appends to its partitions are refused until it has twice its reserve free")
+	a.tellPartitions(ctx, &DirSpace{Full: true, Reason: reason})
+}
+
+// tellPartitions sends m to every partition of the directory.
+func (a *logDirActor) tellPartitions(ctx actor.Context, m any) {
+	for _, p := range a.partitions {
+		if p.report.PID != nil {
+			ctx.Send(p.report.PID, m)
+		}
+	}
+}
+
+// onNoSpace takes the directory into full when a partition's write found
+// no room, whatever the figures say: the file system knows best.
+func (a *logDirActor) onNoSpace(ctx actor.Context, m *LogDirNoSpace) {
+	if a.state == LogDirOffline {
+		return
+	}
+	if !a.full {
+		a.setFull(ctx, fmt.Sprintf("log dir %s is full: a write to %s found no room (%v)", a.cfg.Path, m.TP, m.Err))
+	}
+	a.reportUsage(ctx)
 }
 
 // writeCheckpoints writes both checkpoint files atomically.

@@ -39,6 +39,21 @@ type LogDirFailed struct {
 	Err error
 }
 
+// LogDirNoSpace tells a log-dir actor that a write of one of its
+// partitions found the file system full (disk.ErrNoSpace): the directory
+// goes full, not offline.
+type LogDirNoSpace struct {
+	TP  disk.TopicPartition
+	Err error
+}
+
+// DirSpace tells a partition whether its directory is full: while it is,
+// appends are refused with Reason (KAFKA_STORAGE_ERROR, retriable).
+type DirSpace struct {
+	Full   bool
+	Reason string
+}
+
 // GoOffline tells a partition actor that its directory failed.
 type GoOffline struct{ Reason string }
 

@@ -286,7 +286,14 @@ func (a *placementActor) describe() []*messages.LogDirInfo {
 }
 
 func (a *placementActor) choose(m *ChooseLogDirs) ([]string, error) {
-	dirs := placement.DirsFor(a.loads(), m.Topic)
+	loads := a.loads()
+	for i := range loads {
+		// A full dir takes no new partition.
+		if a.dirs[loads[i].Path].State == LogDirFull {
+			loads[i].Online = false
+		}
+	}
+	dirs := placement.DirsFor(loads, m.Topic)
 	policy := placement.ByLoad
 	if a.cfg.Policy == PolicyCount || !capacitiesKnown(dirs) {
 		// Without a capacity for every directory there is nothing to

@@ -165,9 +165,12 @@ type partitionActor struct {
 	// recovered is what opening the log recovered, until the first report
 	// has told the log dir.
 	recovered *disk.Recovery
-	core      *state.Partition
-	logger    *logrus.Entry
-	timers    *scheduler.TimerScheduler
+	// dirFull is why appends are refused while the log dir is full, ""
+	// while it has room (see disks.LogDirFull).
+	dirFull string
+	core    *state.Partition
+	logger  *logrus.Entry
+	timers  *scheduler.TimerScheduler
 	// stopTick stops the partitionTicks.
 	stopTick scheduler.CancelFunc
 
@@ -252,6 +255,8 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		if a.appendedBytes != a.reportedBytes {
 			a.report(ctx, false)
 		}
+	case *disks.DirSpace:
+		a.onDirSpace(m)
 	case *disks.GoOffline:
 		a.onOffline(ctx, m)
 	case *deletePartition:
@@ -372,6 +377,13 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		answer()
 		return
 	}
+	if a.dirFull != "" {
+		// Retriable: the producer's retry is a new append once the dir
+		// has room, and nothing of this one changed producer state.
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.dirFull
+		answer()
+		return
+	}
 	appended, readable := false, 0
 	for rest := m.Records; len(rest) > 0; {
 		size, _ := wire.PeekSize(rest) // validated above
@@ -437,17 +449,43 @@ func (a *partitionActor) appendError(ctx actor.Context, err error) (messages.Err
 		a.logger.WithError(err).Error("log corrupt")
 		return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 	}
+	if errors.Is(err, disk.ErrNoSpace) {
+		a.dirFailed(ctx, err)
+		return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(a.dirFull)
+	}
 	a.logger.WithError(err).Error("append failed")
 	a.dirFailed(ctx, err)
 	return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 }
 
 // dirFailed reports an I/O error to the log-dir actor, which takes the whole
-// directory offline (and this partition with it) as Kafka does.
+// directory offline (and this partition with it) as Kafka does. A write
+// that found the file system full is no failure: the log undid it, and the
+// directory goes full, refusing appends until it has room, while this
+// partition refuses them at once.
 func (a *partitionActor) dirFailed(ctx actor.Context, err error) {
+	if errors.Is(err, disk.ErrNoSpace) {
+		if a.dirFull == "" {
+			a.dirFull = fmt.Sprintf("log dir %s is full: a write found no room; appends resume once it has room", a.cfg.LogDir)
+		}
+		if a.cfg.LogDirActor != nil {
+			ctx.Send(a.cfg.LogDirActor, &disks.LogDirNoSpace{TP: a.tp, Err: err})
+		}
+		return
+	}
 	if a.cfg.LogDirActor != nil {
 		ctx.Send(a.cfg.LogDirActor, &disks.LogDirFailed{TP: a.tp, Err: err})
 	}
+}
+
+// onDirSpace refuses appends while the log dir is full, and takes them
+// again once it has room.
+func (a *partitionActor) onDirSpace(m *disks.DirSpace) {
+	if m.Full {
+		a.dirFull = m.Reason
+		return
+	}
+	a.dirFull = ""
 }
 
 // onOffline closes the log of a partition whose directory failed: from now
@@ -600,7 +638,11 @@ func (a *partitionActor) flushParkedNow(ctx actor.Context) {
 // flushFailed answers every parked produce with a storage error and takes
 // the directory offline, as Kafka does on a failed fsync.
 func (a *partitionActor) flushFailed(ctx actor.Context, err error) {
-	a.logger.WithError(err).Error("fsync failed")
+	if errors.Is(err, disk.ErrNoSpace) {
+		a.logger.WithError(err).Warn("flush found the file system full; acks=all answered with a retriable error")
+	} else {
+		a.logger.WithError(err).Error("fsync failed")
+	}
 	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), err)
 	a.dirFailed(ctx, err)
 }

@@ -17,11 +17,13 @@ import (
 type diskRow struct {
 	Path           string  `json:"path"`
 	State          string  `json:"state"`
+	Draining       bool    `json:"draining"`
 	Error          string  `json:"error,omitempty"`
 	Partitions     int32   `json:"partitions"`
 	Bytes          int64   `json:"bytes"`
 	CapacityBytes  int64   `json:"capacity_bytes"`
 	FreeBytes      int64   `json:"free_bytes"`
+	ReserveBytes   int64   `json:"reserve_bytes"`
 	WriteBytesPerS float64 `json:"write_bytes_per_s"`
 	ProjectedBytes int64   `json:"projected_bytes"`
 	UsedPercent    float64 `json:"used_percent"`
@@ -30,7 +32,7 @@ type diskRow struct {
 func diskRows(dirs []*messages.LogDirInfo) []diskRow {
 	rows := make([]diskRow, 0, len(dirs))
 	for _, d := range dirs {
-		r := diskRow{Path: d.Path, State: d.State, Error: d.Error, Partitions: d.Partitions, Bytes: d.Bytes,
+		r := diskRow{Path: d.Path, State: d.State, Draining: d.Draining, ReserveBytes: d.ReserveBytes, Error: d.Error, Partitions: d.Partitions, Bytes: d.Bytes,
 			CapacityBytes: d.CapacityBytes, FreeBytes: d.FreeBytes, WriteBytesPerS: d.WriteBytesPerS, ProjectedBytes: d.ProjectedBytes}
 		if d.CapacityBytes > 0 {
 			r.UsedPercent = float64(d.Bytes) / float64(d.CapacityBytes) * 100
@@ -73,6 +75,10 @@ func (g *globals) printDisks(rows []diskRow) error {
 		return err
 	}
 	for _, r := range rows {
+		if r.State == "full" {
+			fmt.Fprintf(g.stdout, "%s is full: %s free, under its reserve of %s; appends to its partitions are refused until %s is free\n",
+				r.Path, humanBytes(r.FreeBytes), humanBytes(r.ReserveBytes), humanBytes(2*r.ReserveBytes))
+		}
 		if r.Error != "" {
 			fmt.Fprintf(g.stdout, "%s is %s: %s\n", r.Path, r.State, r.Error)
 		}

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+)
+
+// A single log dir that fills: appends are refused with the retriable
+// KAFKA_STORAGE_ERROR naming the dir, nothing is taken offline, every
+// acknowledged record stays readable, and once there is room again appends
+// resume with no restart.
+func TestFullLogDirRefusesAppendsAndRecovers(t *testing.T) {
+	fsys := disk.NewMemFS()
+	cfg := testConfig(t, "/data")
+	cfg.FS = fsys
+	cfg.HTTP = ""
+	cfg.TickInterval = 50 * time.Millisecond
+	cfg.LogDirs = []LogDir{{Path: "/data/logs"}}
+	cfg.DiskReserve = disks.Reserve{Bytes: 64 << 10}
+	n := startNode(t, cfg)
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "t", Partitions: 1})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	pid := partitionPID(t, n, "t", 0)
+	produce := func(value string) *messages.ProduceResponse {
+		return request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: batchOf(t, value)})
+	}
+	require.Equal(t, messages.ErrorCode_NONE, produce("before").Error)
+
+	fsys.SetCapacity(fsys.Used() + 100<<10)
+	var acked []string
+	var refused *messages.ProduceResponse
+	for i := 0; i < 1000 && refused == nil; i++ {
+		v := string(make([]byte, 4<<10))
+		if r := produce(v); r.Error != messages.ErrorCode_NONE {
+			refused = r
+		} else {
+			acked = append(acked, v)
+		}
+	}
+	require.NotNil(t, refused, "the dir never filled")
+	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, refused.Error)
+	require.Contains(t, refused.ErrorMessage, "/data/logs is full")
+	require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirFull }, 10*time.Second, 20*time.Millisecond)
+	info := describeDirs(t, n)[0]
+	require.Positive(t, info.ReserveBytes)
+	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, produce("still full").Error)
+	// Reads go on, with every acknowledged record.
+	require.Len(t, fetchValues(t, n, pid, "t", 0), 1+len(acked))
+
+	// Room again, by a larger file system: appends resume by themselves.
+	fsys.SetCapacity(-1)
+	require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirOnline }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, messages.ErrorCode_NONE, produce("after").Error)
+	values := fetchValues(t, n, pid, "t", 0)
+	require.Len(t, values, 2+len(acked))
+	require.Equal(t, "0:before", values[0])
+	require.Contains(t, values[len(values)-1], ":after")
+}
