@@ -311,7 +311,9 @@ func (c *Client) contactTimeout() time.Duration {
 }
 
 // request sends msg to pid and waits for the answer, at most timeout and
-// never past ctx's deadline.
+// never past ctx's deadline. When the wait ends at ctx's deadline, the error
+// is ctx's (context.DeadlineExceeded), not ErrTimeout, even if ctx has not
+// yet been marked done: its timer and the request's fire apart.
 func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -319,9 +321,10 @@ func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout t
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	untilDeadline := false
 	if dl, ok := ctx.Deadline(); ok {
 		if left := time.Until(dl); left < timeout {
-			timeout = left
+			timeout, untilDeadline = left, true
 		}
 	}
 	if timeout <= 0 {
@@ -341,8 +344,11 @@ func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout t
 		return nil, ctx.Err()
 	}
 	if errors.Is(err, actor.ErrTimeout) {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if untilDeadline {
+			return nil, context.DeadlineExceeded
 		}
 		return nil, fmt.Errorf("%w: %T to %s after %v", ErrTimeout, msg, pid.Address, timeout)
 	}

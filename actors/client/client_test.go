@@ -434,6 +434,31 @@ func TestNodeUnreachable(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnreachable)
 }
 
+// lateContext has a deadline but does not yet say it passed, as a context
+// whose timer has not fired yet.
+type lateContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (l lateContext) Deadline() (time.Time, bool) { return l.deadline, true }
+
+// A request cut short by the caller's deadline ends with the caller's
+// context.DeadlineExceeded, also when the request's timer fires before the
+// context's: a Poll whose context ends while it resolves an offset returns
+// its deadline, not ErrTimeout. A request's own timeout is ErrTimeout.
+func TestRequestEndsWithTheCallersDeadline(t *testing.T) {
+	_, c := setup(t)
+	silent := c.root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	ctx := lateContext{Context: context.Background(), deadline: time.Now().Add(20 * time.Millisecond)}
+	_, err := c.request(ctx, silent, &messages.ListOffsetsRequest{}, time.Minute)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotErrorIs(t, err, ErrTimeout)
+
+	_, err = c.request(context.Background(), silent, &messages.ListOffsetsRequest{}, 20*time.Millisecond)
+	require.ErrorIs(t, err, ErrTimeout)
+}
+
 // A client in its own actor system reaches a node's actors over remote.
 func TestAcrossTwoActorSystems(t *testing.T) {
 	server := newRemoteSystem(t)

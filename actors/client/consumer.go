@@ -77,6 +77,7 @@ type consumerConfig struct {
 	fetchMinBytes     int32
 	fetchMaxWait      time.Duration
 	maxPrefetchBytes  int64
+	maxPollRecords    int
 	requestTimeout    time.Duration
 	retryBackoff      time.Duration
 	reset             ResetPolicy
@@ -107,6 +108,11 @@ func MaxPrefetchBytes(n int64) ConsumerOpt {
 	return func(c *consumerConfig) { c.maxPrefetchBytes = n }
 }
 
+// MaxPollRecords is the most records one Poll returns; the rest of what
+// was fetched waits for the next Poll. Default 500, as Kafka's
+// max.poll.records.
+func MaxPollRecords(n int) ConsumerOpt { return func(c *consumerConfig) { c.maxPollRecords = n } }
+
 // ConsumerRequestTimeout is how long past FetchMaxWait a fetch may go
 // unanswered before it is sent again. Default: the client's RequestTimeout.
 func ConsumerRequestTimeout(d time.Duration) ConsumerOpt {
@@ -125,8 +131,9 @@ func Reset(p ResetPolicy) ConsumerOpt { return func(c *consumerConfig) { c.reset
 
 // Consumer reads assigned partitions. Its fetcher actor keeps a long-poll
 // fetch in flight per partition ahead of the caller (prefetch, bounded by
-// MaxPrefetchBytes); Poll decodes what has arrived. Assign and AssignTopic
-// are safe for concurrent use; Poll is not (one goroutine polls).
+// MaxPrefetchBytes); Poll decodes what has arrived, up to MaxPollRecords
+// records. Assign and AssignTopic are safe for concurrent use; Poll is not
+// (one goroutine polls).
 type Consumer struct {
 	client  *Client
 	cfg     consumerConfig
@@ -140,6 +147,11 @@ type Consumer struct {
 	errs   []error
 	notify chan struct{} // one token when ready or errs grew
 	closed bool
+
+	// held are records decoded and not yet returned: the part of the
+	// last batch a Poll decoded beyond MaxPollRecords. Owned by the
+	// goroutine calling Poll.
+	held []*Record
 }
 
 // fetched is a run of whole batches fetched from a partition; records
@@ -159,13 +171,14 @@ func (c *Client) NewConsumer(opts ...ConsumerOpt) (*Consumer, error) {
 		fetchMinBytes:     1,
 		fetchMaxWait:      500 * time.Millisecond,
 		maxPrefetchBytes:  64 << 20,
+		maxPollRecords:    500,
 		requestTimeout:    c.cfg.requestTimeout,
 		retryBackoff:      100 * time.Millisecond,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.fetchMaxBytes <= 0 || cfg.partitionMaxBytes <= 0 || cfg.maxPrefetchBytes <= 0 ||
+	if cfg.fetchMaxBytes <= 0 || cfg.partitionMaxBytes <= 0 || cfg.maxPrefetchBytes <= 0 || cfg.maxPollRecords <= 0 ||
 		cfg.fetchMaxWait < 0 || cfg.requestTimeout <= 0 || cfg.retryBackoff < 0 {
 		return nil, errors.New("client: consumer sizes and timeouts must be positive")
 	}
@@ -236,9 +249,9 @@ func (c *Consumer) wake() {
 }
 
 // Poll waits until records or an error are available, or ctx ends, and
-// returns the records fetched so far, in offset order within each
-// partition. An error from the fetcher is returned alone, after the records
-// that arrived before it.
+// returns the records fetched so far, at most MaxPollRecords of them, in
+// offset order within each partition. An error from the fetcher is returned
+// alone, after the records that arrived before it.
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	return c.poll(ctx, nil)
 }
@@ -252,16 +265,32 @@ func (c *Consumer) poll(ctx context.Context, interrupted func() bool) ([]*Record
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
+		if len(c.held) > 0 {
+			c.mu.Unlock()
+			return c.takeHeld(), nil
+		}
 		if len(c.ready) > 0 {
 			batch := c.ready
 			c.ready, c.spare = c.spare[:0], nil
 			c.mu.Unlock()
-			out, n, err := c.decode(batch)
-			clear(batch)
+			out, rest, n, err := c.decode(batch, c.cfg.maxPollRecords)
+			// What was not decoded goes back ahead of what arrived
+			// meanwhile, so each partition's records stay in order.
 			c.mu.Lock()
-			c.spare = batch[:0]
+			pushed := c.ready
+			kept := copy(batch, rest)
+			clear(batch[kept:])
+			c.ready = append(batch[:kept], pushed...)
+			clear(pushed)
+			c.spare = pushed[:0]
 			c.mu.Unlock()
-			c.client.root.Send(c.fetcher, &consumed{bytes: n})
+			if n > 0 {
+				c.client.root.Send(c.fetcher, &consumed{bytes: n})
+			}
+			if len(out) > c.cfg.maxPollRecords {
+				c.held = out[c.cfg.maxPollRecords:]
+				out = out[:c.cfg.maxPollRecords:c.cfg.maxPollRecords]
+			}
 			if err != nil {
 				return out, err
 			}
@@ -288,24 +317,45 @@ func (c *Consumer) poll(ctx context.Context, interrupted func() bool) ([]*Record
 	}
 }
 
+// takeHeld returns up to MaxPollRecords of the held records.
+func (c *Consumer) takeHeld() []*Record {
+	n := min(len(c.held), c.cfg.maxPollRecords)
+	out := c.held[:n:n]
+	c.held = c.held[n:]
+	if len(c.held) == 0 {
+		c.held = nil
+	}
+	return out
+}
+
 // minRecordSize is the smallest encoded record: length, attributes, two
 // deltas, null key, null value, no headers.
 const minRecordSize = 7
 
 // decode turns fetched runs of batches into records, skipping those before
-// each run's starting offset and control batches. It returns the records,
-// the bytes consumed, and the first decoding error.
-func (c *Consumer) decode(runs []fetched) ([]*Record, int64, error) {
+// each run's starting offset and control batches. It decodes whole batches
+// and starts none once it has limit records, so it returns at most one
+// batch's records beyond limit. It returns the records, the runs not
+// decoded (the one it stopped in, from the batch it stopped at, and those
+// after it; they alias runs), the bytes decoded, and the first decoding
+// error.
+func (c *Consumer) decode(runs []fetched, limit int) ([]*Record, []fetched, int64, error) {
 	var out []*Record
 	var n int64
 	var firstErr error
 	var it wire.BatchIterator
 	it.SkipCRC = true // the decoders check it
-	for _, f := range runs {
-		n += int64(len(f.records))
+	for i := range runs {
+		f := &runs[i]
 		from := f.from // advanced past each record returned, so none repeats
 		it.Reset(f.records)
 		for it.Next() {
+			if len(out) >= limit {
+				at := it.Pos()
+				n += int64(at)
+				f.records, f.from = f.records[at:], from
+				return out, runs[i:], n, firstErr
+			}
 			h := it.Header()
 			if h.NextOffset() <= from || h.Control() {
 				continue
@@ -351,14 +401,15 @@ func (c *Consumer) decode(runs []fetched) ([]*Record, int64, error) {
 		if err := it.Err(); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("client: %s-%d fetched at offset %d: %w", f.topic, f.partition, f.from, err)
 		}
+		n += int64(len(f.records))
 	}
-	return out, n, firstErr
+	return out, nil, n, firstErr
 }
 
 // unassign stops fetching the partitions in drop and discards what was
-// fetched from them and not yet returned by Poll. When it returns, Poll
-// returns no record of those partitions until they are assigned again. Not
-// to be called while Poll runs.
+// fetched (or decoded) from them and not yet returned by Poll. When it
+// returns, Poll returns no record of those partitions until they are
+// assigned again. Not to be called while Poll runs.
 func (c *Consumer) unassign(ctx context.Context, drop map[TopicPartition]bool) error {
 	if len(drop) == 0 {
 		return nil
@@ -385,6 +436,7 @@ func (c *Consumer) unassign(ctx context.Context, drop map[TopicPartition]bool) e
 	clear(c.ready[len(kept):])
 	c.ready = kept
 	c.mu.Unlock()
+	c.held = slices.DeleteFunc(c.held, func(r *Record) bool { return drop[TopicPartition{r.Topic, r.Partition}] })
 	if dropped > 0 {
 		c.client.root.Send(c.fetcher, &consumed{bytes: dropped})
 	}

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,8 +43,9 @@ func TestConsumerDecodeSkipsBeforeOffset(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := &Consumer{}
-		got, n, err := c.decode([]fetched{{topic: "t", partition: 1, from: tt.from, records: data}})
+		got, rest, n, err := c.decode([]fetched{{topic: "t", partition: 1, from: tt.from, records: data}}, math.MaxInt)
 		require.NoError(t, err)
+		require.Empty(t, rest)
 		require.Equal(t, int64(len(data)), n)
 		var offsets []int64
 		for _, r := range got {
@@ -58,8 +61,74 @@ func TestConsumerDecodeSkipsBeforeOffset(t *testing.T) {
 	// A flipped bit is reported, not decoded.
 	bad := append([]byte(nil), data...)
 	bad[len(bad)-1] ^= 1
-	_, _, err := (&Consumer{}).decode([]fetched{{topic: "t", records: bad}})
+	_, _, _, err := (&Consumer{}).decode([]fetched{{topic: "t", records: bad}}, math.MaxInt)
 	require.ErrorIs(t, err, wire.ErrBadCRC)
+}
+
+// decode starts no batch once it has the records asked for, and hands back
+// the rest: the run it stopped in from the batch it stopped at, with the
+// offset to go on from, and the runs after it. Decoding the rest then
+// gives every record once.
+func TestConsumerDecodeStopsAtLimit(t *testing.T) {
+	data := seedBatches(t)
+	first, err := wire.PeekSize(data)
+	require.NoError(t, err)
+	tests := []struct {
+		name     string
+		from     int64
+		limit    int
+		want     []int64
+		restFrom int64 // of the first run left, when one is
+		restRuns int
+		decoded  int // bytes
+	}{
+		{"limit inside the first batch", 0, 1, []int64{0, 1, 2}, 3, 2, first},
+		{"limit at the first batch's end", 0, 3, []int64{0, 1, 2}, 3, 2, first},
+		{"limit inside the second batch", 0, 4, []int64{0, 1, 2, 3, 4, 5}, 0, 1, len(data)},
+		{"first batch partly before from", 2, 1, []int64{2}, 3, 2, first},
+		{"everything", 0, 6, []int64{0, 1, 2, 3, 4, 5}, 0, 1, len(data)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Consumer{}
+			runs := []fetched{
+				{topic: "t", partition: 1, from: tt.from, records: data},
+				{topic: "t", partition: 2, records: data},
+			}
+			got, rest, n, err := c.decode(runs, tt.limit)
+			require.NoError(t, err)
+			require.Equal(t, int64(tt.decoded), n)
+			var offsets []int64
+			for _, r := range got {
+				require.Equal(t, int32(1), r.Partition)
+				offsets = append(offsets, r.Offset)
+			}
+			require.Equal(t, tt.want, offsets)
+			require.Len(t, rest, tt.restRuns)
+			if tt.restRuns == 2 {
+				require.Equal(t, int32(1), rest[0].partition)
+				require.Equal(t, tt.restFrom, rest[0].from)
+				require.Equal(t, data[first:], rest[0].records)
+			}
+			require.Equal(t, int32(2), rest[len(rest)-1].partition)
+			require.Equal(t, data, rest[len(rest)-1].records)
+
+			more, left, m, err := c.decode(rest, math.MaxInt)
+			require.NoError(t, err)
+			require.Empty(t, left)
+			require.Equal(t, int64(len(data)*2), n+m, "every byte decoded once")
+			got = append(got, more...)
+			seen := map[int32][]int64{}
+			for _, r := range got {
+				seen[r.Partition] = append(seen[r.Partition], r.Offset)
+			}
+			var all []int64
+			for o := tt.from; o < 6; o++ {
+				all = append(all, o)
+			}
+			require.Equal(t, map[int32][]int64{1: all, 2: {0, 1, 2, 3, 4, 5}}, seen)
+		})
+	}
 }
 
 // Fetched bytes come from the network: decoding them never panics, and what
@@ -73,7 +142,7 @@ func FuzzConsumerDecode(f *testing.F) {
 	f.Add(make([]byte, 70), int64(0))
 	f.Fuzz(func(t *testing.T, b []byte, from int64) {
 		c := &Consumer{}
-		got, n, _ := c.decode([]fetched{{topic: "t", from: from, records: b}})
+		got, _, n, _ := c.decode([]fetched{{topic: "t", from: from, records: b}}, math.MaxInt)
 		require.Equal(t, int64(len(b)), n)
 		for i, r := range got {
 			require.GreaterOrEqual(t, r.Offset, from)
@@ -200,4 +269,105 @@ func TestConsumeFetchesEveryPartitionWhenBudgetIsSpent(t *testing.T) {
 	require.NoError(t, p.Close())
 	got := consumeAll(t, ctx, c, "many", n, FetchMaxWait(100*time.Millisecond))
 	checkExactlyOnce(t, produced, got, partitions, true)
+}
+
+// waitPrefetched waits until every partition of topic holds a fetch parked
+// at its end: the consumer has everything before it.
+func waitPrefetched(t *testing.T, fc *fakeCluster, topic string, partitions int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for i := range partitions {
+			p := fc.partition(topic, i)
+			p.mu.Lock()
+			parked := slices.ContainsFunc(p.parked, func(pf *parkedFetch) bool {
+				return !pf.done.Load() && pf.req.GetOffset() == p.next
+			})
+			p.mu.Unlock()
+			if !parked {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond)
+}
+
+// However much has been fetched ahead, one Poll returns at most
+// MaxPollRecords records (500 by default); the rest comes with the next
+// Polls, every record once and in order.
+func TestConsumerPollReturnsAtMostMaxPollRecords(t *testing.T) {
+	const n, partitions = 4000, 4
+	for _, tt := range []struct {
+		name  string
+		opts  []ConsumerOpt
+		limit int
+	}{
+		{"default", nil, 500},
+		{"set", []ConsumerOpt{MaxPollRecords(7)}, 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 20*time.Second)
+			require.NoError(t, fc.createTopic("held", partitions))
+			p, err := c.NewProducer()
+			require.NoError(t, err)
+			produced := produceAll(t, ctx, p, "held", n)
+			require.NoError(t, p.Close())
+			cons, err := c.NewConsumer(append([]ConsumerOpt{FetchMaxWait(10 * time.Second)}, tt.opts...)...)
+			require.NoError(t, err)
+			defer cons.Close()
+			cons.AssignTopic("held", AtStart())
+			waitPrefetched(t, fc, "held", partitions)
+
+			var got []*Record
+			for polls := 0; len(got) < n; polls++ {
+				rs, err := cons.Poll(ctx)
+				require.NoError(t, err)
+				require.NotEmpty(t, rs)
+				require.LessOrEqual(t, len(rs), tt.limit)
+				if polls == 0 {
+					require.Len(t, rs, tt.limit, "the first Poll has more than enough")
+				}
+				got = append(got, rs...)
+			}
+			checkExactlyOnce(t, produced, got, partitions, true)
+		})
+	}
+}
+
+// Records decoded beyond MaxPollRecords and not yet returned belong to
+// their partition's assignment: once it is unassigned they are dropped, so
+// a partition assigned again reads from where it is assigned, each record
+// once.
+func TestConsumerUnassignDropsHeldRecords(t *testing.T) {
+	const n = 1000
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("held", 1))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	produced := produceAll(t, ctx, p, "held", n)
+	require.NoError(t, p.Close())
+	cons, err := c.NewConsumer(MaxPollRecords(1), FetchMaxWait(10*time.Second))
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.Assign("held", 0, AtOffset(0))
+	waitPrefetched(t, fc, "held", 1)
+	// Polled one at a time until a batch of several records was decoded.
+	for read := 0; len(cons.held) == 0; read++ {
+		require.Less(t, read, n, "no batch of more than one record")
+		rs, err := cons.Poll(ctx)
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+	}
+
+	require.NoError(t, cons.unassign(ctx, map[TopicPartition]bool{{"held", 0}: true}))
+	require.Zero(t, len(cons.held))
+	cons.Assign("held", 0, AtOffset(0))
+	var got []*Record
+	for len(got) < n {
+		rs, err := cons.Poll(ctx)
+		require.NoError(t, err)
+		got = append(got, rs...)
+	}
+	checkExactlyOnce(t, produced, got, 1, true)
 }

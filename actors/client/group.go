@@ -635,8 +635,9 @@ func (g *GroupConsumer) Assigned() []TopicPartition { return partitionsOf(g.assi
 
 // Poll joins the group if needed, handles a rebalance or a lost membership
 // the heartbeats reported, commits when auto-commit is due, then waits
-// until records of the owned partitions arrive, or ctx ends. Records come in
-// offset order within each partition.
+// until records of the owned partitions arrive, or ctx ends. It returns at
+// most MaxPollRecords records (500 by default), in offset order within
+// each partition.
 func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 	for {
 		if g.closed.Load() {

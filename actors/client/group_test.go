@@ -457,6 +457,54 @@ func TestGroupAtLeastOnceAcrossRestart(t *testing.T) {
 	}
 }
 
+// A member whose partitions were all fetched ahead gets them a Poll at a
+// time (at most MaxPollRecords, 500 by default): after two Polls and a
+// commit, more is left to read. When one Poll returned everything fetched,
+// how much came before the commit depended on how many fetches had been
+// answered when Poll looked, and a reader wanting more after it could wait
+// for records that were never to come.
+func TestGroupPollAfterCommitReadsOnFromPrefetched(t *testing.T) {
+	const partitions, each = 4, 500
+	fc, fg, c := groupSetup(t, partitions)
+	ctx := testContext(t, 20*time.Second)
+	for p := range int32(partitions) {
+		produceTo(t, ctx, c, "orders", p, 0, each)
+	}
+	g, err := c.NewGroupConsumer("g", []string{"orders"}, ResetOffset(ResetEarliest), AutoCommit(0), FetchMaxWait(10*time.Second))
+	require.NoError(t, err)
+	defer g.Close()
+	poll := func() []*Record {
+		t.Helper()
+		rs, err := g.Poll(ctx)
+		require.NoError(t, err)
+		require.NotEmpty(t, rs)
+		require.LessOrEqual(t, len(rs), 500)
+		return rs
+	}
+	read := poll() // joins and starts fetching
+	waitPrefetched(t, fc, "orders", partitions)
+	read = append(read, poll()...)
+	require.NoError(t, g.CommitSync(ctx))
+	want := map[TopicPartition]int64{tp(0): 0, tp(1): 0, tp(2): 0, tp(3): 0}
+	for _, r := range read {
+		want[tp(r.Partition)] = r.Offset + 1
+	}
+	require.Equal(t, want, fg.committed("g"))
+	// The rest of what was fetched is left for the Polls after the commit.
+	for after := len(read) + 500; len(read) < after; {
+		read = append(read, poll()...)
+	}
+	for len(read) < partitions*each {
+		read = append(read, poll()...)
+	}
+	require.Len(t, read, partitions*each)
+	got := offsetsByPartition(read)
+	for p := range int32(partitions) {
+		require.Equal(t, span(0, each), got[p], "partition %d", p)
+	}
+	nothingMore(t, ctx, g)
+}
+
 // NOT_COORDINATOR sends the client to find the coordinator again.
 func TestGroupCoordinatorMoved(t *testing.T) {
 	_, fg, c := groupSetup(t, 1)
