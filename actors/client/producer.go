@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"math"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +68,31 @@ const DefaultBatchBytes = 1 << 20
 // promise fires once its batch is sent, with offset -1), 1 the leader's
 // write, -1 all in-sync replicas and an fsync. Default -1, as Kafka since 3.0.
 func Acks(n int) ProducerOpt { return func(c *producerConfig) { c.acks = int32(n) } }
+
+// ParseAcks parses an acks setting as Kafka's producers spell it: 0 (no
+// answer waited for), 1 (the leader wrote it), -1 or all (every in-sync
+// replica has it and the leader fsynced it), for Acks. Case and
+// surrounding spaces are ignored; anything else is an error naming the four
+// spellings.
+func ParseAcks(s string) (int, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "0":
+		return 0, nil
+	case "1":
+		return 1, nil
+	case "-1", "all":
+		return -1, nil
+	}
+	return 0, fmt.Errorf("client: acks %q: want 0, 1, -1 or all (all is -1)", s)
+}
+
+// FormatAcks is acks as Kafka's tools show it: 0, 1 or all.
+func FormatAcks(acks int) string {
+	if acks == -1 {
+		return "all"
+	}
+	return strconv.Itoa(acks)
+}
 
 // Compression is the codec of produced batches. Default none.
 func Compression(codec wire.Compression) ProducerOpt {

@@ -17,7 +17,7 @@ import (
 func newProduceCommand(g *globals) *cobra.Command {
 	var (
 		keySeparator string
-		acks         int
+		acksFlag     string
 		compression  string
 		partition    int32
 		maxLine      int
@@ -28,8 +28,9 @@ func newProduceCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
-			if acks != 0 && acks != 1 && acks != -1 {
-				return node.Usagef("--acks %d: want 0, 1 or -1 (all)", acks)
+			acks, err := client.ParseAcks(acksFlag)
+			if err != nil {
+				return node.Usagef("--acks %s: want 0, 1, -1 or all", acksFlag)
 			}
 			codec, err := wire.ParseCompression(compression)
 			if err != nil {
@@ -112,13 +113,13 @@ func newProduceCommand(g *globals) *cobra.Command {
 			if firstErr != nil {
 				return fmt.Errorf("produce to %s: %w", topic, firstErr)
 			}
-			fmt.Fprintf(g.stderr, "produced %d records (%d bytes) to %s in %v (%.0f records/s), acks=%d\n",
-				produced-failed, bytes, topic, elapsed.Round(time.Millisecond), float64(produced)/elapsed.Seconds(), acks)
+			fmt.Fprintf(g.stderr, "produced %d records (%d bytes) to %s in %v (%.0f records/s), acks=%s\n",
+				produced-failed, bytes, topic, elapsed.Round(time.Millisecond), float64(produced)/elapsed.Seconds(), client.FormatAcks(acks))
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&keySeparator, "key-separator", "k", "", "split each line into key and value at the first occurrence of this string")
-	cmd.Flags().IntVar(&acks, "acks", -1, "acknowledgement: 0 (none), 1 (leader wrote), -1 (all, after fsync)")
+	cmd.Flags().StringVar(&acksFlag, "acks", "all", "acknowledgement: 0 (none waited for), 1 (leader wrote), -1 or all (every in-sync replica, after fsync)")
 	cmd.Flags().StringVarP(&compression, "compression", "z", "none", "compression: none, gzip, snappy, lz4, zstd")
 	cmd.Flags().Int32VarP(&partition, "partition", "p", -1, "produce to this partition (default: by key hash, sticky without a key)")
 	cmd.Flags().IntVar(&maxLine, "max-line", 1<<20, "longest line accepted, in bytes")
