@@ -88,7 +88,8 @@ func TestCLIGroupUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"empty group id on consume", []string{"consume", "orders", "-g", ""}, "empty group id"},
-		{"partitions with a group", []string{"consume", "orders", "-g", "g", "-p", "0"}, "-p cannot be used with -g"},
+		{"partitions with a group", []string{"consume", "orders", "-g", "g", "--partition", "0"}, "--partition cannot be used with -g"},
+		{"partitions with a group, older spelling", []string{"consume", "orders", "-g", "g", "-p", "0"}, "--partition cannot be used with -g"},
 		{"exact offset with a group", []string{"consume", "orders", "-g", "g", "--offset", "5"}, "want start or end"},
 		{"empty group id on describe", []string{"group", "describe", ""}, "empty group id"},
 		{"empty group id on delete", []string{"group", "delete", ""}, "empty group id"},

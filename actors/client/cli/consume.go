@@ -23,6 +23,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		count      int
 		format     string
 		partitions []int32
+		oldList    []int32
 		group      string
 	)
 	cmd := &cobra.Command{
@@ -31,6 +32,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
+			partitions = append(partitions, oldList...)
 			if count < 0 {
 				return node.Usagef("-n %d: want a positive count, or 0 for no limit", count)
 			}
@@ -66,7 +68,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 				n := int32(len(md.Topics[0].Partitions))
 				for _, p := range partitions {
 					if p < 0 || p >= n {
-						return node.Usagef("-p %d: topic %s has partitions 0 to %d", p, topic, n-1)
+						return node.Usagef("--partition %d: topic %s has partitions 0 to %d", p, topic, n-1)
 					}
 					consumer.Assign(topic, p, at)
 				}
@@ -101,7 +103,12 @@ func newConsumeCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&offset, "offset", "start", "where to start: start, end, an offset, or @UNIX_MS for a timestamp")
 	cmd.Flags().IntVarP(&count, "num", "n", 0, "stop after this many records (0: run until interrupted)")
 	cmd.Flags().StringVarP(&format, "format", "f", "%v\\n", "output format: %v value, %k key, %p partition, %o offset, %t topic, %d timestamp (ms), %h headers; \\n, \\t")
-	cmd.Flags().Int32SliceVarP(&partitions, "partitions", "p", nil, "only these partitions (default: all)")
+	cmd.Flags().Int32SliceVar(&partitions, "partition", nil, "read only these partitions: a `list` such as 0,2, or the flag repeated (default: all)")
+	cmd.Flags().Lookup("partition").DefValue = "" // not "[]"
+	// -p and --partitions were its name before --partition, which
+	// topic create's -p/--partitions (a count) made ambiguous.
+	cmd.Flags().Int32SliceVarP(&oldList, "partitions", "p", nil, "")
+	_ = cmd.Flags().MarkHidden("partitions")
 	cmd.Flags().StringVarP(&group, "group", "g", "", "consume as a member of this consumer group: the group assigns partitions, and printed records are committed; --offset (start or end) is where partitions with no committed offset start")
 	return cmd
 }
@@ -184,7 +191,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 		return node.Usagef("-g: empty group id")
 	}
 	if len(partitions) > 0 {
-		return node.Usagef("-p cannot be used with -g: the group assigns the partitions")
+		return node.Usagef("--partition cannot be used with -g: the group assigns the partitions")
 	}
 	var reset client.ResetPolicy
 	switch offset {

@@ -20,6 +20,7 @@ func newProduceCommand(g *globals) *cobra.Command {
 		acksFlag     string
 		compression  string
 		partition    int32
+		partitionOld int32
 		maxLine      int
 	)
 	cmd := &cobra.Command{
@@ -28,6 +29,12 @@ func newProduceCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
+			if cmd.Flags().Changed("p") {
+				if cmd.Flags().Changed("partition") && partition != partitionOld {
+					return node.Usagef("--partition %d and -p %d: give one", partition, partitionOld)
+				}
+				partition = partitionOld
+			}
 			acks, err := client.ParseAcks(acksFlag)
 			if err != nil {
 				return node.Usagef("--acks %s: want 0, 1, -1 or all", acksFlag)
@@ -121,7 +128,10 @@ func newProduceCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&keySeparator, "key-separator", "k", "", "split each line into key and value at the first occurrence of this string")
 	cmd.Flags().StringVar(&acksFlag, "acks", "all", "acknowledgement: 0 (none waited for), 1 (leader wrote), -1 or all (every in-sync replica, after fsync)")
 	cmd.Flags().StringVarP(&compression, "compression", "z", "none", "compression: none, gzip, snappy, lz4, zstd")
-	cmd.Flags().Int32VarP(&partition, "partition", "p", -1, "produce to this partition (default: by key hash, sticky without a key)")
+	cmd.Flags().Int32Var(&partition, "partition", -1, "produce to this partition (default: by key hash, sticky without a key)")
+	// -p was the shorthand of --partition, and is still taken.
+	cmd.Flags().Int32VarP(&partitionOld, "p", "p", -1, "")
+	_ = cmd.Flags().MarkHidden("p")
 	cmd.Flags().IntVar(&maxLine, "max-line", 1<<20, "longest line accepted, in bytes")
 	return cmd
 }
