@@ -732,6 +732,70 @@ func TestDeliveryTimeout(t *testing.T) {
 	require.NoError(t, p2.Close())
 }
 
+// A request is never waited for past its records' delivery timeout: a
+// request timeout longer than it does not hold the failure back, and the
+// partition is asked to answer within the time left.
+func TestDeliveryTimeoutCutsTheRequestShort(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	require.NoError(t, fc.createTopic("void", 1))
+	fc.setFaults(faults{dropProduceEvery: 1})
+	p, err := c.NewProducer(DeliveryTimeout(300*time.Millisecond), ProducerRequestTimeout(20*time.Second))
+	require.NoError(t, err)
+	defer p.Close()
+	start := time.Now()
+	err = p.ProduceSync(ctx, &Record{Topic: "void", Value: []byte("lost")})
+	require.ErrorIs(t, err, ErrDeliveryTimeout)
+	require.Less(t, time.Since(start), 3*time.Second, "failed at the delivery timeout, not the request timeout")
+	require.Zero(t, p.BufferedBytes())
+	st := fc.stats("void")
+	require.Positive(t, st.dropped)
+	require.Positive(t, st.maxTimeoutMs)
+	require.LessOrEqual(t, st.maxTimeoutMs, int32(300))
+}
+
+// Shutdown with an ended context gives up on the records not acknowledged
+// at once, and every promise has been called when it returns.
+func TestShutdownGivesUpOnUnacknowledgedRecords(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	require.NoError(t, fc.createTopic("t", 1))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	acked := &Record{Topic: "t", Value: []byte("acked")}
+	require.NoError(t, p.ProduceSync(ctx, acked))
+
+	fc.setFaults(faults{dropProduceEvery: 1})
+	var failed atomic.Int32
+	const n = 100
+	for i := range n {
+		p.Produce(ctx, &Record{Topic: "t", Value: fmt.Appendf(nil, "lost-%d", i)}, func(_ *Record, err error) {
+			if errors.Is(err, ErrClosed) {
+				failed.Add(1)
+			}
+		})
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	start := time.Now()
+	require.ErrorIs(t, p.Shutdown(ended), context.Canceled)
+	require.Less(t, time.Since(start), 3*time.Second, "no wait for the delivery timeout of two minutes")
+	require.Equal(t, int32(n), failed.Load())
+	require.Zero(t, p.BufferedBytes())
+	require.NoError(t, p.Shutdown(ctx), "shut down already")
+	require.NoError(t, p.Close())
+	late := make(chan error, 1)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("late")}, func(_ *Record, err error) { late <- err })
+	require.ErrorIs(t, <-late, ErrClosed)
+
+	// With nothing outstanding, an ended context is no error.
+	p2, err := c.NewProducer()
+	require.NoError(t, err)
+	fc.setFaults(faults{})
+	require.NoError(t, p2.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("x")}))
+	require.NoError(t, p2.Shutdown(ended))
+}
+
 // BenchmarkProduceRemote produces 1 KiB records from a client in its own
 // actor system to a fake node in another, over remote on loopback.
 func BenchmarkProduceRemote(b *testing.B) {

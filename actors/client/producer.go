@@ -723,11 +723,29 @@ func (p *Producer) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Close flushes, waiting at most DeliveryTimeout, then stops the producer.
-// Records produced afterwards fail with ErrClosed.
+// Close flushes, waiting at most DeliveryTimeout, then stops the producer:
+// Shutdown with that bound.
 func (p *Producer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.deliveryTimeout)
 	defer cancel()
+	return p.Shutdown(ctx)
+}
+
+// Shutdown flushes until every record is acknowledged or failed, or ctx
+// ends, then stops the producer: records still unacknowledged fail with
+// ErrClosed (those already sent may have been written), and records
+// produced afterwards fail with ErrClosed. When it returns, every record's
+// promise has been called. It returns the error that ended the flush, as
+// Flush does; a producer already shut down returns nil at once. With an
+// ended ctx it gives up on the unacknowledged records without waiting, as
+// Kafka's close with a zero timeout does.
+func (p *Producer) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil
+	}
 	err := p.Flush(ctx)
 	p.mu.Lock()
 	if p.closed {
@@ -735,6 +753,9 @@ func (p *Producer) Close() error {
 		return nil
 	}
 	p.closed = true
+	// Records produced since the flush began go to the sender before it
+	// stops, which fails them with the rest.
+	p.sealAll()
 	close(p.space)
 	p.space = make(chan struct{})
 	for _, tb := range p.topics {
