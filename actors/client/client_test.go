@@ -540,6 +540,72 @@ func TestConsumerStartingOffsets(t *testing.T) {
 	})
 }
 
+// An offset past the end of the log moves by the reset policy, one below
+// the log start to the log start whatever the policy, and the consumer
+// tells of each move.
+func TestConsumerOffsetOutOfRange(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	p, err := c.NewProducer(WithPartitioner(ManualPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	tests := []struct {
+		name   string
+		at     int64
+		policy ResetPolicy
+		// want is the first offset read, -1 for none: Poll fails.
+		want int64
+	}{
+		{"past the end, earliest", 1000, ResetEarliest, 0},
+		{"past the end, latest", 1000, ResetLatest, 10},
+		{"past the end, none", 1000, ResetNone, -1},
+		{"below the log start, latest", -3, ResetLatest, 0},
+		{"below the log start, none", -3, ResetNone, 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := fmt.Sprintf("t%d", i)
+			require.NoError(t, fc.createTopic(topic, 1))
+			for j := range 10 {
+				require.NoError(t, p.ProduceSync(ctx, &Record{Topic: topic, Value: []byte{byte(j)}}))
+			}
+			resets := make(chan OffsetReset, 1)
+			cons, err := c.NewConsumer(Reset(tt.policy), OnOffsetReset(func(r OffsetReset) { resets <- r }))
+			require.NoError(t, err)
+			defer cons.Close()
+			cons.Assign(topic, 0, AtOffset(tt.at))
+			if tt.want < 0 {
+				_, err := cons.Poll(ctx)
+				require.ErrorIs(t, err, ErrOffsetOutOfRange)
+				require.Empty(t, resets)
+				return
+			}
+			r := <-resets
+			require.Equal(t, OffsetReset{Topic: topic, Partition: 0, From: tt.at, To: tt.want, LogStartOffset: 0, HighWatermark: 10, Policy: tt.policy}, r)
+			require.Equal(t, tt.at < 0, r.BelowLogStart())
+			if tt.want == 10 {
+				require.NoError(t, p.ProduceSync(ctx, &Record{Topic: topic, Value: []byte{10}}))
+			}
+			got, err := cons.Poll(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got[0].Offset)
+			require.Equal(t, []byte{byte(tt.want)}, got[0].Value)
+		})
+	}
+}
+
+func TestParseResetPolicy(t *testing.T) {
+	for _, p := range []ResetPolicy{ResetEarliest, ResetLatest, ResetNone} {
+		got, err := ParseResetPolicy(p.String())
+		require.NoError(t, err)
+		require.Equal(t, p, got)
+	}
+	for _, bad := range []string{"", "start", "Latest", "smallest"} {
+		_, err := ParseResetPolicy(bad)
+		require.ErrorContains(t, err, "want earliest, latest or none", bad)
+	}
+}
+
 func TestProducerOptionsAndClose(t *testing.T) {
 	fc, c := setup(t)
 	ctx := testContext(t, 10*time.Second)
