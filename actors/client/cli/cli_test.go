@@ -29,9 +29,16 @@ func depot(t *testing.T, stdin string, args ...string) (stdout, stderr string, e
 func depotWith(t *testing.T, in io.Reader, interrupts <-chan os.Signal, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
+	err = depotIO(t, in, &out, &errOut, interrupts, args...)
+	return out.String(), errOut.String(), err
+}
+
+// depotIO is depotWith writing to stdout and stderr as it goes.
+func depotIO(t *testing.T, in io.Reader, stdout, stderr io.Writer, interrupts <-chan os.Signal, args ...string) error {
+	t.Helper()
 	root := &cobra.Command{Use: "depot", SilenceUsage: true, SilenceErrors: true}
-	root.SetOut(&out)
-	root.SetErr(&errOut)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	notify := func(c chan<- os.Signal) func() {
 		done := make(chan struct{})
 		go func() {
@@ -50,10 +57,9 @@ func depotWith(t *testing.T, in io.Reader, interrupts <-chan os.Signal, args ...
 		}()
 		return func() { close(done) }
 	}
-	addCommands(root, &globals{stdin: in, stdout: &out, stderr: &errOut, notify: notify})
+	addCommands(root, &globals{stdin: in, stdout: stdout, stderr: stderr, notify: notify})
 	root.SetArgs(args)
-	err = root.Execute()
-	return out.String(), errOut.String(), err
+	return root.Execute()
 }
 
 func startTestNode(t *testing.T) *node.Node {
