@@ -114,8 +114,10 @@ const DefaultMaxBufferedBytes = 16 << 20
 // reached. Default DefaultMaxBufferedBytes.
 func MaxBufferedBytes(n int64) ProducerOpt { return func(c *producerConfig) { c.maxBuffered = n } }
 
-// ProducerRequestTimeout bounds each ProduceRequest; a batch not answered in
-// time is sent again. Default: the client's RequestTimeout (30s).
+// ProducerRequestTimeout bounds each ProduceRequest, and never past its
+// records' DeliveryTimeout: the partition is asked to answer within the
+// shorter, and a batch not answered in time is sent again. Default: the
+// client's RequestTimeout (30s).
 func ProducerRequestTimeout(d time.Duration) ProducerOpt {
 	return func(c *producerConfig) { c.requestTimeout = d }
 }
