@@ -38,8 +38,10 @@ func newProduceCommand(g *globals) *cobra.Command {
 Each record may wait --delivery-timeout to be acknowledged, retries
 included (Kafka's delivery.timeout.ms), and each request within it
 --timeout. At the first record that fails, produce reads no more input,
-gives up on the records not yet acknowledged, prints how many were
-acknowledged and which input lines were not, and exits with status 1.
+gives up on the records not yet acknowledged (those already sent may have
+been written), prints how many were acknowledged and which input lines
+were not, and exits with status 1.
+
 Interrupted (Ctrl-C, SIGTERM), it reads no more input and waits for the
 records already read to be acknowledged (interrupt again to give up on
 them), prints the same counts, and exits with status 130.`,
@@ -97,7 +99,7 @@ them), prints the same counts, and exits with status 130.`,
 	cmd.Flags().StringVarP(&keySeparator, "key-separator", "k", "", "split each line into key and value at the first occurrence of this string")
 	cmd.Flags().StringVar(&acksFlag, "acks", "all", "acknowledgement: 0 (none waited for), 1 (leader wrote), -1 or all (every in-sync replica, after fsync)")
 	cmd.Flags().StringVarP(&compression, "compression", "z", "none", "compression: none, gzip, snappy, lz4, zstd")
-	cmd.Flags().Int32Var(&partition, "partition", -1, "produce to this partition (default: by key hash, sticky without a key)")
+	cmd.Flags().Int32Var(&partition, "partition", -1, "produce to this partition; -1 partitions by key hash, sticky without a key")
 	// -p was the shorthand of --partition, and is still taken.
 	cmd.Flags().Int32VarP(&partitionOld, "p", "p", -1, "")
 	_ = cmd.Flags().MarkHidden("p")
