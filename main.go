@@ -10,6 +10,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,8 +25,9 @@ import (
 
 // Exit statuses of the depot command, besides 0 for success.
 const (
-	exitFailure = 1 // the work asked for failed
-	exitUsage   = 2 // the command line is malformed
+	exitFailure     = 1   // the work asked for failed
+	exitUsage       = 2   // the command line is malformed
+	exitInterrupted = 130 // interrupted before its work was done (128 + SIGINT, as a shell reports it)
 )
 
 func main() {
@@ -45,6 +47,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// cobra's unknown command.
 	if cmd == root || node.IsUsage(err) {
 		return exitUsage
+	}
+	if errors.Is(err, node.ErrInterrupted) {
+		return exitInterrupted
 	}
 	return exitFailure
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -97,7 +99,8 @@ func TestCLIGroupUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"empty group id on consume", []string{"consume", "orders", "-g", ""}, "empty group id"},
-		{"partitions with a group", []string{"consume", "orders", "-g", "g", "-p", "0"}, "-p cannot be used with -g"},
+		{"partitions with a group", []string{"consume", "orders", "-g", "g", "--partition", "0"}, "--partition cannot be used with -g"},
+		{"partitions with a group, older spelling", []string{"consume", "orders", "-g", "g", "-p", "0"}, "--partition cannot be used with -g"},
 		{"exact offset with a group", []string{"consume", "orders", "-g", "g", "--offset", "5"}, "want start or end"},
 		{"empty group id on describe", []string{"group", "describe", ""}, "empty group id"},
 		{"empty group id on delete", []string{"group", "delete", ""}, "empty group id"},
@@ -150,4 +153,42 @@ func TestCommandLineErrorsExitWithUsage(t *testing.T) {
 			require.Equal(t, 1, strings.Count(strings.TrimSpace(errOut), "\n")+1, "one line: %q", errOut)
 		})
 	}
+}
+
+// interruptingInput gives its text, then, read again, interrupts the
+// process (as Ctrl-C does) and waits until the test ends.
+type interruptingInput struct {
+	t    *testing.T
+	text string
+	sent bool
+}
+
+func (in *interruptingInput) Read(p []byte) (int, error) {
+	if !in.sent {
+		in.sent = true
+		return copy(p, in.text), nil
+	}
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	if err := self.Signal(os.Interrupt); err != nil {
+		return 0, err
+	}
+	<-in.t.Context().Done()
+	return 0, io.EOF
+}
+
+// An interrupted produce exits with 130, as a shell reports a command
+// ended by SIGINT, after saying how far it got.
+func TestInterruptedProduceExitStatus(t *testing.T) {
+	n := startTestNode(t)
+	b := "--brokers=" + n.Address()
+	_, errOut, code := depot(t, "", "topic", "create", "t", b)
+	require.Equal(t, 0, code, errOut)
+	var out, stderr bytes.Buffer
+	code = run([]string{"produce", "t", b}, &interruptingInput{t: t, text: "a\nb\n"}, &out, &stderr)
+	require.Equal(t, 130, code, stderr.String())
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	require.Regexp(t, `^depot: produce to t interrupted: \d records acknowledged`, lines[len(lines)-1])
 }

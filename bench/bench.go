@@ -52,8 +52,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -257,31 +255,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return c, nil
-}
-
-// ParseAcks parses an acks setting as Kafka's producers spell it: 0 (no
-// answer waited for), 1 (the leader wrote it), -1 or all (every in-sync
-// replica has it and the leader fsynced it). Case and surrounding spaces are
-// ignored. Anything else is an error wrapping ErrConfig that names the four
-// spellings.
-func ParseAcks(s string) (int, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "0":
-		return 0, nil
-	case "1":
-		return 1, nil
-	case "-1", "all":
-		return -1, nil
-	}
-	return 0, fmt.Errorf("%w: acks %q: want 0, 1, -1 or all (all is -1)", ErrConfig, s)
-}
-
-// FormatAcks is acks as a report shows it: 0, 1 or all.
-func FormatAcks(acks int) string {
-	if acks == -1 {
-		return "all"
-	}
-	return strconv.Itoa(acks)
 }
 
 // countBound reports whether production ends at Records (or earlier, at

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/node"
 	"github.com/depot-dev/depot/wire"
 )
@@ -83,8 +84,8 @@ the client's, and the embedded node's when there is one.`,
 			if cfg.Brokers, err = resolveBrokers(brokers, cmd.Flags().Changed("brokers"), env, envSet, embedded); err != nil {
 				return err
 			}
-			if cfg.Acks, err = ParseAcks(acks); err != nil {
-				return err
+			if cfg.Acks, err = client.ParseAcks(acks); err != nil {
+				return fmt.Errorf("%w: acks %q: want 0, 1, -1 or all (all is -1)", ErrConfig, acks)
 			}
 			cfg.AcksSet = true
 			if err := countAndTime(cmd, &cfg); err != nil {

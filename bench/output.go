@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/depot-dev/depot/actors/client"
 )
 
 // BaselineRow is one baseline measurement as a JSON object of -o json. The
@@ -78,7 +80,7 @@ func ratioFootnote(b *Baseline, results []Result) string {
 		}
 		name := r.Workload
 		if r.Workload == RowProduce {
-			name += ", acks=" + FormatAcks(r.Acks)
+			name += ", acks=" + client.FormatAcks(r.Acks)
 		}
 		users[r.BaselineRow] = append(users[r.BaselineRow], name)
 	}
@@ -110,7 +112,7 @@ func (rep *Report) WriteText(w io.Writer) error {
 		bound = fmt.Sprintf("%d records or %s, whichever first", cfg.Records, cfg.Duration)
 	}
 	fmt.Fprintf(w, "depot bench: %s, topic %s, %d B records, %d partition(s), %d producer(s), %d consumer(s), acks=%s, compression %s, keys %d, %s, %s\n",
-		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, FormatAcks(cfg.Acks), cfg.Compression, cfg.Keys, rate, bound)
+		target, cfg.Topic, cfg.RecordSize, cfg.Partitions, cfg.Producers, cfg.Consumers, client.FormatAcks(cfg.Acks), cfg.Compression, cfg.Keys, rate, bound)
 	if cfg.Warmup > 0 {
 		var warm int64
 		for _, r := range rep.Results {

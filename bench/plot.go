@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/depot-dev/depot/actors/client"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -73,7 +74,7 @@ func rates(series []Sample, count func(Sample) int64) plotter.XYs {
 func throughputPlot(rep *Report) (*plot.Plot, error) {
 	p := plot.New()
 	cfg := rep.Config
-	p.Title.Text = fmt.Sprintf("Depot throughput: %d B records, %d partition(s), %d producer(s), acks=%s", cfg.RecordSize, cfg.Partitions, cfg.Producers, FormatAcks(cfg.Acks))
+	p.Title.Text = fmt.Sprintf("Depot throughput: %d B records, %d partition(s), %d producer(s), acks=%s", cfg.RecordSize, cfg.Partitions, cfg.Producers, client.FormatAcks(cfg.Acks))
 	p.X.Label.Text = "seconds since start"
 	p.Y.Label.Text = "records/s (per 100 ms)"
 	p.Add(plotter.NewGrid())

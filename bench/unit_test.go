@@ -200,40 +200,6 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 	}
 }
 
-func TestParseAcks(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int
-	}{
-		{"0", 0},
-		{"1", 1},
-		{"-1", -1},
-		{"all", -1},
-		{"ALL", -1},
-		{" all ", -1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseAcks(tt.in)
-			require.NoError(t, err)
-			require.Equal(t, tt.want, got)
-		})
-	}
-	for _, in := range []string{"2", "-2", "", "none", "acks=all", "1.0"} {
-		t.Run("bad "+in, func(t *testing.T) {
-			_, err := ParseAcks(in)
-			require.ErrorIs(t, err, ErrConfig)
-			require.ErrorContains(t, err, "want 0, 1, -1 or all")
-		})
-	}
-}
-
-func TestFormatAcks(t *testing.T) {
-	for acks, want := range map[int]string{0: "0", 1: "1", -1: "all"} {
-		require.Equal(t, want, FormatAcks(acks))
-	}
-}
-
 func TestResolveBrokers(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -29,6 +29,11 @@ func MarkUsage(err error) error {
 	return &UsageError{Err: err}
 }
 
+// ErrInterrupted means a command stopped because it was interrupted
+// (SIGINT or SIGTERM) before its work was done, so that the depot command
+// exits with status 130, as a shell reports a command ended by SIGINT.
+var ErrInterrupted = errors.New("interrupted")
+
 // IsUsage reports whether err, or any error it wraps, is a usage error.
 func IsUsage(err error) bool {
 	var u *UsageError

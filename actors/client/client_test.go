@@ -565,6 +565,72 @@ func TestConsumerStartingOffsets(t *testing.T) {
 	})
 }
 
+// An offset past the end of the log moves by the reset policy, one below
+// the log start to the log start whatever the policy, and the consumer
+// tells of each move.
+func TestConsumerOffsetOutOfRange(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	p, err := c.NewProducer(WithPartitioner(ManualPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	tests := []struct {
+		name   string
+		at     int64
+		policy ResetPolicy
+		// want is the first offset read, -1 for none: Poll fails.
+		want int64
+	}{
+		{"past the end, earliest", 1000, ResetEarliest, 0},
+		{"past the end, latest", 1000, ResetLatest, 10},
+		{"past the end, none", 1000, ResetNone, -1},
+		{"below the log start, latest", -3, ResetLatest, 0},
+		{"below the log start, none", -3, ResetNone, 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := fmt.Sprintf("t%d", i)
+			require.NoError(t, fc.createTopic(topic, 1))
+			for j := range 10 {
+				require.NoError(t, p.ProduceSync(ctx, &Record{Topic: topic, Value: []byte{byte(j)}}))
+			}
+			resets := make(chan OffsetReset, 1)
+			cons, err := c.NewConsumer(Reset(tt.policy), OnOffsetReset(func(r OffsetReset) { resets <- r }))
+			require.NoError(t, err)
+			defer cons.Close()
+			cons.Assign(topic, 0, AtOffset(tt.at))
+			if tt.want < 0 {
+				_, err := cons.Poll(ctx)
+				require.ErrorIs(t, err, ErrOffsetOutOfRange)
+				require.Empty(t, resets)
+				return
+			}
+			r := <-resets
+			require.Equal(t, OffsetReset{Topic: topic, Partition: 0, From: tt.at, To: tt.want, LogStartOffset: 0, HighWatermark: 10, Policy: tt.policy}, r)
+			require.Equal(t, tt.at < 0, r.BelowLogStart())
+			if tt.want == 10 {
+				require.NoError(t, p.ProduceSync(ctx, &Record{Topic: topic, Value: []byte{10}}))
+			}
+			got, err := cons.Poll(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got[0].Offset)
+			require.Equal(t, []byte{byte(tt.want)}, got[0].Value)
+		})
+	}
+}
+
+func TestParseResetPolicy(t *testing.T) {
+	for _, p := range []ResetPolicy{ResetEarliest, ResetLatest, ResetNone} {
+		got, err := ParseResetPolicy(p.String())
+		require.NoError(t, err)
+		require.Equal(t, p, got)
+	}
+	for _, bad := range []string{"", "start", "Latest", "smallest"} {
+		_, err := ParseResetPolicy(bad)
+		require.ErrorContains(t, err, "want earliest, latest or none", bad)
+	}
+}
+
 func TestProducerOptionsAndClose(t *testing.T) {
 	fc, c := setup(t)
 	ctx := testContext(t, 10*time.Second)
@@ -761,6 +827,70 @@ func TestDeliveryTimeout(t *testing.T) {
 	require.NoError(t, p2.Close())
 }
 
+// A request is never waited for past its records' delivery timeout: a
+// request timeout longer than it does not hold the failure back, and the
+// partition is asked to answer within the time left.
+func TestDeliveryTimeoutCutsTheRequestShort(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	require.NoError(t, fc.createTopic("void", 1))
+	fc.setFaults(faults{dropProduceEvery: 1})
+	p, err := c.NewProducer(DeliveryTimeout(300*time.Millisecond), ProducerRequestTimeout(20*time.Second))
+	require.NoError(t, err)
+	defer p.Close()
+	start := time.Now()
+	err = p.ProduceSync(ctx, &Record{Topic: "void", Value: []byte("lost")})
+	require.ErrorIs(t, err, ErrDeliveryTimeout)
+	require.Less(t, time.Since(start), 3*time.Second, "failed at the delivery timeout, not the request timeout")
+	require.Zero(t, p.BufferedBytes())
+	st := fc.stats("void")
+	require.Positive(t, st.dropped)
+	require.Positive(t, st.maxTimeoutMs)
+	require.LessOrEqual(t, st.maxTimeoutMs, int32(300))
+}
+
+// Shutdown with an ended context gives up on the records not acknowledged
+// at once, and every promise has been called when it returns.
+func TestShutdownGivesUpOnUnacknowledgedRecords(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	require.NoError(t, fc.createTopic("t", 1))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	acked := &Record{Topic: "t", Value: []byte("acked")}
+	require.NoError(t, p.ProduceSync(ctx, acked))
+
+	fc.setFaults(faults{dropProduceEvery: 1})
+	var failed atomic.Int32
+	const n = 100
+	for i := range n {
+		p.Produce(ctx, &Record{Topic: "t", Value: fmt.Appendf(nil, "lost-%d", i)}, func(_ *Record, err error) {
+			if errors.Is(err, ErrClosed) {
+				failed.Add(1)
+			}
+		})
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	start := time.Now()
+	require.ErrorIs(t, p.Shutdown(ended), context.Canceled)
+	require.Less(t, time.Since(start), 3*time.Second, "no wait for the delivery timeout of two minutes")
+	require.Equal(t, int32(n), failed.Load())
+	require.Zero(t, p.BufferedBytes())
+	require.NoError(t, p.Shutdown(ctx), "shut down already")
+	require.NoError(t, p.Close())
+	late := make(chan error, 1)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("late")}, func(_ *Record, err error) { late <- err })
+	require.ErrorIs(t, <-late, ErrClosed)
+
+	// With nothing outstanding, an ended context is no error.
+	p2, err := c.NewProducer()
+	require.NoError(t, err)
+	fc.setFaults(faults{})
+	require.NoError(t, p2.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("x")}))
+	require.NoError(t, p2.Shutdown(ended))
+}
+
 // BenchmarkProduceRemote produces 1 KiB records from a client in its own
 // actor system to a fake node in another, over remote on loopback.
 func BenchmarkProduceRemote(b *testing.B) {
@@ -796,4 +926,40 @@ func BenchmarkProduceRemote(b *testing.B) {
 	require.NoError(b, p.Flush(ctx))
 	b.StopTimer()
 	require.NoError(b, p.Close())
+}
+
+func TestParseAcks(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int
+	}{
+		{"0", 0},
+		{"1", 1},
+		{"-1", -1},
+		{"all", -1},
+		{"ALL", -1},
+		{" all ", -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseAcks(tt.in)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+	for _, in := range []string{"2", "-2", "", "none", "acks=all", "1.0"} {
+		t.Run("bad "+in, func(t *testing.T) {
+			_, err := ParseAcks(in)
+			require.ErrorContains(t, err, "want 0, 1, -1 or all")
+		})
+	}
+}
+
+func TestFormatAcks(t *testing.T) {
+	for acks, want := range map[int]string{0: "0", 1: "1", -1: "all"} {
+		require.Equal(t, want, FormatAcks(acks))
+		got, err := ParseAcks(want)
+		require.NoError(t, err)
+		require.Equal(t, acks, got)
+	}
 }

@@ -56,7 +56,10 @@ func (o Offset) listTimestamp() int64 {
 	return o.value
 }
 
-// ResetPolicy says what a consumer does when its offset is out of range.
+// ResetPolicy says what a consumer does when its offset is past the end of
+// a partition's log (Kafka's auto.offset.reset). An offset below the log
+// start, whose records were deleted, moves to the log start whatever the
+// policy.
 type ResetPolicy int8
 
 const (
@@ -67,6 +70,48 @@ const (
 	// ResetNone stops the partition and returns ErrOffsetOutOfRange from Poll.
 	ResetNone
 )
+
+// String is the policy as Kafka's auto.offset.reset spells it.
+func (p ResetPolicy) String() string {
+	switch p {
+	case ResetEarliest:
+		return "earliest"
+	case ResetLatest:
+		return "latest"
+	case ResetNone:
+		return "none"
+	}
+	return fmt.Sprintf("ResetPolicy(%d)", int8(p))
+}
+
+// ParseResetPolicy parses a policy as Kafka's auto.offset.reset spells it:
+// earliest, latest or none.
+func ParseResetPolicy(s string) (ResetPolicy, error) {
+	for _, p := range []ResetPolicy{ResetEarliest, ResetLatest, ResetNone} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("client: reset policy %q: want earliest, latest or none", s)
+}
+
+// OffsetReset tells that a partition's offset was out of range and where
+// the consumer moved it: From is the offset it asked for, To where it reads
+// from now; LogStartOffset and HighWatermark are the bounds the partition
+// answered with. From is below LogStartOffset when the records there were
+// deleted, else past HighWatermark, and then To follows the ResetPolicy.
+type OffsetReset struct {
+	Topic          string
+	Partition      int32
+	From, To       int64
+	LogStartOffset int64
+	HighWatermark  int64
+	Policy         ResetPolicy
+}
+
+// BelowLogStart reports whether the offset was below the log start, rather
+// than past the end.
+func (r OffsetReset) BelowLogStart() bool { return r.From < r.LogStartOffset }
 
 // ConsumerOpt configures a Consumer.
 type ConsumerOpt func(*consumerConfig)
@@ -81,6 +126,7 @@ type consumerConfig struct {
 	requestTimeout    time.Duration
 	retryBackoff      time.Duration
 	reset             ResetPolicy
+	onReset           func(OffsetReset)
 }
 
 // FetchMaxBytes bounds the bytes asked for by all fetches in flight
@@ -125,9 +171,17 @@ func ConsumerRetryBackoff(d time.Duration) ConsumerOpt {
 	return func(c *consumerConfig) { c.retryBackoff = d }
 }
 
-// Reset sets what happens when a partition's offset is out of range.
-// Default ResetEarliest.
+// Reset sets what happens when a partition's offset is past the end of its
+// log. Default ResetEarliest.
 func Reset(p ResetPolicy) ConsumerOpt { return func(c *consumerConfig) { c.reset = p } }
+
+// OnOffsetReset has fn told of each partition whose offset was out of range
+// and moved, before the records from its new offset are fetched. It is
+// called from the consumer's fetcher goroutine and must not block. Default
+// none.
+func OnOffsetReset(fn func(OffsetReset)) ConsumerOpt {
+	return func(c *consumerConfig) { c.onReset = fn }
+}
 
 // Consumer reads assigned partitions. Its fetcher actor keeps a long-poll
 // fetch in flight per partition ahead of the caller (prefetch, bounded by
@@ -742,15 +796,7 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 	case code == messages.ErrorCode_NONE:
 		f.onRecords(fp, m.GetRecords())
 	case code == messages.ErrorCode_OFFSET_OUT_OF_RANGE:
-		switch cfg.reset {
-		case ResetEarliest:
-			fp.at, fp.resolve = AtStart(), true
-		case ResetLatest:
-			fp.at, fp.resolve = AtEnd(), true
-		default:
-			fp.stopped = true
-			f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, codeError(code, m.GetErrorMessage())))
-		}
+		f.onOutOfRange(fp, m)
 	case needsMetadata(code) || retriable(code):
 		if needsMetadata(code) {
 			fp.leader = nil
@@ -762,6 +808,32 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 		fp.retryAt = time.Now().Add(cfg.retryBackoff)
 	}
 	f.step(ctx, fp)
+}
+
+// onOutOfRange moves a partition whose fetch offset is outside its log, as
+// Kafka's consumer does: to the log start when the offset is below it (its
+// records were deleted), and by the reset policy when it is past the end;
+// ResetNone stops the partition and fails Poll.
+func (f *fetcher) onOutOfRange(fp *fetchPart, m *messages.FetchResponse) {
+	cfg := &f.cons.cfg
+	r := OffsetReset{
+		Topic: fp.key.topic, Partition: fp.key.partition, From: fp.offset,
+		LogStartOffset: m.GetLogStartOffset(), HighWatermark: m.GetHighWatermark(), Policy: cfg.reset,
+	}
+	switch {
+	case r.BelowLogStart() || cfg.reset == ResetEarliest:
+		r.To = r.LogStartOffset
+	case cfg.reset == ResetLatest:
+		r.To = r.HighWatermark
+	default:
+		fp.stopped = true
+		f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, codeError(m.GetError(), m.GetErrorMessage())))
+		return
+	}
+	fp.offset = r.To
+	if cfg.onReset != nil {
+		cfg.onReset(r)
+	}
 }
 
 // onRecords hands the whole batches of a fetch to Poll and advances the

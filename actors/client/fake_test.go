@@ -247,6 +247,7 @@ func (fc *fakeCluster) stats(topic string) (st fakeStats) {
 		st.skewed += p.stats.skewed
 		st.chunkDropped += p.stats.chunkDropped
 		st.refetched += p.stats.refetched
+		st.maxTimeoutMs = max(st.maxTimeoutMs, p.stats.maxTimeoutMs)
 		p.mu.Unlock()
 	}
 	return st
@@ -260,6 +261,9 @@ type fakeStats struct {
 	// chunked counts fetches answered in more than one response, chunks
 	// those responses; skewed and chunkDropped the faults injected in them.
 	chunked, chunks, skewed, chunkDropped, refetched int
+	// maxTimeoutMs is the longest timeout_ms of the produce requests
+	// received.
+	maxTimeoutMs int32
 }
 
 // fakeMetadata answers metadata and admin requests from the fake cluster.
@@ -455,6 +459,7 @@ func (p *fakePartition) onProduce(ctx actor.Context, m *messages.ProduceRequest)
 	f := p.fc.getFaults()
 	p.mu.Lock()
 	p.produces++
+	p.stats.maxTimeoutMs = max(p.stats.maxTimeoutMs, m.GetTimeoutMs())
 	if p.strikes(f.dropProduceEvery) {
 		p.stats.dropped++
 		p.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"math"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +69,31 @@ const DefaultBatchBytes = 1 << 20
 // write, -1 all in-sync replicas and an fsync. Default -1, as Kafka since 3.0.
 func Acks(n int) ProducerOpt { return func(c *producerConfig) { c.acks = int32(n) } }
 
+// ParseAcks parses an acks setting as Kafka's producers spell it: 0 (no
+// answer waited for), 1 (the leader wrote it), -1 or all (every in-sync
+// replica has it and the leader fsynced it), for Acks. Case and
+// surrounding spaces are ignored; anything else is an error naming the four
+// spellings.
+func ParseAcks(s string) (int, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "0":
+		return 0, nil
+	case "1":
+		return 1, nil
+	case "-1", "all":
+		return -1, nil
+	}
+	return 0, fmt.Errorf("client: acks %q: want 0, 1, -1 or all (all is -1)", s)
+}
+
+// FormatAcks is acks as Kafka's tools show it: 0, 1 or all.
+func FormatAcks(acks int) string {
+	if acks == -1 {
+		return "all"
+	}
+	return strconv.Itoa(acks)
+}
+
 // Compression is the codec of produced batches. Default none.
 func Compression(codec wire.Compression) ProducerOpt {
 	return func(c *producerConfig) { c.compression = codec }
@@ -87,8 +114,10 @@ const DefaultMaxBufferedBytes = 16 << 20
 // reached. Default DefaultMaxBufferedBytes.
 func MaxBufferedBytes(n int64) ProducerOpt { return func(c *producerConfig) { c.maxBuffered = n } }
 
-// ProducerRequestTimeout bounds each ProduceRequest; a batch not answered in
-// time is sent again. Default: the client's RequestTimeout (30s).
+// ProducerRequestTimeout bounds each ProduceRequest, and never past its
+// records' DeliveryTimeout: the partition is asked to answer within the
+// shorter, and a batch not answered in time is sent again. Default: the
+// client's RequestTimeout (30s).
 func ProducerRequestTimeout(d time.Duration) ProducerOpt {
 	return func(c *producerConfig) { c.requestTimeout = d }
 }
@@ -696,11 +725,29 @@ func (p *Producer) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Close flushes, waiting at most DeliveryTimeout, then stops the producer.
-// Records produced afterwards fail with ErrClosed.
+// Close flushes, waiting at most DeliveryTimeout, then stops the producer:
+// Shutdown with that bound.
 func (p *Producer) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.deliveryTimeout)
 	defer cancel()
+	return p.Shutdown(ctx)
+}
+
+// Shutdown flushes until every record is acknowledged or failed, or ctx
+// ends, then stops the producer: records still unacknowledged fail with
+// ErrClosed (those already sent may have been written), and records
+// produced afterwards fail with ErrClosed. When it returns, every record's
+// promise has been called. It returns the error that ended the flush, as
+// Flush does; a producer already shut down returns nil at once. With an
+// ended ctx it gives up on the unacknowledged records without waiting, as
+// Kafka's close with a zero timeout does.
+func (p *Producer) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil
+	}
 	err := p.Flush(ctx)
 	p.mu.Lock()
 	if p.closed {
@@ -708,6 +755,9 @@ func (p *Producer) Close() error {
 		return nil
 	}
 	p.closed = true
+	// Records produced since the flush began go to the sender before it
+	// stops, which fails them with the rest.
+	p.sealAll()
 	close(p.space)
 	p.space = make(chan struct{})
 	for _, tb := range p.topics {

@@ -307,7 +307,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			Topic:         ps.key.topic,
 			Partition:     ps.key.partition,
 			Acks:          cfg.acks,
-			TimeoutMs:     int32(min(cfg.requestTimeout.Milliseconds(), 1<<31-1)),
+			TimeoutMs:     int32(min(max(s.requestDeadline(b).Sub(now).Milliseconds(), 1), 1<<31-1)),
 			Records:       b.buf,
 			CorrelationId: b.corrID,
 		})
@@ -510,12 +510,28 @@ func (s *sender) expire(ps *partSender, now time.Time) {
 	}
 }
 
+// requestDeadline is when the request carrying b, sent at b.sentAt, is
+// given up on: after ProducerRequestTimeout, but never past b's delivery
+// deadline, so that a record is failed at its DeliveryTimeout and not up
+// to a request timeout later.
+func (s *sender) requestDeadline(b *batch) time.Time {
+	cfg := &s.p.cfg
+	return minTime(b.sentAt.Add(cfg.requestTimeout), b.sealed.Add(cfg.deliveryTimeout))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 func (s *sender) onTick(ctx actor.Context) {
 	now := time.Now()
 	for _, ps := range s.parts {
 		for i := 0; i < ps.inflight; i++ {
 			b := ps.queue[i]
-			if now.Sub(b.sentAt) > s.p.cfg.requestTimeout {
+			if now.After(s.requestDeadline(b)) {
 				b.lastErr = ErrTimeout
 				s.backoff(ps)
 				break

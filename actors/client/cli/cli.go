@@ -33,7 +33,11 @@ import (
 // summaries and warnings to stderr. The error a command returns reads as
 // one statement of what is wrong (see present).
 func AddCommands(root *cobra.Command, stdin io.Reader, stdout, stderr io.Writer) {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	addCommands(root, &globals{stdin: stdin, stdout: stdout, stderr: stderr, notify: notifySignals})
+}
+
+// addCommands is AddCommands with the globals given.
+func addCommands(root *cobra.Command, g *globals) {
 	flags := root.PersistentFlags()
 	flags.StringVar(&g.brokers, "brokers", envOr("DEPOT_BROKERS", node.DefaultListen), "comma-separated node addresses to contact (env DEPOT_BROKERS)")
 	flags.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
@@ -152,6 +156,8 @@ type globals struct {
 	stdin   io.Reader
 	stdout  io.Writer
 	stderr  io.Writer
+	// notify relays SIGINT and SIGTERM to c until stop is called.
+	notify func(c chan<- os.Signal) (stop func())
 }
 
 func envOr(name, fallback string) string {
@@ -197,6 +203,19 @@ func (g *globals) printJSON(v any) error {
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// notifySignals relays SIGINT and SIGTERM to c until stop is called.
+func notifySignals(c chan<- os.Signal) (stop func()) {
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	return func() { signal.Stop(c) }
+}
+
+// interrupts returns a channel that receives each SIGINT and SIGTERM until
+// stop is called.
+func (g *globals) interrupts() (signals <-chan os.Signal, stop func()) {
+	c := make(chan os.Signal, 2)
+	return c, g.notify(c)
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.

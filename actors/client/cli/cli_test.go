@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -19,14 +21,45 @@ import (
 // depot command's, and returns what they printed and their error.
 func depot(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return depotWith(t, strings.NewReader(stdin), nil, args...)
+}
+
+// depotWith is depot reading stdin from in, and interrupted by what
+// interrupts carries rather than by the process's signals.
+func depotWith(t *testing.T, in io.Reader, interrupts <-chan os.Signal, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	root := &cobra.Command{Use: "depot", SilenceUsage: true, SilenceErrors: true}
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	AddCommands(root, strings.NewReader(stdin), &out, &errOut)
-	root.SetArgs(args)
-	err = root.Execute()
+	err = depotIO(t, in, &out, &errOut, interrupts, args...)
 	return out.String(), errOut.String(), err
+}
+
+// depotIO is depotWith writing to stdout and stderr as it goes.
+func depotIO(t *testing.T, in io.Reader, stdout, stderr io.Writer, interrupts <-chan os.Signal, args ...string) error {
+	t.Helper()
+	root := &cobra.Command{Use: "depot", SilenceUsage: true, SilenceErrors: true}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	notify := func(c chan<- os.Signal) func() {
+		done := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case s := <-interrupts:
+					select {
+					case c <- s:
+					case <-done:
+						return
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+		return func() { close(done) }
+	}
+	addCommands(root, &globals{stdin: in, stdout: stdout, stderr: stderr, notify: notify})
+	root.SetArgs(args)
+	return root.Execute()
 }
 
 func startTestNode(t *testing.T) *node.Node {

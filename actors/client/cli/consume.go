@@ -3,11 +3,14 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,23 +26,49 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		count      int
 		format     string
 		partitions []int32
+		oldList    []int32
 		group      string
+		resetFlag  string
 	)
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
 		Short: "Print a topic's records, one per line (with -g, as a member of a consumer group)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Print a topic's records, one per line (with -g, as a member of a consumer group).
+
+Records are printed as --format says, or with -o json as one JSON object a
+line: topic, partition, offset, timestamp (ms), key and value (strings, or
+null), headers.
+
+An --offset past the end of a partition moves as --reset says (Kafka's
+auto.offset.reset): to the end (latest, the default, as Kafka's console
+consumer does), to the log start (earliest), or not at all (none: consume
+fails with OFFSET_OUT_OF_RANGE). An offset below the log start, whose
+records were deleted, starts at the log start. Each move is told on
+standard error.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := args[0]
+			partitions = append(partitions, oldList...)
 			if count < 0 {
 				return node.Usagef("-n %d: want a positive count, or 0 for no limit", count)
 			}
+			write, err := recordWriter(g, cmd, format)
+			if err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("group") {
-				return consumeGroup(g, topic, group, offset, count, format, partitions)
+				if cmd.Flags().Changed("reset") {
+					return node.Usagef("--reset cannot be used with -g: --offset (start or end) says where partitions with no committed offset, or one out of range, start")
+				}
+				return consumeGroup(g, topic, group, offset, count, write, partitions)
 			}
 			at, err := parseOffset(offset)
 			if err != nil {
 				return node.MarkUsage(err)
+			}
+			reset, err := client.ParseResetPolicy(resetFlag)
+			if err != nil {
+				return node.Usagef("--reset %s: want earliest, latest or none", resetFlag)
 			}
 			c, err := g.client()
 			if err != nil {
@@ -55,7 +84,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 			if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
 				return fmt.Errorf("unknown topic %s", topic)
 			}
-			consumer, err := c.NewConsumer()
+			consumer, err := c.NewConsumer(client.Reset(reset), client.OnOffsetReset(resetReporter(g.stderr)))
 			if err != nil {
 				return err
 			}
@@ -66,7 +95,7 @@ func newConsumeCommand(g *globals) *cobra.Command {
 				n := int32(len(md.Topics[0].Partitions))
 				for _, p := range partitions {
 					if p < 0 || p >= n {
-						return node.Usagef("-p %d: topic %s has partitions 0 to %d", p, topic, n-1)
+						return node.Usagef("--partition %d: topic %s has partitions 0 to %d", p, topic, n-1)
 					}
 					consumer.Assign(topic, p, at)
 				}
@@ -74,18 +103,19 @@ func newConsumeCommand(g *globals) *cobra.Command {
 			out := bufio.NewWriter(g.stdout)
 			defer out.Flush()
 			printed := 0
-			var line []byte
 			for count == 0 || printed < count {
 				records, err := consumer.Poll(ctx)
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil
 					}
+					if errors.Is(err, client.ErrOffsetOutOfRange) {
+						return fmt.Errorf("consume %s with --reset none: %w", topic, err)
+					}
 					return err
 				}
 				for _, r := range records {
-					line = formatRecord(line[:0], format, r)
-					out.Write(line)
+					write(out, r)
 					printed++
 					if count > 0 && printed >= count {
 						break
@@ -99,9 +129,15 @@ func newConsumeCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&offset, "offset", "start", "where to start: start, end, an offset, or @UNIX_MS for a timestamp")
+	cmd.Flags().StringVar(&resetFlag, "reset", "latest", "where an --offset past the end moves: latest (the end), earliest (the log start), or none (fail)")
 	cmd.Flags().IntVarP(&count, "num", "n", 0, "stop after this many records (0: run until interrupted)")
 	cmd.Flags().StringVarP(&format, "format", "f", "%v\\n", "output format: %v value, %k key, %p partition, %o offset, %t topic, %d timestamp (ms), %h headers; \\n, \\t")
-	cmd.Flags().Int32SliceVarP(&partitions, "partitions", "p", nil, "only these partitions (default: all)")
+	cmd.Flags().Int32SliceVar(&partitions, "partition", nil, "read only these partitions: a `list` such as 0,2, or the flag repeated (default: all)")
+	cmd.Flags().Lookup("partition").DefValue = "" // not "[]"
+	// -p and --partitions were its name before --partition, which
+	// topic create's -p/--partitions (a count) made ambiguous.
+	cmd.Flags().Int32SliceVarP(&oldList, "partitions", "p", nil, "")
+	_ = cmd.Flags().MarkHidden("partitions")
 	cmd.Flags().StringVarP(&group, "group", "g", "", "consume as a member of this consumer group: the group assigns partitions, and printed records are committed; --offset (start or end) is where partitions with no committed offset start")
 	return cmd
 }
@@ -124,6 +160,77 @@ func parseOffset(s string) (client.Offset, error) {
 		return client.Offset{}, fmt.Errorf("--offset %q: want start, end, a non-negative offset or @UNIX_MS", s)
 	}
 	return client.AtOffset(n), nil
+}
+
+// recordWriter returns what writes each record: as format says, or as a
+// line of JSON with -o json (format then not given).
+func recordWriter(g *globals, cmd *cobra.Command, format string) (func(w *bufio.Writer, r *client.Record), error) {
+	if g.output != "json" {
+		var line []byte
+		return func(w *bufio.Writer, r *client.Record) {
+			line = formatRecord(line[:0], format, r)
+			w.Write(line)
+		}, nil
+	}
+	if cmd.Flags().Changed("format") {
+		return nil, node.Usagef("-f and -o json: give one")
+	}
+	return func(w *bufio.Writer, r *client.Record) {
+		line, _ := json.Marshal(newJSONRecord(r)) // strings and numbers only
+		w.Write(line)
+		w.WriteByte('\n')
+	}, nil
+}
+
+// jsonRecord is a record as consume -o json prints it.
+type jsonRecord struct {
+	Topic     string       `json:"topic"`
+	Partition int32        `json:"partition"`
+	Offset    int64        `json:"offset"`
+	Timestamp int64        `json:"timestamp"`
+	Key       *string      `json:"key"`
+	Value     *string      `json:"value"`
+	Headers   []jsonHeader `json:"headers,omitempty"`
+}
+
+type jsonHeader struct {
+	Key   string  `json:"key"`
+	Value *string `json:"value"`
+}
+
+func newJSONRecord(r *client.Record) jsonRecord {
+	j := jsonRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: jsonBytes(r.Key), Value: jsonBytes(r.Value)}
+	for _, h := range r.Headers {
+		j.Headers = append(j.Headers, jsonHeader{Key: h.Key, Value: jsonBytes(h.Value)})
+	}
+	return j
+}
+
+// jsonBytes is b as a JSON string, or null for nil.
+func jsonBytes(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// resetReporter returns an OnOffsetReset callback that says on w, in one
+// line, where a partition's offset moved and why. The consumer calls it
+// from its own goroutine; w is written by nothing else while it runs.
+func resetReporter(w io.Writer) func(client.OffsetReset) {
+	return func(r client.OffsetReset) {
+		fmt.Fprintln(w, formatReset(r))
+	}
+}
+
+// formatReset says where a partition's offset moved and why.
+func formatReset(r client.OffsetReset) string {
+	why := fmt.Sprintf("past the end (%d), --reset %s", r.HighWatermark, r.Policy)
+	if r.BelowLogStart() {
+		why = fmt.Sprintf("below the log start (%d): the records before it were deleted", r.LogStartOffset)
+	}
+	return fmt.Sprintf("depot: reset %s partition %d from offset %d to %d: %s", r.Topic, r.Partition, r.From, r.To, why)
 }
 
 // formatRecord appends r to dst as format says (rpk's verbs).
@@ -179,12 +286,12 @@ const groupCommitInterval = 5 * time.Second
 // consumeGroup prints topic's records as a member of group and commits the
 // position after each record printed (never one not yet written out): every
 // groupCommitInterval, when the group takes partitions away, and on exit.
-func consumeGroup(g *globals, topic, group, offset string, count int, format string, partitions []int32) error {
+func consumeGroup(g *globals, topic, group, offset string, count int, write func(*bufio.Writer, *client.Record), partitions []int32) error {
 	if group == "" {
 		return node.Usagef("-g: empty group id")
 	}
 	if len(partitions) > 0 {
-		return node.Usagef("-p cannot be used with -g: the group assigns the partitions")
+		return node.Usagef("--partition cannot be used with -g: the group assigns the partitions")
 	}
 	var reset client.ResetPolicy
 	switch offset {
@@ -209,6 +316,8 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 	if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
 		return fmt.Errorf("unknown topic %s", topic)
 	}
+	// Resets are told from the consumer's goroutine, the rest from this one.
+	stderr := &lockedWriter{w: g.stderr}
 	printed := map[client.TopicPartition]int64{} // next offset after each record written out
 	var gc *client.GroupConsumer
 	commitRevoked := func(ctx context.Context, tps []client.TopicPartition) {
@@ -219,13 +328,14 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 			}
 		}
 		if err := gc.CommitOffsets(ctx, offsets); err != nil {
-			fmt.Fprintf(g.stderr, "depot: commit revoked partitions: %v\n", oneLine(err))
+			fmt.Fprintf(stderr, "depot: commit revoked partitions: %v\n", oneLine(err))
 		}
 		for _, tp := range tps {
 			delete(printed, tp)
 		}
 	}
-	gc, err = c.NewGroupConsumer(group, []string{topic}, client.ResetOffset(reset), client.AutoCommit(0), client.OnRevoked(commitRevoked))
+	gc, err = c.NewGroupConsumer(group, []string{topic}, client.ResetOffset(reset), client.AutoCommit(0), client.OnRevoked(commitRevoked),
+		client.OnOffsetReset(resetReporter(stderr)))
 	if err != nil {
 		return err
 	}
@@ -234,7 +344,6 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 	defer out.Flush()
 	total := 0
 	lastCommit := time.Now()
-	var line []byte
 	var pollErr error
 	for count == 0 || total < count {
 		records, err := gc.Poll(ctx)
@@ -246,8 +355,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 		}
 		done := map[client.TopicPartition]int64{}
 		for _, r := range records {
-			line = formatRecord(line[:0], format, r)
-			out.Write(line)
+			write(out, r)
 			done[client.TopicPartition{Topic: r.Topic, Partition: r.Partition}] = r.Offset + 1
 			total++
 			if count > 0 && total >= count {
@@ -261,7 +369,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 		if time.Since(lastCommit) >= groupCommitInterval {
 			lastCommit = time.Now()
 			if err := gc.CommitOffsets(ctx, printed); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(g.stderr, "depot: commit: %v\n", oneLine(err))
+				fmt.Fprintf(stderr, "depot: commit: %v\n", oneLine(err))
 			}
 		}
 	}
@@ -271,4 +379,16 @@ func consumeGroup(g *globals, topic, group, offset string, count int, format str
 		return errors.Join(pollErr, fmt.Errorf("commit offsets of group %s: %w", group, err))
 	}
 	return pollErr
+}
+
+// lockedWriter serialises the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
