@@ -204,7 +204,7 @@ func TestProduceReportsWhatWasNotAcknowledged(t *testing.T) {
 	require.Error(t, err)
 	require.False(t, node.IsUsage(err))
 	require.ErrorIs(t, err, client.ErrDeliveryTimeout)
-	require.Contains(t, err.Error(), "produce to lines: 300 records acknowledged, 700 not acknowledged (first line 301, last line 1000): client: delivery timeout")
+	require.Contains(t, err.Error(), "produce to lines: 300 records acknowledged, 700 not acknowledged (first line 301, last line 1000): delivery timeout")
 	require.Empty(t, errOut, "the error says it all, on one line")
 }
 
