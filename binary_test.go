@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,9 +56,15 @@ type process struct {
 // PID if it still runs.
 func spawn(t *testing.T, stdin string, args ...string) *process {
 	t.Helper()
+	return spawnReading(t, strings.NewReader(stdin), args...)
+}
+
+// spawnReading is spawn with stdin read from r.
+func spawnReading(t *testing.T, stdin io.Reader, args ...string) *process {
+	t.Helper()
 	cmd := exec.Command(depotBinary(t), args...)
 	p := &process{cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), p.stdout, p.stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, p.stdout, p.stderr
 	cmd.Env = append(os.Environ(), "DEPOT_BROKERS=")
 	require.NoError(t, cmd.Start())
 	go func() {
@@ -170,4 +177,52 @@ func TestBinaryAsANewcomer(t *testing.T) {
 		require.Equal(t, 1, code)
 		require.Contains(t, stderr, "not draining")
 	})
+}
+
+// produce against a node that is killed: with --delivery-timeout 5s it ends
+// within 10 s, saying how many records were acknowledged and which lines
+// were not; consume past the end resets, and says so on stderr.
+func TestBinaryProduceToAKilledNodeAndConsumePastTheEnd(t *testing.T) {
+	node, addr := startNodeProcess(t, t.TempDir())
+	b := "--brokers=" + addr
+	_, stderr, code := runDepot(t, "", "topic", "create", "t", "-p", "1", b)
+	require.Equal(t, 0, code, stderr)
+	_, stderr, code = runDepot(t, "a\nb\nc\n", "produce", "t", b)
+	require.Equal(t, 0, code, stderr)
+
+	stdout, stderr, code := runDepot(t, "", "consume", "t", "--offset", "99999999", "--reset", "earliest", "-n", "1", "-f", "%v\n", b)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "a\n", stdout)
+	require.Contains(t, stderr, "reset t partition 0 from offset 99999999 to 0")
+	_, stderr, code = runDepot(t, "", "consume", "t", "--offset", "99999999", "--reset", "none", "-n", "1", b)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "outside [0, 3]")
+
+	produce := spawnReading(t, &lineReader{max: 50_000_000}, "produce", "t", "--delivery-timeout", "5s", b)
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(t, node.cmd.Process.Kill())
+	killed := time.Now()
+	require.Equal(t, 1, produce.wait(t, 30*time.Second))
+	require.Less(t, time.Since(killed), 10*time.Second, "produce waited past its delivery timeout")
+	require.Regexp(t, `\d+ records acknowledged, \d+ not acknowledged \(first line \d+, last line \d+\)`, produce.stderr.String())
+}
+
+// lineReader reads "line-N\n" for N from 1 to max: input for a produce
+// that outlasts the test's kill, bounded all the same.
+type lineReader struct {
+	n, max int
+	buf    []byte
+}
+
+func (r *lineReader) Read(p []byte) (int, error) {
+	for len(r.buf) < len(p) && r.n < r.max {
+		r.n++
+		r.buf = fmt.Appendf(r.buf, "line-%d\n", r.n)
+	}
+	if len(r.buf) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p, r.buf)
+	r.buf = r.buf[k:]
+	return k, nil
 }
