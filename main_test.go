@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/node"
 )
 
@@ -24,9 +25,7 @@ func depot(t *testing.T, stdin string, args ...string) (stdout, stderr string, c
 
 func startTestNode(t *testing.T) *node.Node {
 	t.Helper()
-	logger := logrus.New()
-	logger.SetLevel(logrus.WarnLevel)
-	n, err := node.Start(node.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: logger})
+	n, err := node.Start(node.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: actortest.Logger(t, logrus.WarnLevel)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Stop() })
 	return n

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	depotremote "github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
@@ -168,21 +169,16 @@ func (m *fakeManager) route(ctx actor.Context, req *messages.ProduceRequests) {
 // newLocalSystem is an actor system without remote, stopped at the end of t.
 func newLocalSystem(t *testing.T) *actor.ActorSystem {
 	t.Helper()
-	sys := actor.NewActorSystem()
-	t.Cleanup(sys.Shutdown)
-	return sys
+	return actortest.System(t)
 }
 
 // newRemoteSystem is an actor system with remote on 127.0.0.1, any port.
 func newRemoteSystem(t *testing.T) *actor.ActorSystem {
 	t.Helper()
-	sys := actor.NewActorSystem()
-	r := remote.NewRemote(sys, depotremote.NewTransport().Config("127.0.0.1", 0, logrus.NewEntry(logrus.StandardLogger())))
+	sys := actortest.System(t)
+	r := remote.NewRemote(sys, depotremote.NewTransport().Config("127.0.0.1", 0, logrus.NewEntry(actortest.Logger(t, logrus.WarnLevel))))
 	r.Start()
-	t.Cleanup(func() {
-		r.Shutdown(false)
-		sys.Shutdown()
-	})
+	t.Cleanup(func() { r.Shutdown(false) })
 	return sys
 }
 

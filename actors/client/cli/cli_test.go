@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/node"
 )
@@ -64,9 +65,7 @@ func depotIO(t *testing.T, in io.Reader, stdout, stderr io.Writer, interrupts <-
 
 func startTestNode(t *testing.T) *node.Node {
 	t.Helper()
-	logger := logrus.New()
-	logger.SetLevel(logrus.WarnLevel)
-	n, err := node.Start(node.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: logger})
+	n, err := node.Start(node.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: actortest.Logger(t, logrus.WarnLevel)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.Stop() })
 	return n
