@@ -1,11 +1,16 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
@@ -61,4 +66,53 @@ func TestFullLogDirRefusesAppendsAndRecovers(t *testing.T) {
 	require.Len(t, values, 2+len(acked))
 	require.Equal(t, "0:before", values[0])
 	require.Contains(t, values[len(values)-1], ":after")
+}
+
+// A burst into a small dir beside a big one: as the small dir fills, its
+// partition is moved out at once, unthrottled, and writes go on in the big
+// dir; no partition goes offline and every acknowledged record is read.
+func TestBurstIntoASmallDirMovesOut(t *testing.T) {
+	root := t.TempDir()
+	small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
+	cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: small, Capacity: 8 << 20}, LogDir{Path: big, Capacity: 1 << 30})
+	cfg.DiskReserve = disks.Reserve{Bytes: 1 << 20}
+	n := startNode(t, cfg)
+	c := newClient(t, n.Address())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	md, err := c.CreateTopic(ctx, "burst", 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, small, md.Partitions[0].LogDir)
+
+	p, err := c.NewProducer(client.Acks(1), client.DeliveryTimeout(time.Minute))
+	require.NoError(t, err)
+	const records = 12 << 10 // 12 MiB of 1 KiB values: more than the small dir holds
+	var mu sync.Mutex
+	var failures []error
+	acked := 0
+	value := make([]byte, 1<<10)
+	for i := range records {
+		p.Produce(ctx, &client.Record{Topic: "burst", Value: fmt.Appendf(value[:0:0], "%08d%s", i, value[8:])}, func(_ *client.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failures = append(failures, err)
+				return
+			}
+			acked++
+		})
+	}
+	require.NoError(t, p.Flush(ctx))
+	require.NoError(t, p.Close())
+	require.Empty(t, failures)
+	require.Equal(t, records, acked)
+
+	dirs := describeDirs(t, n)
+	for _, d := range dirs {
+		require.NotEqual(t, disks.LogDirOffline, d.State, d.Path)
+	}
+	got := consumeAll(t, c, "burst", 1)
+	require.Len(t, got[0], records, "every acknowledged record is read")
+	status := request[*messages.PartitionStatusResponse](t, n, partitionPID(t, n, "burst", 0), &messages.PartitionStatusRequest{})
+	require.Equal(t, big, status.LogDir, "the partition moved out of the small dir")
 }

@@ -246,6 +246,7 @@ func (a *placementActor) Receive(ctx actor.Context) {
 		if _, ok := a.dirs[m.info.Path]; ok {
 			a.dirs[m.info.Path] = m.info
 			a.drainLeftovers(ctx, m.info)
+			a.relieve(ctx, m.info)
 		}
 	case *ChooseLogDirs:
 		dirs, err := a.choose(m)
@@ -638,11 +639,16 @@ func (a *placementActor) next(ctx actor.Context) {
 	a.running = &move
 	a.logger.WithFields(logrus.Fields{"topic": move.Topic, "partition": move.Partition, "from": move.From, "to": move.To, "bytes": move.Bytes}).Info("moving partition")
 	pid := actor.NewPID(ctx.Self().Address, actors.PartitionActorName(move.Topic, move.Partition))
+	throttle := a.cfg.Balance.ThrottleBytesPerS
+	if pressed(a.dirs[move.From]) {
+		// A move out of a filling dir must outrun its writes: unthrottled.
+		throttle = 0
+	}
 	future := ctx.RequestFuture(pid, &messages.MovePartitionRequest{
 		TargetDir:         move.To,
 		TargetLogDirActor: actors.LogDirActorName(move.To),
-		ThrottleBytesPerS: a.cfg.Balance.ThrottleBytesPerS,
-	}, moveTimeout(move.Bytes, a.cfg.Balance.ThrottleBytesPerS))
+		ThrottleBytesPerS: throttle,
+	}, moveTimeout(move.Bytes, throttle))
 	ctx.ReenterAfter(future, func(res any, err error) {
 		done := &moveDone{move: move, err: err}
 		if r, ok := res.(*messages.MovePartitionResponse); ok {
@@ -703,6 +709,51 @@ func (a *placementActor) onMoveDone(ctx actor.Context, m *moveDone) {
 			return
 		}
 	}
+}
+
+// urgentFillTime: a directory that would fill its reserve within this
+// time at its current write rate is relieved at once, not at the next
+// balancing pass.
+const urgentFillTime = 3 * time.Minute
+
+// pressed reports whether a directory needs relief now: full, under twice
+// its reserve free, or filling its reserve within urgentFillTime.
+func pressed(info *messages.LogDirInfo) bool {
+	if info == nil || info.State == LogDirOffline || info.ReserveBytes <= 0 {
+		return false
+	}
+	if info.State == LogDirFull || info.FreeBytes < 2*info.ReserveBytes {
+		return true
+	}
+	room := float64(info.FreeBytes - info.ReserveBytes)
+	return info.WriteBytesPerS > 0 && room/info.WriteBytesPerS < urgentFillTime.Seconds()
+}
+
+// relieve plans an urgent move of a pressed directory's fastest-growing
+// partitions to the directories with room, ahead of the balancer's timer,
+// when no move runs or waits.
+func (a *placementActor) relieve(ctx actor.Context, info *messages.LogDirInfo) {
+	if !pressed(info) || a.running != nil || len(a.queue) > 0 {
+		return
+	}
+	rooms := make([]placement.Room, 0, len(a.order))
+	for _, path := range a.order {
+		d := a.dirs[path]
+		r := placement.Room{Path: path, Free: d.FreeBytes, Reserve: d.ReserveBytes,
+			Accepts: d.State == LogDirOnline && !pressed(d)}
+		for _, p := range d.PartitionUsage {
+			r.Partitions = append(r.Partitions, placement.Growth{Topic: p.Topic, Partition: p.Partition, Bytes: p.Bytes, WriteBytesPerS: p.WriteBytesPerS})
+		}
+		rooms = append(rooms, r)
+	}
+	moves := placement.PlanRelief(rooms, info.Path, 3*info.ReserveBytes)
+	if len(moves) == 0 {
+		return
+	}
+	a.logger.WithFields(logrus.Fields{"dir": info.Path, "free_bytes": info.FreeBytes, "reserve_bytes": info.ReserveBytes,
+		"write_bytes_per_s": info.WriteBytesPerS, "moves": len(moves)}).Warn("log directory filling: moving its fastest-growing partitions out now")
+	a.queue = moves
+	a.next(ctx)
 }
 
 // drainLeftovers plans again when a draining directory reports partitions
