@@ -44,7 +44,7 @@ func TestCLIErrors(t *testing.T) {
 		code  int
 		want  string
 	}{
-		{"unknown topic", "", []string{"consume", "nope", "-n", "1", b}, 1, "unknown topic nope"},
+		{"unknown topic", "", []string{"consume", "nope", "-n", "1", b}, 1, `depot: topic "nope" does not exist`},
 		{"unknown topic on produce", "x\n", []string{"produce", "nope", b}, 1, `depot: topic "nope" does not exist`},
 		{"record too large", strings.Repeat("x", 500) + "\n", []string{"produce", "small", b}, 1, "depot: small-0: batch 0 of "},
 		{"node unreachable", "", []string{"topic", "list", "--brokers", unusedAddress(t)}, 1, "depot: no node answered at 127.0.0.1:"},

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
-	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/node"
 )
 
@@ -81,8 +80,8 @@ standard error.`,
 			if err != nil {
 				return err
 			}
-			if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
-				return fmt.Errorf("unknown topic %s", topic)
+			if err := topicError(md, topic); err != nil {
+				return err
 			}
 			consumer, err := c.NewConsumer(client.Reset(reset), client.OnOffsetReset(resetReporter(g.stderr)))
 			if err != nil {
@@ -313,8 +312,8 @@ func consumeGroup(g *globals, topic, group, offset string, count int, write func
 	if err != nil {
 		return err
 	}
-	if len(md.Topics) != 1 || md.Topics[0].Error != messages.ErrorCode_NONE {
-		return fmt.Errorf("unknown topic %s", topic)
+	if err := topicError(md, topic); err != nil {
+		return err
 	}
 	// Resets are told from the consumer's goroutine, the rest from this one.
 	stderr := &lockedWriter{w: g.stderr}
