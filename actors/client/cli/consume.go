@@ -76,11 +76,8 @@ standard error.`,
 			defer c.Close()
 			ctx, stop := signalContext()
 			defer stop()
-			md, err := c.Metadata(ctx, topic)
+			t, err := describeTopic(ctx, c, topic)
 			if err != nil {
-				return err
-			}
-			if err := topicError(md, topic); err != nil {
 				return err
 			}
 			consumer, err := c.NewConsumer(client.Reset(reset), client.OnOffsetReset(resetReporter(g.stderr)))
@@ -91,7 +88,7 @@ standard error.`,
 			if len(partitions) == 0 {
 				consumer.AssignTopic(topic, at)
 			} else {
-				n := int32(len(md.Topics[0].Partitions))
+				n := int32(len(t.Partitions))
 				for _, p := range partitions {
 					if p < 0 || p >= n {
 						return node.Usagef("--partition %d: topic %s has partitions 0 to %d", p, topic, n-1)
@@ -308,11 +305,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, write func
 	defer c.Close()
 	ctx, stop := signalContext()
 	defer stop()
-	md, err := c.Metadata(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if err := topicError(md, topic); err != nil {
+	if _, err := describeTopic(ctx, c, topic); err != nil {
 		return err
 	}
 	// Resets are told from the consumer's goroutine, the rest from this one.

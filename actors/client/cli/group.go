@@ -312,14 +312,11 @@ func newGroupResetOffsetsCommand(g *globals) *cobra.Command {
 				case len(d.Members) > 0 || (d.State != "Empty" && d.State != "Dead"):
 					return statementf(nil, "group %q is not empty (%s, %s): stop its consumers before resetting its offsets", group, d.State, plural(len(d.Members), "member"))
 				}
-				md, err := c.Metadata(ctx, topic)
+				t, err := describeTopic(ctx, c, topic)
 				if err != nil {
 					return err
 				}
-				if err := topicError(md, topic); err != nil {
-					return err
-				}
-				n := int32(len(md.Topics[0].Partitions))
+				n := int32(len(t.Partitions))
 				if len(partitions) == 0 {
 					for p := range n {
 						partitions = append(partitions, p)

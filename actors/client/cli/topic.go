@@ -118,14 +118,10 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				md, err := c.Metadata(ctx, args[0])
+				t, err := describeTopic(ctx, c, args[0])
 				if err != nil {
 					return err
 				}
-				if err := topicError(md, args[0]); err != nil {
-					return err
-				}
-				t := md.Topics[0]
 				parts := make([]partitionDescription, 0, len(t.Partitions))
 				for _, p := range t.Partitions {
 					d := partitionDescription{Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir}
@@ -173,20 +169,24 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 	}
 }
 
-// topicError is the error md gives for the topic name: nil when md
-// describes it, the broker's error when it has one (the topic does not
-// exist, its name is invalid).
-func topicError(md *messages.MetadataResponse, name string) error {
+// describeTopic asks for the metadata of the topic name, and returns it,
+// or the broker's error for it (the topic does not exist, its name is
+// invalid).
+func describeTopic(ctx context.Context, c *client.Client, name string) (*messages.TopicMetadata, error) {
+	md, err := c.Metadata(ctx, name)
+	if err != nil {
+		return nil, err
+	}
 	for _, t := range md.Topics {
 		if t.Name != name {
 			continue
 		}
 		if t.Error != messages.ErrorCode_NONE {
-			return &client.Error{Code: t.Error, Message: t.ErrorMessage}
+			return nil, &client.Error{Code: t.Error, Message: t.ErrorMessage}
 		}
-		return nil
+		return t, nil
 	}
-	return &client.Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("topic %q does not exist", name)}
+	return nil, &client.Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("topic %q does not exist", name)}
 }
 
 func newTopicDeleteCommand(g *globals) *cobra.Command {
