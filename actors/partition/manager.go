@@ -2,8 +2,6 @@ package partition
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/disks"
-	"github.com/depot-dev/depot/actors/placement"
 	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
@@ -30,8 +27,7 @@ type PartitionManagerConfig struct {
 	// DirIDs maps each log directory's path to its id.
 	DirIDs map[string]string
 	// Placement chooses the directory of each partition that is started
-	// with none (a new one). Without it the manager chooses by partition
-	// count, as Kafka does.
+	// with none (a new one): the node's placement actor.
 	Placement *actor.PID
 	// PlacementTimeout bounds the wait for Placement. Default 10 s.
 	PlacementTimeout time.Duration
@@ -51,9 +47,8 @@ type PartitionManagerConfig struct {
 type partitionManager struct {
 	cfg      PartitionManagerConfig
 	children map[disk.TopicPartition]*actor.PID
-	// dirs is the directory each child was started in; starting are the
-	// partitions waiting for the placement actor to choose theirs.
-	dirs         map[disk.TopicPartition]string
+	// starting are the partitions waiting for the placement actor to
+	// choose their directory.
 	starting     map[disk.TopicPartition]bool
 	pendingStops []*pendingStop
 	stopping     bool // the manager itself is stopping, and its children with it
@@ -82,7 +77,7 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 		return actor.RestartDirective
 	})
 	return actors.Props(func() actor.Actor {
-		return &partitionManager{cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, dirs: map[disk.TopicPartition]string{}, starting: map[disk.TopicPartition]bool{}, produces: newProduceGathers(cfg.NodeID, cfg.Transport), logger: logger}
+		return &partitionManager{cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{}, produces: newProduceGathers(cfg.NodeID, cfg.Transport), logger: logger}
 	}, logger, actor.WithSupervisor(supervisor))
 }
 
@@ -190,10 +185,6 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		}
 		ctx.Respond(m.spawn(ctx, cfg, placed, chosen))
 	}
-	if m.cfg.Placement == nil {
-		answer(m.byCount(len(unplaced)))
-		return
-	}
 	future := ctx.RequestFuture(m.cfg.Placement, choose, m.cfg.PlacementTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		if err != nil {
@@ -235,24 +226,6 @@ func dirName(p *messages.PartitionAssignment) string {
 	return "with id " + p.DirId
 }
 
-// byCount chooses directories for n new partitions by the partitions each
-// already holds, as Kafka does.
-func (m *partitionManager) byCount(n int) ([]string, error) {
-	paths := slices.Sorted(maps.Keys(m.cfg.LogDirs))
-	index := make(map[string]int, len(paths))
-	dirs := make([]placement.Dir, len(paths))
-	for i, path := range paths {
-		dirs[i] = placement.Dir{Path: path, Online: true}
-		index[path] = i
-	}
-	for _, dir := range m.dirs {
-		if i, ok := index[dir]; ok {
-			dirs[i].Partitions++
-		}
-	}
-	return placement.ByCount(dirs, n)
-}
-
 // spawn starts the partitions of placed and chosen, in the directories
 // they name by path, and answers with chosen.
 func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment) *messages.StartPartitionsResponse {
@@ -282,7 +255,6 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			return &messages.StartPartitionsResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: fmt.Sprintf("%s: %v", tp, err)}
 		}
 		m.children[tp] = pid
-		m.dirs[tp] = p.LogDir
 	}
 	return &messages.StartPartitionsResponse{Assigned: chosen}
 }
@@ -300,7 +272,6 @@ func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartition
 		}
 		ctx.Poison(pid)
 		delete(m.children, key)
-		delete(m.dirs, key)
 		p.waiting[pid.Id] = true
 	}
 	if len(p.waiting) == 0 {
@@ -316,7 +287,6 @@ func (m *partitionManager) onTerminated(ctx actor.Context, t *actor.Terminated) 
 			// Not asked to stop: the supervisor gave up on it.
 			m.logger.WithField("partition", tp.String()).Error("partition actor stopped after repeated failures; partition offline")
 			delete(m.children, tp)
-			delete(m.dirs, tp)
 		}
 	}
 	kept := m.pendingStops[:0]
