@@ -60,6 +60,9 @@ const (
 	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER ErrorCode = 45
 	ErrorCode_DUPLICATE_SEQUENCE_NUMBER    ErrorCode = 46
 	ErrorCode_INVALID_PRODUCER_EPOCH       ErrorCode = 47
+	ErrorCode_BROKER_NOT_AVAILABLE         ErrorCode = 8
+	ErrorCode_STALE_CONTROLLER_EPOCH       ErrorCode = 11
+	ErrorCode_NOT_CONTROLLER               ErrorCode = 41
 	ErrorCode_KAFKA_STORAGE_ERROR          ErrorCode = 56
 	ErrorCode_LOG_DIR_NOT_FOUND            ErrorCode = 57
 	ErrorCode_UNKNOWN_PRODUCER_ID          ErrorCode = 59
@@ -67,87 +70,104 @@ const (
 	ErrorCode_GROUP_ID_NOT_FOUND           ErrorCode = 69
 	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
 	ErrorCode_FENCED_INSTANCE_ID           ErrorCode = 82
+	ErrorCode_INCONSISTENT_CLUSTER_ID      ErrorCode = 104
+	// LEADER_NOT_AVAILABLE is Kafka's 5, whose number INVALID_FETCH_SIZE
+	// took here first: a partition whose replicas are all fenced.
+	ErrorCode_LEADER_NOT_AVAILABLE          ErrorCode = 1005
+	ErrorCode_DUPLICATE_BROKER_REGISTRATION ErrorCode = 101
 )
 
 // Enum value maps for ErrorCode.
 var (
 	ErrorCode_name = map[int32]string{
-		0:  "NONE",
-		1:  "UNKNOWN_SERVER_ERROR",
-		2:  "OFFSET_OUT_OF_RANGE",
-		3:  "CORRUPT_MESSAGE",
-		4:  "UNKNOWN_TOPIC_OR_PARTITION",
-		5:  "INVALID_FETCH_SIZE",
-		6:  "NOT_LEADER_OR_FOLLOWER",
-		7:  "REQUEST_TIMED_OUT",
-		14: "COORDINATOR_LOAD_IN_PROGRESS",
-		15: "COORDINATOR_NOT_AVAILABLE",
-		16: "NOT_COORDINATOR",
-		10: "MESSAGE_TOO_LARGE",
-		17: "INVALID_TOPIC",
-		18: "RECORD_LIST_TOO_LARGE",
-		19: "NOT_ENOUGH_REPLICAS",
-		21: "INVALID_REQUIRED_ACKS",
-		22: "ILLEGAL_GENERATION",
-		23: "INCONSISTENT_GROUP_PROTOCOL",
-		24: "INVALID_GROUP_ID",
-		25: "UNKNOWN_MEMBER_ID",
-		26: "INVALID_SESSION_TIMEOUT",
-		27: "REBALANCE_IN_PROGRESS",
-		36: "TOPIC_ALREADY_EXISTS",
-		37: "INVALID_PARTITIONS",
-		38: "INVALID_REPLICATION_FACTOR",
-		40: "INVALID_CONFIG",
-		42: "INVALID_REQUEST",
-		45: "OUT_OF_ORDER_SEQUENCE_NUMBER",
-		46: "DUPLICATE_SEQUENCE_NUMBER",
-		47: "INVALID_PRODUCER_EPOCH",
-		56: "KAFKA_STORAGE_ERROR",
-		57: "LOG_DIR_NOT_FOUND",
-		59: "UNKNOWN_PRODUCER_ID",
-		68: "NON_EMPTY_GROUP",
-		69: "GROUP_ID_NOT_FOUND",
-		76: "UNSUPPORTED_COMPRESSION_TYPE",
-		82: "FENCED_INSTANCE_ID",
+		0:    "NONE",
+		1:    "UNKNOWN_SERVER_ERROR",
+		2:    "OFFSET_OUT_OF_RANGE",
+		3:    "CORRUPT_MESSAGE",
+		4:    "UNKNOWN_TOPIC_OR_PARTITION",
+		5:    "INVALID_FETCH_SIZE",
+		6:    "NOT_LEADER_OR_FOLLOWER",
+		7:    "REQUEST_TIMED_OUT",
+		14:   "COORDINATOR_LOAD_IN_PROGRESS",
+		15:   "COORDINATOR_NOT_AVAILABLE",
+		16:   "NOT_COORDINATOR",
+		10:   "MESSAGE_TOO_LARGE",
+		17:   "INVALID_TOPIC",
+		18:   "RECORD_LIST_TOO_LARGE",
+		19:   "NOT_ENOUGH_REPLICAS",
+		21:   "INVALID_REQUIRED_ACKS",
+		22:   "ILLEGAL_GENERATION",
+		23:   "INCONSISTENT_GROUP_PROTOCOL",
+		24:   "INVALID_GROUP_ID",
+		25:   "UNKNOWN_MEMBER_ID",
+		26:   "INVALID_SESSION_TIMEOUT",
+		27:   "REBALANCE_IN_PROGRESS",
+		36:   "TOPIC_ALREADY_EXISTS",
+		37:   "INVALID_PARTITIONS",
+		38:   "INVALID_REPLICATION_FACTOR",
+		40:   "INVALID_CONFIG",
+		42:   "INVALID_REQUEST",
+		45:   "OUT_OF_ORDER_SEQUENCE_NUMBER",
+		46:   "DUPLICATE_SEQUENCE_NUMBER",
+		47:   "INVALID_PRODUCER_EPOCH",
+		8:    "BROKER_NOT_AVAILABLE",
+		11:   "STALE_CONTROLLER_EPOCH",
+		41:   "NOT_CONTROLLER",
+		56:   "KAFKA_STORAGE_ERROR",
+		57:   "LOG_DIR_NOT_FOUND",
+		59:   "UNKNOWN_PRODUCER_ID",
+		68:   "NON_EMPTY_GROUP",
+		69:   "GROUP_ID_NOT_FOUND",
+		76:   "UNSUPPORTED_COMPRESSION_TYPE",
+		82:   "FENCED_INSTANCE_ID",
+		104:  "INCONSISTENT_CLUSTER_ID",
+		1005: "LEADER_NOT_AVAILABLE",
+		101:  "DUPLICATE_BROKER_REGISTRATION",
 	}
 	ErrorCode_value = map[string]int32{
-		"NONE":                         0,
-		"UNKNOWN_SERVER_ERROR":         1,
-		"OFFSET_OUT_OF_RANGE":          2,
-		"CORRUPT_MESSAGE":              3,
-		"UNKNOWN_TOPIC_OR_PARTITION":   4,
-		"INVALID_FETCH_SIZE":           5,
-		"NOT_LEADER_OR_FOLLOWER":       6,
-		"REQUEST_TIMED_OUT":            7,
-		"COORDINATOR_LOAD_IN_PROGRESS": 14,
-		"COORDINATOR_NOT_AVAILABLE":    15,
-		"NOT_COORDINATOR":              16,
-		"MESSAGE_TOO_LARGE":            10,
-		"INVALID_TOPIC":                17,
-		"RECORD_LIST_TOO_LARGE":        18,
-		"NOT_ENOUGH_REPLICAS":          19,
-		"INVALID_REQUIRED_ACKS":        21,
-		"ILLEGAL_GENERATION":           22,
-		"INCONSISTENT_GROUP_PROTOCOL":  23,
-		"INVALID_GROUP_ID":             24,
-		"UNKNOWN_MEMBER_ID":            25,
-		"INVALID_SESSION_TIMEOUT":      26,
-		"REBALANCE_IN_PROGRESS":        27,
-		"TOPIC_ALREADY_EXISTS":         36,
-		"INVALID_PARTITIONS":           37,
-		"INVALID_REPLICATION_FACTOR":   38,
-		"INVALID_CONFIG":               40,
-		"INVALID_REQUEST":              42,
-		"OUT_OF_ORDER_SEQUENCE_NUMBER": 45,
-		"DUPLICATE_SEQUENCE_NUMBER":    46,
-		"INVALID_PRODUCER_EPOCH":       47,
-		"KAFKA_STORAGE_ERROR":          56,
-		"LOG_DIR_NOT_FOUND":            57,
-		"UNKNOWN_PRODUCER_ID":          59,
-		"NON_EMPTY_GROUP":              68,
-		"GROUP_ID_NOT_FOUND":           69,
-		"UNSUPPORTED_COMPRESSION_TYPE": 76,
-		"FENCED_INSTANCE_ID":           82,
+		"NONE":                          0,
+		"UNKNOWN_SERVER_ERROR":          1,
+		"OFFSET_OUT_OF_RANGE":           2,
+		"CORRUPT_MESSAGE":               3,
+		"UNKNOWN_TOPIC_OR_PARTITION":    4,
+		"INVALID_FETCH_SIZE":            5,
+		"NOT_LEADER_OR_FOLLOWER":        6,
+		"REQUEST_TIMED_OUT":             7,
+		"COORDINATOR_LOAD_IN_PROGRESS":  14,
+		"COORDINATOR_NOT_AVAILABLE":     15,
+		"NOT_COORDINATOR":               16,
+		"MESSAGE_TOO_LARGE":             10,
+		"INVALID_TOPIC":                 17,
+		"RECORD_LIST_TOO_LARGE":         18,
+		"NOT_ENOUGH_REPLICAS":           19,
+		"INVALID_REQUIRED_ACKS":         21,
+		"ILLEGAL_GENERATION":            22,
+		"INCONSISTENT_GROUP_PROTOCOL":   23,
+		"INVALID_GROUP_ID":              24,
+		"UNKNOWN_MEMBER_ID":             25,
+		"INVALID_SESSION_TIMEOUT":       26,
+		"REBALANCE_IN_PROGRESS":         27,
+		"TOPIC_ALREADY_EXISTS":          36,
+		"INVALID_PARTITIONS":            37,
+		"INVALID_REPLICATION_FACTOR":    38,
+		"INVALID_CONFIG":                40,
+		"INVALID_REQUEST":               42,
+		"OUT_OF_ORDER_SEQUENCE_NUMBER":  45,
+		"DUPLICATE_SEQUENCE_NUMBER":     46,
+		"INVALID_PRODUCER_EPOCH":        47,
+		"BROKER_NOT_AVAILABLE":          8,
+		"STALE_CONTROLLER_EPOCH":        11,
+		"NOT_CONTROLLER":                41,
+		"KAFKA_STORAGE_ERROR":           56,
+		"LOG_DIR_NOT_FOUND":             57,
+		"UNKNOWN_PRODUCER_ID":           59,
+		"NON_EMPTY_GROUP":               68,
+		"GROUP_ID_NOT_FOUND":            69,
+		"UNSUPPORTED_COMPRESSION_TYPE":  76,
+		"FENCED_INSTANCE_ID":            82,
+		"INCONSISTENT_CLUSTER_ID":       104,
+		"LEADER_NOT_AVAILABLE":          1005,
+		"DUPLICATE_BROKER_REGISTRATION": 101,
 	}
 )
 
@@ -1070,13 +1090,16 @@ func (x *PartitionStatusResponse) GetWriteBytesPerS() float64 {
 }
 
 type CreateTopicRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Partitions    int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
-	Configs       map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	ValidateOnly  bool                   `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions   int32                  `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Configs      map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ValidateOnly bool                   `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// replication_factor is the number of replicas of each partition; 0
+	// takes the cluster's default (1).
+	ReplicationFactor int32 `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateTopicRequest) Reset() {
@@ -1135,6 +1158,13 @@ func (x *CreateTopicRequest) GetValidateOnly() bool {
 		return x.ValidateOnly
 	}
 	return false
+}
+
+func (x *CreateTopicRequest) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
 }
 
 type CreateTopicResponse struct {
@@ -1338,10 +1368,20 @@ func (x *MetadataRequest) GetTopics() []string {
 	return nil
 }
 
+// Broker is one node of the cluster as the metadata knows it.
 type Broker struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// address is the node's actor address (host:port of protoactor remote).
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack    string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// fenced is set while the node is not registered and caught up: it
+	// leads no partition.
+	Fenced bool `protobuf:"varint,4,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	// voter is set for the nodes that are voters of the controller quorum.
+	Voter bool `protobuf:"varint,5,opt,name=voter,proto3" json:"voter,omitempty"`
+	// kafka_address is the node's Kafka listener, empty when it has none.
+	KafkaAddress  string `protobuf:"bytes,6,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1390,6 +1430,34 @@ func (x *Broker) GetAddress() string {
 	return ""
 }
 
+func (x *Broker) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *Broker) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+func (x *Broker) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *Broker) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
+}
+
 type PartitionMetadata struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -1401,8 +1469,16 @@ type PartitionMetadata struct {
 	ActorName     string `protobuf:"bytes,5,opt,name=actor_name,json=actorName,proto3" json:"actor_name,omitempty"`
 	// log_dir is the path of the leader's log directory that holds the
 	// partition, when the answering node knows it; dir_id is its id.
-	LogDir        string `protobuf:"bytes,6,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
-	DirId         string `protobuf:"bytes,7,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
+	LogDir string `protobuf:"bytes,6,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	DirId  string `protobuf:"bytes,7,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
+	// replicas are the nodes holding the partition, the preferred leader
+	// first; isr are those in sync with the leader.
+	Replicas    []int32 `protobuf:"varint,8,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Isr         []int32 `protobuf:"varint,9,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	LeaderEpoch int32   `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// replica_dirs are each replica's log directory, as far as the
+	// answering node knows them.
+	ReplicaDirs   []*ReplicaDir `protobuf:"bytes,11,rep,name=replica_dirs,json=replicaDirs,proto3" json:"replica_dirs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1486,21 +1562,121 @@ func (x *PartitionMetadata) GetDirId() string {
 	return ""
 }
 
+func (x *PartitionMetadata) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *PartitionMetadata) GetReplicaDirs() []*ReplicaDir {
+	if x != nil {
+		return x.ReplicaDirs
+	}
+	return nil
+}
+
+// ReplicaDir is the log directory of one replica of a partition.
+type ReplicaDir struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Node   int32                  `protobuf:"varint,1,opt,name=node,proto3" json:"node,omitempty"`
+	LogDir string                 `protobuf:"bytes,2,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
+	DirId  string                 `protobuf:"bytes,3,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
+	// log_end_offset is the replica's log end, -1 when not asked for.
+	LogEndOffset  int64 `protobuf:"varint,4,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaDir) Reset() {
+	*x = ReplicaDir{}
+	mi := &file_depot_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaDir) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaDir) ProtoMessage() {}
+
+func (x *ReplicaDir) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaDir.ProtoReflect.Descriptor instead.
+func (*ReplicaDir) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReplicaDir) GetNode() int32 {
+	if x != nil {
+		return x.Node
+	}
+	return 0
+}
+
+func (x *ReplicaDir) GetLogDir() string {
+	if x != nil {
+		return x.LogDir
+	}
+	return ""
+}
+
+func (x *ReplicaDir) GetDirId() string {
+	if x != nil {
+		return x.DirId
+	}
+	return ""
+}
+
+func (x *ReplicaDir) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
 type TopicMetadata struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Error         ErrorCode              `protobuf:"varint,2,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	Partitions    []*PartitionMetadata   `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	Configs       map[string]string      `protobuf:"bytes,5,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Internal      bool                   `protobuf:"varint,6,opt,name=internal,proto3" json:"internal,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Error        ErrorCode              `protobuf:"varint,2,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Partitions   []*PartitionMetadata   `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Configs      map[string]string      `protobuf:"bytes,5,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Internal     bool                   `protobuf:"varint,6,opt,name=internal,proto3" json:"internal,omitempty"`
+	// topic_id is the topic's id, a UUID in its text form.
+	TopicId       string `protobuf:"bytes,7,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1688,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1701,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{18}
+	return file_depot_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1570,18 +1746,28 @@ func (x *TopicMetadata) GetInternal() bool {
 	return false
 }
 
+func (x *TopicMetadata) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
 type MetadataResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Brokers       []*Broker              `protobuf:"bytes,1,rep,name=brokers,proto3" json:"brokers,omitempty"`
-	Topics        []*TopicMetadata       `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
-	ControllerId  int32                  `protobuf:"varint,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Brokers []*Broker              `protobuf:"bytes,1,rep,name=brokers,proto3" json:"brokers,omitempty"`
+	Topics  []*TopicMetadata       `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	// controller_id is the node leading the controller quorum, -1 when
+	// none is known.
+	ControllerId  int32  `protobuf:"varint,3,opt,name=controller_id,json=controllerId,proto3" json:"controller_id,omitempty"`
+	ClusterId     string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1779,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1792,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{19}
+	return file_depot_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MetadataResponse) GetBrokers() []*Broker {
@@ -1630,6 +1816,137 @@ func (x *MetadataResponse) GetControllerId() int32 {
 	return 0
 }
 
+func (x *MetadataResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+// ClusterInfoRequest asks any node what it knows of the cluster.
+type ClusterInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterInfoRequest) Reset() {
+	*x = ClusterInfoRequest{}
+	mi := &file_depot_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterInfoRequest) ProtoMessage() {}
+
+func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterInfoRequest.ProtoReflect.Descriptor instead.
+func (*ClusterInfoRequest) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{21}
+}
+
+type ClusterInfoResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// controller_leader is the node leading the quorum, -1 when none.
+	ControllerLeader int32     `protobuf:"varint,2,opt,name=controller_leader,json=controllerLeader,proto3" json:"controller_leader,omitempty"`
+	Nodes            []*Broker `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// term is the raft term of the quorum as the node knows it.
+	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	// committed and applied are the answering node's raft indexes.
+	Committed     uint64 `protobuf:"varint,5,opt,name=committed,proto3" json:"committed,omitempty"`
+	Applied       uint64 `protobuf:"varint,6,opt,name=applied,proto3" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterInfoResponse) Reset() {
+	*x = ClusterInfoResponse{}
+	mi := &file_depot_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterInfoResponse) ProtoMessage() {}
+
+func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterInfoResponse.ProtoReflect.Descriptor instead.
+func (*ClusterInfoResponse) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ClusterInfoResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ClusterInfoResponse) GetControllerLeader() int32 {
+	if x != nil {
+		return x.ControllerLeader
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetNodes() []*Broker {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ClusterInfoResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+func (x *ClusterInfoResponse) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
 // InitProducerIdRequest asks for a new producer id for an idempotent producer.
 type InitProducerIdRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1639,7 +1956,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_depot_proto_msgTypes[20]
+	mi := &file_depot_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1968,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[20]
+	mi := &file_depot_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1981,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{20}
+	return file_depot_proto_rawDescGZIP(), []int{23}
 }
 
 type InitProducerIdResponse struct {
@@ -1679,7 +1996,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_depot_proto_msgTypes[21]
+	mi := &file_depot_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +2008,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[21]
+	mi := &file_depot_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +2021,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{21}
+	return file_depot_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InitProducerIdResponse) GetError() ErrorCode {
@@ -1814,14 +2131,15 @@ const file_depot_proto_rawDesc = "" +
 	"\x0erecovery_point\x18\v \x01(\x03R\rrecoveryPoint\x12\x1b\n" +
 	"\tmoving_to\x18\f \x01(\tR\bmovingTo\x12*\n" +
 	"\x11move_copied_bytes\x18\r \x01(\x03R\x0fmoveCopiedBytes\x12)\n" +
-	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\xeb\x01\n" +
+	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\x9a\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x01(\x05R\n" +
 	"partitions\x12@\n" +
 	"\aconfigs\x18\x03 \x03(\v2&.depot.CreateTopicRequest.ConfigsEntryR\aconfigs\x12#\n" +
-	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x1a:\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12-\n" +
+	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
@@ -1835,10 +2153,14 @@ const file_depot_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\";\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xa2\x01\n" +
 	"\x06Broker\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xe7\x01\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
+	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12\x14\n" +
+	"\x05voter\x18\x05 \x01(\bR\x05voter\x12#\n" +
+	"\rkafka_address\x18\x06 \x01(\tR\fkafkaAddress\"\xee\x02\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12&\n" +
 	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12\x16\n" +
@@ -1847,7 +2169,18 @@ const file_depot_proto_rawDesc = "" +
 	"\n" +
 	"actor_name\x18\x05 \x01(\tR\tactorName\x12\x17\n" +
 	"\alog_dir\x18\x06 \x01(\tR\x06logDir\x12\x15\n" +
-	"\x06dir_id\x18\a \x01(\tR\x05dirId\"\xbf\x02\n" +
+	"\x06dir_id\x18\a \x01(\tR\x05dirId\x12\x1a\n" +
+	"\breplicas\x18\b \x03(\x05R\breplicas\x12\x10\n" +
+	"\x03isr\x18\t \x03(\x05R\x03isr\x12!\n" +
+	"\fleader_epoch\x18\n" +
+	" \x01(\x05R\vleaderEpoch\x124\n" +
+	"\freplica_dirs\x18\v \x03(\v2\x11.depot.ReplicaDirR\vreplicaDirs\"v\n" +
+	"\n" +
+	"ReplicaDir\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\x05R\x04node\x12\x17\n" +
+	"\alog_dir\x18\x02 \x01(\tR\x06logDir\x12\x15\n" +
+	"\x06dir_id\x18\x03 \x01(\tR\x05dirId\x12$\n" +
+	"\x0elog_end_offset\x18\x04 \x01(\x03R\flogEndOffset\"\xda\x02\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
@@ -1856,21 +2189,33 @@ const file_depot_proto_rawDesc = "" +
 	"partitions\x18\x04 \x03(\v2\x18.depot.PartitionMetadataR\n" +
 	"partitions\x12;\n" +
 	"\aconfigs\x18\x05 \x03(\v2!.depot.TopicMetadata.ConfigsEntryR\aconfigs\x12\x1a\n" +
-	"\binternal\x18\x06 \x01(\bR\binternal\x1a:\n" +
+	"\binternal\x18\x06 \x01(\bR\binternal\x12\x19\n" +
+	"\btopic_id\x18\a \x01(\tR\atopicId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
 	"\x10MetadataResponse\x12'\n" +
 	"\abrokers\x18\x01 \x03(\v2\r.depot.BrokerR\abrokers\x12,\n" +
 	"\x06topics\x18\x02 \x03(\v2\x14.depot.TopicMetadataR\x06topics\x12#\n" +
-	"\rcontroller_id\x18\x03 \x01(\x05R\fcontrollerId\"\x17\n" +
+	"\rcontroller_id\x18\x03 \x01(\x05R\fcontrollerId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\"\x14\n" +
+	"\x12ClusterInfoRequest\"\xd2\x01\n" +
+	"\x13ClusterInfoResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12+\n" +
+	"\x11controller_leader\x18\x02 \x01(\x05R\x10controllerLeader\x12#\n" +
+	"\x05nodes\x18\x03 \x03(\v2\r.depot.BrokerR\x05nodes\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1c\n" +
+	"\tcommitted\x18\x05 \x01(\x04R\tcommitted\x12\x18\n" +
+	"\aapplied\x18\x06 \x01(\x04R\aapplied\"\x17\n" +
 	"\x15InitProducerIdRequest\"\xad\x01\n" +
 	"\x16InitProducerIdResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xbd\a\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xe2\b\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -1902,14 +2247,20 @@ const file_depot_proto_rawDesc = "" +
 	"\x0fINVALID_REQUEST\x10*\x12 \n" +
 	"\x1cOUT_OF_ORDER_SEQUENCE_NUMBER\x10-\x12\x1d\n" +
 	"\x19DUPLICATE_SEQUENCE_NUMBER\x10.\x12\x1a\n" +
-	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x17\n" +
+	"\x16INVALID_PRODUCER_EPOCH\x10/\x12\x18\n" +
+	"\x14BROKER_NOT_AVAILABLE\x10\b\x12\x1a\n" +
+	"\x16STALE_CONTROLLER_EPOCH\x10\v\x12\x12\n" +
+	"\x0eNOT_CONTROLLER\x10)\x12\x17\n" +
 	"\x13KAFKA_STORAGE_ERROR\x108\x12\x15\n" +
 	"\x11LOG_DIR_NOT_FOUND\x109\x12\x17\n" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
 	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
 	"\x12GROUP_ID_NOT_FOUND\x10E\x12 \n" +
 	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
-	"\x12FENCED_INSTANCE_ID\x10RB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
+	"\x12FENCED_INSTANCE_ID\x10R\x12\x1b\n" +
+	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x19\n" +
+	"\x14LEADER_NOT_AVAILABLE\x10\xed\a\x12!\n" +
+	"\x1dDUPLICATE_BROKER_REGISTRATION\x10eB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
 
 var (
 	file_depot_proto_rawDescOnce sync.Once
@@ -1924,7 +2275,7 @@ func file_depot_proto_rawDescGZIP() []byte {
 }
 
 var file_depot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_depot_proto_goTypes = []any{
 	(ErrorCode)(0),                  // 0: depot.ErrorCode
 	(*TopicPartition)(nil),          // 1: depot.TopicPartition
@@ -1945,12 +2296,15 @@ var file_depot_proto_goTypes = []any{
 	(*MetadataRequest)(nil),         // 16: depot.MetadataRequest
 	(*Broker)(nil),                  // 17: depot.Broker
 	(*PartitionMetadata)(nil),       // 18: depot.PartitionMetadata
-	(*TopicMetadata)(nil),           // 19: depot.TopicMetadata
-	(*MetadataResponse)(nil),        // 20: depot.MetadataResponse
-	(*InitProducerIdRequest)(nil),   // 21: depot.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),  // 22: depot.InitProducerIdResponse
-	nil,                             // 23: depot.CreateTopicRequest.ConfigsEntry
-	nil,                             // 24: depot.TopicMetadata.ConfigsEntry
+	(*ReplicaDir)(nil),              // 19: depot.ReplicaDir
+	(*TopicMetadata)(nil),           // 20: depot.TopicMetadata
+	(*MetadataResponse)(nil),        // 21: depot.MetadataResponse
+	(*ClusterInfoRequest)(nil),      // 22: depot.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),     // 23: depot.ClusterInfoResponse
+	(*InitProducerIdRequest)(nil),   // 24: depot.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),  // 25: depot.InitProducerIdResponse
+	nil,                             // 26: depot.CreateTopicRequest.ConfigsEntry
+	nil,                             // 27: depot.TopicMetadata.ConfigsEntry
 }
 var file_depot_proto_depIdxs = []int32{
 	2,  // 0: depot.ProduceRequests.requests:type_name -> depot.ProduceRequest
@@ -1959,22 +2313,24 @@ var file_depot_proto_depIdxs = []int32{
 	0,  // 3: depot.FetchResponse.error:type_name -> depot.ErrorCode
 	0,  // 4: depot.ListOffsetsResponse.error:type_name -> depot.ErrorCode
 	0,  // 5: depot.PartitionStatusResponse.error:type_name -> depot.ErrorCode
-	23, // 6: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
+	26, // 6: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
 	0,  // 7: depot.CreateTopicResponse.error:type_name -> depot.ErrorCode
-	19, // 8: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
+	20, // 8: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
 	0,  // 9: depot.DeleteTopicResponse.error:type_name -> depot.ErrorCode
 	0,  // 10: depot.PartitionMetadata.error:type_name -> depot.ErrorCode
-	0,  // 11: depot.TopicMetadata.error:type_name -> depot.ErrorCode
-	18, // 12: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
-	24, // 13: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
-	17, // 14: depot.MetadataResponse.brokers:type_name -> depot.Broker
-	19, // 15: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
-	0,  // 16: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	19, // 11: depot.PartitionMetadata.replica_dirs:type_name -> depot.ReplicaDir
+	0,  // 12: depot.TopicMetadata.error:type_name -> depot.ErrorCode
+	18, // 13: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
+	27, // 14: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
+	17, // 15: depot.MetadataResponse.brokers:type_name -> depot.Broker
+	20, // 16: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
+	17, // 17: depot.ClusterInfoResponse.nodes:type_name -> depot.Broker
+	0,  // 18: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_depot_proto_init() }
@@ -1988,7 +2344,7 @@ func file_depot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depot_proto_rawDesc), len(file_depot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -35,9 +35,16 @@ type PartitionAssignment struct {
 	LogDir string `protobuf:"bytes,4,opt,name=log_dir,json=logDir,proto3" json:"log_dir,omitempty"`
 	// dir_id is the log directory's id (directory.id in its meta.properties,
 	// as Kafka's KIP-858), empty while no directory is chosen.
-	DirId         string `protobuf:"bytes,5,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DirId string `protobuf:"bytes,5,opt,name=dir_id,json=dirId,proto3" json:"dir_id,omitempty"`
+	// replicas are the nodes holding the partition, the preferred leader
+	// first; in records written before replicas existed, node_id alone.
+	// node_id is the leader.
+	Replicas       []int32 `protobuf:"varint,6,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Isr            []int32 `protobuf:"varint,7,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	LeaderEpoch    int32   `protobuf:"varint,8,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	PartitionEpoch int32   `protobuf:"varint,9,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionAssignment) Reset() {
@@ -103,6 +110,34 @@ func (x *PartitionAssignment) GetDirId() string {
 		return x.DirId
 	}
 	return ""
+}
+
+func (x *PartitionAssignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionAssignment) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *PartitionAssignment) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *PartitionAssignment) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
 }
 
 // StartPartitionsRequest asks a node's partition manager to start partition
@@ -438,6 +473,10 @@ type MetadataRecord struct {
 	//	*MetadataRecord_TopicDeleted
 	//	*MetadataRecord_ProducerIds
 	//	*MetadataRecord_PartitionDir
+	//	*MetadataRecord_Node
+	//	*MetadataRecord_NodeFence
+	//	*MetadataRecord_PartitionChange
+	//	*MetadataRecord_Cluster
 	Record        isMetadataRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -516,6 +555,42 @@ func (x *MetadataRecord) GetPartitionDir() *PartitionDirRecord {
 	return nil
 }
 
+func (x *MetadataRecord) GetNode() *NodeRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_Node); ok {
+			return x.Node
+		}
+	}
+	return nil
+}
+
+func (x *MetadataRecord) GetNodeFence() *NodeFenceRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_NodeFence); ok {
+			return x.NodeFence
+		}
+	}
+	return nil
+}
+
+func (x *MetadataRecord) GetPartitionChange() *PartitionChangeRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_PartitionChange); ok {
+			return x.PartitionChange
+		}
+	}
+	return nil
+}
+
+func (x *MetadataRecord) GetCluster() *ClusterRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_Cluster); ok {
+			return x.Cluster
+		}
+	}
+	return nil
+}
+
 type isMetadataRecord_Record interface {
 	isMetadataRecord_Record()
 }
@@ -536,6 +611,22 @@ type MetadataRecord_PartitionDir struct {
 	PartitionDir *PartitionDirRecord `protobuf:"bytes,4,opt,name=partition_dir,json=partitionDir,proto3,oneof"`
 }
 
+type MetadataRecord_Node struct {
+	Node *NodeRecord `protobuf:"bytes,5,opt,name=node,proto3,oneof"`
+}
+
+type MetadataRecord_NodeFence struct {
+	NodeFence *NodeFenceRecord `protobuf:"bytes,6,opt,name=node_fence,json=nodeFence,proto3,oneof"`
+}
+
+type MetadataRecord_PartitionChange struct {
+	PartitionChange *PartitionChangeRecord `protobuf:"bytes,7,opt,name=partition_change,json=partitionChange,proto3,oneof"`
+}
+
+type MetadataRecord_Cluster struct {
+	Cluster *ClusterRecord `protobuf:"bytes,8,opt,name=cluster,proto3,oneof"`
+}
+
 func (*MetadataRecord_Topic) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_TopicDeleted) isMetadataRecord_Record() {}
@@ -543,6 +634,657 @@ func (*MetadataRecord_TopicDeleted) isMetadataRecord_Record() {}
 func (*MetadataRecord_ProducerIds) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_PartitionDir) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_Node) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_NodeFence) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_PartitionChange) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_Cluster) isMetadataRecord_Record() {}
+
+// MetadataBatch is one entry of the raft log: the records of one change,
+// applied together; proposer and proposal let the node that proposed it
+// answer the request that caused it. A snapshot's data is a MetadataBatch
+// of the records that rebuild the image.
+type MetadataBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*MetadataRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	Proposer      int32                  `protobuf:"varint,2,opt,name=proposer,proto3" json:"proposer,omitempty"`
+	Proposal      uint64                 `protobuf:"varint,3,opt,name=proposal,proto3" json:"proposal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetadataBatch) Reset() {
+	*x = MetadataBatch{}
+	mi := &file_node_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetadataBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetadataBatch) ProtoMessage() {}
+
+func (x *MetadataBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetadataBatch.ProtoReflect.Descriptor instead.
+func (*MetadataBatch) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MetadataBatch) GetRecords() []*MetadataRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *MetadataBatch) GetProposer() int32 {
+	if x != nil {
+		return x.Proposer
+	}
+	return 0
+}
+
+func (x *MetadataBatch) GetProposal() uint64 {
+	if x != nil {
+		return x.Proposal
+	}
+	return 0
+}
+
+// ClusterRecord names the cluster, once, when the quorum first forms.
+type ClusterRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterRecord) Reset() {
+	*x = ClusterRecord{}
+	mi := &file_node_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterRecord) ProtoMessage() {}
+
+func (x *ClusterRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterRecord.ProtoReflect.Descriptor instead.
+func (*ClusterRecord) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ClusterRecord) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+// NodeRecord registers a node, or registers it again after a restart
+// (a new incarnation), as Kafka's RegisterBrokerRecord.
+type NodeRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack          string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	KafkaAddress  string                 `protobuf:"bytes,5,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	DirIds        []string               `protobuf:"bytes,6,rep,name=dir_ids,json=dirIds,proto3" json:"dir_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRecord) Reset() {
+	*x = NodeRecord{}
+	mi := &file_node_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRecord) ProtoMessage() {}
+
+func (x *NodeRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
+func (*NodeRecord) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *NodeRecord) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeRecord) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NodeRecord) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *NodeRecord) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *NodeRecord) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
+}
+
+func (x *NodeRecord) GetDirIds() []string {
+	if x != nil {
+		return x.DirIds
+	}
+	return nil
+}
+
+// NodeFenceRecord fences a node (its session lapsed or it shut down) or
+// unfences it (it registered and caught up).
+type NodeFenceRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Fenced        bool                   `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeFenceRecord) Reset() {
+	*x = NodeFenceRecord{}
+	mi := &file_node_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeFenceRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeFenceRecord) ProtoMessage() {}
+
+func (x *NodeFenceRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeFenceRecord.ProtoReflect.Descriptor instead.
+func (*NodeFenceRecord) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *NodeFenceRecord) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeFenceRecord) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
+
+// PartitionChangeRecord changes a partition's leader or ISR, as Kafka's.
+// leader -1 is no leader: every replica is fenced.
+type PartitionChangeRecord struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition      int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Leader         int32                  `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Isr            []int32                `protobuf:"varint,4,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	LeaderEpoch    int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	PartitionEpoch int32                  `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PartitionChangeRecord) Reset() {
+	*x = PartitionChangeRecord{}
+	mi := &file_node_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionChangeRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionChangeRecord) ProtoMessage() {}
+
+func (x *PartitionChangeRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionChangeRecord.ProtoReflect.Descriptor instead.
+func (*PartitionChangeRecord) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PartitionChangeRecord) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionChangeRecord) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionChangeRecord) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *PartitionChangeRecord) GetIsr() []int32 {
+	if x != nil {
+		return x.Isr
+	}
+	return nil
+}
+
+func (x *PartitionChangeRecord) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *PartitionChangeRecord) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
+}
+
+// RegisterNodeRequest is sent by a node to the active controller when it
+// starts, and again until it is answered.
+type RegisterNodeRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NodeId  int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Rack    string                 `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// incarnation is new on every start of the node's process.
+	Incarnation uint64 `protobuf:"varint,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// cluster_id is the cluster the node's data dir belongs to, empty for a
+	// new data dir.
+	ClusterId     string   `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	KafkaAddress  string   `protobuf:"bytes,6,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
+	DirIds        []string `protobuf:"bytes,7,rep,name=dir_ids,json=dirIds,proto3" json:"dir_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterNodeRequest) Reset() {
+	*x = RegisterNodeRequest{}
+	mi := &file_node_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterNodeRequest) ProtoMessage() {}
+
+func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
+func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RegisterNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *RegisterNodeRequest) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RegisterNodeRequest) GetRack() string {
+	if x != nil {
+		return x.Rack
+	}
+	return ""
+}
+
+func (x *RegisterNodeRequest) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *RegisterNodeRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *RegisterNodeRequest) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
+}
+
+func (x *RegisterNodeRequest) GetDirIds() []string {
+	if x != nil {
+		return x.DirIds
+	}
+	return nil
+}
+
+type RegisterNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ClusterId     string                 `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterNodeResponse) Reset() {
+	*x = RegisterNodeResponse{}
+	mi := &file_node_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterNodeResponse) ProtoMessage() {}
+
+func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterNodeResponse.ProtoReflect.Descriptor instead.
+func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RegisterNodeResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *RegisterNodeResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *RegisterNodeResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+// NodeHeartbeatRequest keeps a node's session with the active controller.
+// Heartbeats are not metadata records; only the changes they cause are.
+type NodeHeartbeatRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	NodeId      int32                  `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Incarnation uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// applied is the raft index of the node's metadata image.
+	Applied uint64 `protobuf:"varint,3,opt,name=applied,proto3" json:"applied,omitempty"`
+	// shutting_down asks for a controlled shutdown: the node is fenced and
+	// its leaderships move away.
+	ShuttingDown bool `protobuf:"varint,4,opt,name=shutting_down,json=shuttingDown,proto3" json:"shutting_down,omitempty"`
+	// bytes and growth are the node's stored bytes and their projected
+	// growth (bytes a second), for the load-aware replica assignment.
+	Bytes         int64   `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Growth        float64 `protobuf:"fixed64,6,opt,name=growth,proto3" json:"growth,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeHeartbeatRequest) Reset() {
+	*x = NodeHeartbeatRequest{}
+	mi := &file_node_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeHeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeHeartbeatRequest) ProtoMessage() {}
+
+func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NodeHeartbeatRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetShuttingDown() bool {
+	if x != nil {
+		return x.ShuttingDown
+	}
+	return false
+}
+
+func (x *NodeHeartbeatRequest) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *NodeHeartbeatRequest) GetGrowth() float64 {
+	if x != nil {
+		return x.Growth
+	}
+	return 0
+}
+
+type NodeHeartbeatResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Fenced        bool                   `protobuf:"varint,3,opt,name=fenced,proto3" json:"fenced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeHeartbeatResponse) Reset() {
+	*x = NodeHeartbeatResponse{}
+	mi := &file_node_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeHeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeHeartbeatResponse) ProtoMessage() {}
+
+func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *NodeHeartbeatResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *NodeHeartbeatResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *NodeHeartbeatResponse) GetFenced() bool {
+	if x != nil {
+		return x.Fenced
+	}
+	return false
+}
 
 // PartitionDirRecord records the log directory of a node that holds a
 // partition: the one chosen when it was created, or the one it moved to.
@@ -560,7 +1302,7 @@ type PartitionDirRecord struct {
 
 func (x *PartitionDirRecord) Reset() {
 	*x = PartitionDirRecord{}
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +1314,7 @@ func (x *PartitionDirRecord) String() string {
 func (*PartitionDirRecord) ProtoMessage() {}
 
 func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +1327,7 @@ func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDirRecord.ProtoReflect.Descriptor instead.
 func (*PartitionDirRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{8}
+	return file_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionDirRecord) GetTopic() string {
@@ -624,18 +1366,21 @@ func (x *PartitionDirRecord) GetDirId() string {
 }
 
 type TopicRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Partitions    []*PartitionAssignment `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	Configs       map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Internal      bool                   `protobuf:"varint,4,opt,name=internal,proto3" json:"internal,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Partitions []*PartitionAssignment `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Configs    map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Internal   bool                   `protobuf:"varint,4,opt,name=internal,proto3" json:"internal,omitempty"`
+	// topic_id is a UUID in its text form; records written before topic ids
+	// have none, and replay derives one from the name.
+	TopicId       string `protobuf:"bytes,5,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_node_proto_msgTypes[9]
+	mi := &file_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +1392,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[9]
+	mi := &file_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +1405,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{9}
+	return file_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -691,6 +1436,13 @@ func (x *TopicRecord) GetInternal() bool {
 	return false
 }
 
+func (x *TopicRecord) GetTopicId() string {
+	if x != nil {
+		return x.TopicId
+	}
+	return ""
+}
+
 type TopicDeletedRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -700,7 +1452,7 @@ type TopicDeletedRecord struct {
 
 func (x *TopicDeletedRecord) Reset() {
 	*x = TopicDeletedRecord{}
-	mi := &file_node_proto_msgTypes[10]
+	mi := &file_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +1464,7 @@ func (x *TopicDeletedRecord) String() string {
 func (*TopicDeletedRecord) ProtoMessage() {}
 
 func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[10]
+	mi := &file_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +1477,7 @@ func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDeletedRecord.ProtoReflect.Descriptor instead.
 func (*TopicDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{10}
+	return file_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TopicDeletedRecord) GetName() string {
@@ -745,7 +1497,7 @@ type ProducerIdBlockRecord struct {
 
 func (x *ProducerIdBlockRecord) Reset() {
 	*x = ProducerIdBlockRecord{}
-	mi := &file_node_proto_msgTypes[11]
+	mi := &file_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +1509,7 @@ func (x *ProducerIdBlockRecord) String() string {
 func (*ProducerIdBlockRecord) ProtoMessage() {}
 
 func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[11]
+	mi := &file_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +1522,7 @@ func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdBlockRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdBlockRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{11}
+	return file_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProducerIdBlockRecord) GetNextProducerId() int64 {
@@ -785,13 +1537,17 @@ var File_node_proto protoreflect.FileDescriptor
 const file_node_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"node.proto\x12\x05depot\x1a\vdepot.proto\"\x92\x01\n" +
+	"node.proto\x12\x05depot\x1a\vdepot.proto\"\x8c\x02\n" +
 	"\x13PartitionAssignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x05R\x06nodeId\x12\x17\n" +
 	"\alog_dir\x18\x04 \x01(\tR\x06logDir\x12\x15\n" +
-	"\x06dir_id\x18\x05 \x01(\tR\x05dirId\"\xd6\x01\n" +
+	"\x06dir_id\x18\x05 \x01(\tR\x05dirId\x12\x1a\n" +
+	"\breplicas\x18\x06 \x03(\x05R\breplicas\x12\x10\n" +
+	"\x03isr\x18\a \x03(\x05R\x03isr\x12!\n" +
+	"\fleader_epoch\x18\b \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\t \x01(\x05R\x0epartitionEpoch\"\xd6\x01\n" +
 	"\x16StartPartitionsRequest\x12:\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\n" +
@@ -816,26 +1572,82 @@ const file_node_proto_rawDesc = "" +
 	"\x06delete\x18\x02 \x01(\bR\x06delete\"e\n" +
 	"\x16StopPartitionsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x8d\x02\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xec\x03\n" +
 	"\x0eMetadataRecord\x12*\n" +
 	"\x05topic\x18\x01 \x01(\v2\x12.depot.TopicRecordH\x00R\x05topic\x12@\n" +
 	"\rtopic_deleted\x18\x02 \x01(\v2\x19.depot.TopicDeletedRecordH\x00R\ftopicDeleted\x12A\n" +
 	"\fproducer_ids\x18\x03 \x01(\v2\x1c.depot.ProducerIdBlockRecordH\x00R\vproducerIds\x12@\n" +
-	"\rpartition_dir\x18\x04 \x01(\v2\x19.depot.PartitionDirRecordH\x00R\fpartitionDirB\b\n" +
-	"\x06record\"\x91\x01\n" +
+	"\rpartition_dir\x18\x04 \x01(\v2\x19.depot.PartitionDirRecordH\x00R\fpartitionDir\x12'\n" +
+	"\x04node\x18\x05 \x01(\v2\x11.depot.NodeRecordH\x00R\x04node\x127\n" +
+	"\n" +
+	"node_fence\x18\x06 \x01(\v2\x16.depot.NodeFenceRecordH\x00R\tnodeFence\x12I\n" +
+	"\x10partition_change\x18\a \x01(\v2\x1c.depot.PartitionChangeRecordH\x00R\x0fpartitionChange\x120\n" +
+	"\acluster\x18\b \x01(\v2\x14.depot.ClusterRecordH\x00R\aclusterB\b\n" +
+	"\x06record\"x\n" +
+	"\rMetadataBatch\x12/\n" +
+	"\arecords\x18\x01 \x03(\v2\x15.depot.MetadataRecordR\arecords\x12\x1a\n" +
+	"\bproposer\x18\x02 \x01(\x05R\bproposer\x12\x1a\n" +
+	"\bproposal\x18\x03 \x01(\x04R\bproposal\".\n" +
+	"\rClusterRecord\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xb3\x01\n" +
+	"\n" +
+	"NodeRecord\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\x04R\vincarnation\x12#\n" +
+	"\rkafka_address\x18\x05 \x01(\tR\fkafkaAddress\x12\x17\n" +
+	"\adir_ids\x18\x06 \x03(\tR\x06dirIds\"B\n" +
+	"\x0fNodeFenceRecord\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x16\n" +
+	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"\xc1\x01\n" +
+	"\x15PartitionChangeRecord\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12\x10\n" +
+	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
+	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\"\xdb\x01\n" +
+	"\x13RegisterNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\x04R\vincarnation\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12#\n" +
+	"\rkafka_address\x18\x06 \x01(\tR\fkafkaAddress\x12\x17\n" +
+	"\adir_ids\x18\a \x03(\tR\x06dirIds\"\x82\x01\n" +
+	"\x14RegisterNodeResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xbe\x01\n" +
+	"\x14NodeHeartbeatRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x18\n" +
+	"\aapplied\x18\x03 \x01(\x04R\aapplied\x12#\n" +
+	"\rshutting_down\x18\x04 \x01(\bR\fshuttingDown\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x03R\x05bytes\x12\x16\n" +
+	"\x06growth\x18\x06 \x01(\x01R\x06growth\"|\n" +
+	"\x15NodeHeartbeatResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x16\n" +
+	"\x06fenced\x18\x03 \x01(\bR\x06fenced\"\x91\x01\n" +
 	"\x12PartitionDirRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x05R\x06nodeId\x12\x17\n" +
 	"\alog_dir\x18\x04 \x01(\tR\x06logDir\x12\x15\n" +
-	"\x06dir_id\x18\x05 \x01(\tR\x05dirId\"\xf0\x01\n" +
+	"\x06dir_id\x18\x05 \x01(\tR\x05dirId\"\x8b\x02\n" +
 	"\vTopicRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1a.depot.PartitionAssignmentR\n" +
 	"partitions\x129\n" +
 	"\aconfigs\x18\x03 \x03(\v2\x1f.depot.TopicRecord.ConfigsEntryR\aconfigs\x12\x1a\n" +
-	"\binternal\x18\x04 \x01(\bR\binternal\x1a:\n" +
+	"\binternal\x18\x04 \x01(\bR\binternal\x12\x19\n" +
+	"\btopic_id\x18\x05 \x01(\tR\atopicId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +
@@ -856,7 +1668,7 @@ func file_node_proto_rawDescGZIP() []byte {
 	return file_node_proto_rawDescData
 }
 
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_node_proto_goTypes = []any{
 	(*PartitionAssignment)(nil),       // 0: depot.PartitionAssignment
 	(*StartPartitionsRequest)(nil),    // 1: depot.StartPartitionsRequest
@@ -866,35 +1678,51 @@ var file_node_proto_goTypes = []any{
 	(*StopPartitionsRequest)(nil),     // 5: depot.StopPartitionsRequest
 	(*StopPartitionsResponse)(nil),    // 6: depot.StopPartitionsResponse
 	(*MetadataRecord)(nil),            // 7: depot.MetadataRecord
-	(*PartitionDirRecord)(nil),        // 8: depot.PartitionDirRecord
-	(*TopicRecord)(nil),               // 9: depot.TopicRecord
-	(*TopicDeletedRecord)(nil),        // 10: depot.TopicDeletedRecord
-	(*ProducerIdBlockRecord)(nil),     // 11: depot.ProducerIdBlockRecord
-	nil,                               // 12: depot.StartPartitionsRequest.ConfigsEntry
-	nil,                               // 13: depot.TopicRecord.ConfigsEntry
-	(ErrorCode)(0),                    // 14: depot.ErrorCode
-	(*TopicPartition)(nil),            // 15: depot.TopicPartition
+	(*MetadataBatch)(nil),             // 8: depot.MetadataBatch
+	(*ClusterRecord)(nil),             // 9: depot.ClusterRecord
+	(*NodeRecord)(nil),                // 10: depot.NodeRecord
+	(*NodeFenceRecord)(nil),           // 11: depot.NodeFenceRecord
+	(*PartitionChangeRecord)(nil),     // 12: depot.PartitionChangeRecord
+	(*RegisterNodeRequest)(nil),       // 13: depot.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),      // 14: depot.RegisterNodeResponse
+	(*NodeHeartbeatRequest)(nil),      // 15: depot.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),     // 16: depot.NodeHeartbeatResponse
+	(*PartitionDirRecord)(nil),        // 17: depot.PartitionDirRecord
+	(*TopicRecord)(nil),               // 18: depot.TopicRecord
+	(*TopicDeletedRecord)(nil),        // 19: depot.TopicDeletedRecord
+	(*ProducerIdBlockRecord)(nil),     // 20: depot.ProducerIdBlockRecord
+	nil,                               // 21: depot.StartPartitionsRequest.ConfigsEntry
+	nil,                               // 22: depot.TopicRecord.ConfigsEntry
+	(ErrorCode)(0),                    // 23: depot.ErrorCode
+	(*TopicPartition)(nil),            // 24: depot.TopicPartition
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: depot.StartPartitionsRequest.partitions:type_name -> depot.PartitionAssignment
-	12, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
-	14, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
+	21, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
+	23, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
 	0,  // 3: depot.StartPartitionsResponse.assigned:type_name -> depot.PartitionAssignment
 	0,  // 4: depot.AssignReplicaDirsRequest.assignments:type_name -> depot.PartitionAssignment
-	14, // 5: depot.AssignReplicaDirsResponse.error:type_name -> depot.ErrorCode
-	15, // 6: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
-	14, // 7: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
-	9,  // 8: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
-	10, // 9: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
-	11, // 10: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
-	8,  // 11: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
-	0,  // 12: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
-	13, // 13: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	23, // 5: depot.AssignReplicaDirsResponse.error:type_name -> depot.ErrorCode
+	24, // 6: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
+	23, // 7: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
+	18, // 8: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
+	19, // 9: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
+	20, // 10: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
+	17, // 11: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
+	10, // 12: depot.MetadataRecord.node:type_name -> depot.NodeRecord
+	11, // 13: depot.MetadataRecord.node_fence:type_name -> depot.NodeFenceRecord
+	12, // 14: depot.MetadataRecord.partition_change:type_name -> depot.PartitionChangeRecord
+	9,  // 15: depot.MetadataRecord.cluster:type_name -> depot.ClusterRecord
+	7,  // 16: depot.MetadataBatch.records:type_name -> depot.MetadataRecord
+	23, // 17: depot.RegisterNodeResponse.error:type_name -> depot.ErrorCode
+	23, // 18: depot.NodeHeartbeatResponse.error:type_name -> depot.ErrorCode
+	0,  // 19: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
+	22, // 20: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -908,6 +1736,10 @@ func file_node_proto_init() {
 		(*MetadataRecord_TopicDeleted)(nil),
 		(*MetadataRecord_ProducerIds)(nil),
 		(*MetadataRecord_PartitionDir)(nil),
+		(*MetadataRecord_Node)(nil),
+		(*MetadataRecord_NodeFence)(nil),
+		(*MetadataRecord_PartitionChange)(nil),
+		(*MetadataRecord_Cluster)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -915,7 +1747,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
