@@ -3,7 +3,7 @@
 // them the preferred leader. The controller calls it when a topic is created
 // and commits the answer as records.
 //
-// Two rules share one result shape, [][]int32 indexed by partition:
+// Three rules share one result shape, [][]int32 indexed by partition:
 //
 //   - RackUnaware is Kafka's AdminUtils.assignReplicasToBrokersRackUnaware:
 //     first replicas round-robin from a start index, the others at a shift
@@ -12,10 +12,16 @@
 //     the same round-robin over a rack-alternated list of the nodes, each
 //     further replica skipping nodes whose rack (or the node itself) already
 //     holds one while some rack (or node) holds none.
+//   - LoadAware is Depot's default: the topic's leaders are spread evenly as
+//     a hard constraint; each node's bytes, projected growth and leaders
+//     decide which nodes take the extra leaders, and its projected bytes how
+//     many of the other replicas it takes. A partition's replicas are on
+//     distinct racks where the racks allow.
 //
 // Kafka draws the start index and shift at random; here the caller passes
 // them, so the Kafka rules are reproducible and their published answers are
-// tests.
+// tests. LoadAware needs no randomness: the load it is given breaks the
+// symmetry from one topic to the next.
 //
 // Fenced nodes are never chosen (Kafka's StripedReplicaPlacer uses a fenced
 // broker as a follower when it runs out of unfenced ones; Depot does not).
@@ -54,6 +60,15 @@ type Node struct {
 	ID int32
 	// Rack is the node's rack (broker.rack), "" for none.
 	Rack string
+	// Bytes is the size of the partition replicas the node holds now;
+	// negative counts as 0. LoadAware only.
+	Bytes int64
+	// GrowthBytesPerSec is the rate at which those replicas grow, in bytes
+	// per second; negative, NaN or infinite counts as 0. LoadAware only.
+	GrowthBytesPerSec float64
+	// Leaders is the number of partitions, of every topic, the node leads
+	// now; negative counts as 0. LoadAware only.
+	Leaders int
 	// Fenced is true for a node that may not take replicas (KRaft's fenced
 	// broker: registered, but not heartbeating).
 	Fenced bool
