@@ -1,0 +1,42 @@
+package quorum
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/depot-dev/depot/disk"
+)
+
+// Sentinel errors of the package. Callers compare with errors.Is: the
+// package wraps them with %w to add the path, index or cause.
+var (
+	// ErrCorrupt is wrapped by the *disk.CorruptionError of a WAL or
+	// snapshot file damaged where a crash cannot have damaged it, or whose
+	// whole records break the format's rules. Open fails with it.
+	ErrCorrupt = errors.New("quorum: corrupt storage")
+	// ErrStorageFailed is returned by every write after a write, an fsync or
+	// a file operation of the Storage failed: what is on disk is no longer
+	// known, and only reopening the directory tells.
+	ErrStorageFailed = errors.New("quorum: storage failed")
+	// ErrClosed is returned by the writes of a closed Storage.
+	ErrClosed = errors.New("quorum: storage closed")
+	// ErrTooLarge is returned for a batch of entries larger than a WAL
+	// record may be.
+	ErrTooLarge = errors.New("quorum: too large")
+)
+
+// corruptf returns a *disk.CorruptionError at offset of a file or bytes,
+// wrapping ErrCorrupt.
+func corruptf(path string, offset int64, format string, args ...any) error {
+	return &disk.CorruptionError{Path: path, Offset: offset, Err: fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))}
+}
+
+// withPath sets the path of a *disk.CorruptionError and returns other errors
+// unchanged.
+func withPath(err error, path string) error {
+	var ce *disk.CorruptionError
+	if errors.As(err, &ce) {
+		return &disk.CorruptionError{Path: path, Offset: ce.Offset, Err: ce.Err}
+	}
+	return err
+}
