@@ -1,6 +1,8 @@
 // Package quorum is the raft core of the controller quorum. It holds
 // raft's durable storage (Storage): a write-ahead log and snapshots under
-// one directory, read through go.etcd.io/raft's Storage interface.
+// one directory, read through go.etcd.io/raft's Storage interface; and the
+// chunking of snapshot messages for the transport (SplitSnapshot,
+// Assembler).
 //
 // The package does not import the actor runtime and holds no goroutine,
 // timer or process-wide state. Nothing in it is safe for concurrent use;

@@ -21,8 +21,11 @@ var (
 	// ErrClosed is returned by the writes of a closed Storage.
 	ErrClosed = errors.New("quorum: storage closed")
 	// ErrTooLarge is returned for a batch of entries larger than a WAL
-	// record may be.
+	// record may be, and for snapshot chunks past an Assembler's bound.
 	ErrTooLarge = errors.New("quorum: too large")
+	// ErrBadChunk is returned for a snapshot chunk that does not fit the
+	// chunks before it or does not rebuild a snapshot message.
+	ErrBadChunk = errors.New("quorum: bad snapshot chunk")
 )
 
 // corruptf returns a *disk.CorruptionError at offset of a file or bytes,
