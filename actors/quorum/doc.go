@@ -1,12 +1,13 @@
-// Package quorum is the raft core of the controller quorum. It holds
-// raft's durable storage (Storage): a write-ahead log and snapshots under
-// one directory, read through go.etcd.io/raft's Storage interface; and the
-// chunking of snapshot messages for the transport (SplitSnapshot,
-// Assembler).
+// Package quorum is the raft core of the controller quorum: durable raft
+// storage (Storage), a driver around go.etcd.io/raft's RawNode (Peer), and
+// the chunking of snapshots for the transport (SplitSnapshot, Assembler).
 //
 // The package does not import the actor runtime and holds no goroutine,
-// timer or process-wide state. Nothing in it is safe for concurrent use;
-// the owner serialises access.
+// timer or process-wide state. The controller actor drives a Peer from its
+// mailbox: time arrives as Tick, messages from other nodes as Step, and
+// Handle persists what raft asks, applies what committed and returns the
+// messages to send. Nothing in the package is safe for concurrent use; the
+// owner serialises access.
 //
 // # Directory layout
 //
@@ -128,8 +129,8 @@ const (
 // Limits. They bound what a reader allocates; raising them does not change
 // the format.
 const (
-	// MaxEntryBytes is the largest data of one entry that proposals may
-	// carry.
+	// MaxEntryBytes is the largest data of one entry. Peer.Propose refuses
+	// larger proposals.
 	MaxEntryBytes = 16 << 20
 	// maxRecordBytes is the largest record payload: Save refuses a batch
 	// larger than that, and a reader takes a larger length for damage.

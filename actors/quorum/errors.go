@@ -20,9 +20,24 @@ var (
 	ErrStorageFailed = errors.New("quorum: storage failed")
 	// ErrClosed is returned by the writes of a closed Storage.
 	ErrClosed = errors.New("quorum: storage closed")
-	// ErrTooLarge is returned for a batch of entries larger than a WAL
-	// record may be, and for snapshot chunks past an Assembler's bound.
+	// ErrTooLarge is returned for a proposal larger than MaxEntryBytes, for
+	// a batch of entries larger than a WAL record may be, and for snapshot
+	// chunks past an Assembler's bound.
 	ErrTooLarge = errors.New("quorum: too large")
+	// ErrEmptyProposal is returned by Propose for empty data: raft appends
+	// empty entries of its own, which are never applied.
+	ErrEmptyProposal = errors.New("quorum: empty proposal")
+	// ErrNotMember is returned by Step for a message from a node that is
+	// not a voter or learner of the current configuration. The message is
+	// dropped.
+	ErrNotMember = errors.New("quorum: message from a node that is not a member")
+	// ErrWrongRecipient is returned by Step for a message addressed to
+	// another node. The message is dropped.
+	ErrWrongRecipient = errors.New("quorum: message for another node")
+	// ErrPeerFailed is returned by every call of a Peer after its storage
+	// or its state machine failed, or raft found its state impossible: the
+	// node must be restarted from its storage.
+	ErrPeerFailed = errors.New("quorum: peer failed")
 	// ErrBadChunk is returned for a snapshot chunk that does not fit the
 	// chunks before it or does not rebuild a snapshot message.
 	ErrBadChunk = errors.New("quorum: bad snapshot chunk")

@@ -696,10 +696,11 @@ func (s *Storage) CreateSnapshot(index uint64, cs *raftpb.ConfState, data []byte
 	return snap, nil
 }
 
-// Compact discards the entries before index from memory, as
-// raft.MemoryStorage.Compact does. The files do not change: the entries
-// up to the latest snapshot left them when it was taken. Compacting past the
-// latest snapshot is refused; to an index already compacted does nothing.
+// Compact discards the entries up to index from memory, as
+// raft.MemoryStorage.Compact does: FirstIndex becomes index+1, and the term
+// of index stays known. The files do not change: the entries up to the
+// latest snapshot left them when it was taken. Compacting past the latest
+// snapshot is refused; to an index already compacted does nothing.
 func (s *Storage) Compact(index uint64) error {
 	if index > s.snapIndex {
 		return fmt.Errorf("quorum: compact to index %d, past the snapshot at %d", index, s.snapIndex)
