@@ -29,6 +29,10 @@ const (
 // encoding cut into pieces, each chunk naming the sender, the recipient,
 // the term and the snapshot's index. Any other message, or a MsgSnap
 // without a snapshot, gives an error. The chunks' data alias nothing of m.
+//
+// The sender tells its Peer how the snapshot fared once the chunks are
+// sent: ReportSnapshot with raft.SnapshotFinish when all were, with
+// raft.SnapshotFailure when one was lost, so the leader sends it again.
 func SplitSnapshot(m *raftpb.Message, maxChunkBytes int) ([]*messages.RaftChunk, error) {
 	if m.GetType() != raftpb.MsgSnap || m.GetSnapshot() == nil {
 		return nil, fmt.Errorf("quorum: split %s: not a snapshot message", m.GetType())

@@ -48,7 +48,8 @@
 //
 // Every other record is a batch (type 2): what one Save made durable, hard
 // state and entries together, so a batch survives a crash whole or not at
-// all.
+// all. (The state a new WAL file starts with may take several batches; the
+// file is renamed into place whole.)
 //
 //	0   1   flags: bit 0 set when a hard state follows; other bits zero
 //	1   24  hard state, if flagged: term, vote, commit (8 bytes each)

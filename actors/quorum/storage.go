@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -96,7 +97,7 @@ func parseIndexName(name, suffix string) (uint64, bool) {
 // crash interrupted, and deletes files that are no longer needed. Damage to
 // durable data gives a *disk.CorruptionError wrapping ErrCorrupt; nothing
 // is changed on disk then. A nil logger discards.
-func OpenStorage(fsys disk.FS, dir string, logger *logrus.Entry) (*Storage, error) {
+func OpenStorage(fsys disk.FS, dir string, logger *logrus.Entry) (_ *Storage, err error) {
 	if logger == nil {
 		logger = discardLogger()
 	}
@@ -107,6 +108,11 @@ func OpenStorage(fsys disk.FS, dir string, logger *logrus.Entry) (*Storage, erro
 		mem:       raft.NewMemoryStorage(),
 		hardState: &raftpb.HardState{},
 	}
+	defer func() {
+		if err != nil && s.wal != nil {
+			_ = s.wal.Close()
+		}
+	}()
 	if err := makeDir(fsys, dir); err != nil {
 		return nil, fmt.Errorf("quorum: create %s: %w", dir, err)
 	}
@@ -128,7 +134,7 @@ func OpenStorage(fsys disk.FS, dir string, logger *logrus.Entry) (*Storage, erro
 
 	snap := &raftpb.Snapshot{}
 	if len(snapIndexes) > 0 {
-		if snap, err = s.readSnapshot(snapIndexes[len(snapIndexes)-1]); err != nil {
+		if snap, err = s.readSnapshot(slices.Max(snapIndexes)); err != nil {
 			return nil, err
 		}
 		s.snapIndex, s.snapTerm = snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
@@ -148,7 +154,7 @@ func OpenStorage(fsys disk.FS, dir string, logger *logrus.Entry) (*Storage, erro
 		return s, nil
 	}
 
-	w, err := s.readWAL(walFirsts[len(walFirsts)-1])
+	w, err := s.readWAL(slices.Max(walFirsts))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +168,7 @@ func OpenStorage(fsys disk.FS, dir string, logger *logrus.Entry) (*Storage, erro
 		hs = hardStateAfterSnapshot(hs, s.snapIndex, s.snapTerm)
 	}
 	if hs.GetCommit() > last {
-		return nil, corruptf(s.walPath, 0, "hard state commits index %d past the last entry %d", hs.GetCommit(), last)
+		return nil, corruptf(w.path, 0, "hard state commits index %d past the last entry %d", hs.GetCommit(), last)
 	}
 
 	if err := s.removeAll(tmps); err != nil {
@@ -513,8 +519,8 @@ func (s *Storage) writable() error {
 // hardState, or one equal to the last saved, is not saved again. When only
 // the commit index changed and mustSync is false (raft's Ready.MustSync),
 // nothing is written: the commit index waits for the next batch, or Close,
-// as a commit index may be lost. Errors of the write or the fsync fail the
-// Storage; entries that do not follow the log, or more than a record may
+// as a commit index may be lost; entries are always synced. Errors of the
+// write or the fsync fail the Storage; entries that do not follow the log, or more than a record may
 // hold, are refused without failing it.
 func (s *Storage) Save(hardState *raftpb.HardState, entries []*raftpb.Entry, mustSync bool) error {
 	if err := s.writable(); err != nil {

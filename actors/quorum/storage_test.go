@@ -545,3 +545,24 @@ func TestStorageTornUnsyncedBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageOnTheOS runs a save, a conflict, a snapshot and a reopen on
+// the operating system's file system.
+func TestStorageOnTheOS(t *testing.T) {
+	dir := path.Join(t.TempDir(), "meta", "raft")
+	s := openStorage(t, disk.OS, dir)
+	require.NoError(t, s.Save(hardState(1, 1, 5), entries(1, 8, 1), true))
+	require.NoError(t, s.Save(hardState(2, 2, 5), entries(7, 9, 2), true))
+	_, err := s.CreateSnapshot(5, voters(1, 2, 3), []byte("state at 5"))
+	require.NoError(t, err)
+	require.NoError(t, s.Save(hardState(2, 2, 9), nil, false))
+	want := viewOf(t, s)
+	require.NoError(t, s.Close())
+
+	s = openStorage(t, disk.OS, dir)
+	require.Equal(t, want, viewOf(t, s))
+	names, err := disk.OS.ReadDir(dir)
+	require.NoError(t, err)
+	require.Equal(t, []string{"00000000000000000005.snap", "00000000000000000006.wal"}, names)
+	require.NoError(t, s.Close())
+}
