@@ -27,17 +27,18 @@ func requireNoDep(t *testing.T, pkg string, forbidden func(dep string) bool, why
 }
 
 // The layout's rules, as the imports show them: the pure packages import
-// no actor runtime, the transport is a leaf, replica assignment imports
-// nothing of the project, and the log dirs never import the partitions that
-// send them messages.
+// no actor runtime (the raft core, actors/quorum, among them: the
+// controller drives it from its mailbox), the transport is a leaf, replica
+// assignment imports nothing of the project, and the log dirs never import
+// the partitions that send them messages.
 func TestLayout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	for _, pkg := range []string{"actors/topic", "actors/metadata", "actors/partition/state", "actors/placement", "actors/assign", "actors/replicas", "disk", "wire"} {
+	for _, pkg := range []string{"actors/topic", "actors/metadata", "actors/partition/state", "actors/placement", "actors/assign", "actors/replicas", "actors/quorum", "disk", "wire"} {
 		requireNoDep(t, pkg, func(d string) bool { return strings.Contains(d, "protoactor") }, "a pure package")
 	}
-	for _, pkg := range []string{"actors/remote", "actors/topic", "actors/placement", "actors/assign"} {
+	for _, pkg := range []string{"actors/remote", "actors/topic", "actors/placement", "actors/assign", "actors/quorum"} {
 		requireNoDep(t, pkg, func(d string) bool { return strings.HasPrefix(d, module+"actors") && d != module+pkg }, "a leaf: it imports no other actor package")
 	}
 	requireNoDep(t, "actors", func(d string) bool { return strings.HasPrefix(d, module) && d != module+"actors" }, "the runtime helpers import nothing of the project")
