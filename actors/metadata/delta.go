@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/google/uuid"
+
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 )
@@ -20,6 +22,10 @@ type LegacyDirs func(nodeID int32, path string) string
 // concurrent use.
 type Delta struct {
 	image *Image
+	// clusterID is the cluster's id after the delta.
+	clusterID string
+	// nodes are the nodes the delta changed: a copy of each, made once.
+	nodes map[int32]*Node
 	// topics are the topics the delta changed: a copy of each, made once;
 	// nil for a topic it deleted.
 	topics map[string]*Topic
@@ -33,7 +39,11 @@ type Delta struct {
 // NewDelta returns an empty delta over image. legacy resolves the paths of
 // old records to directory ids.
 func NewDelta(image *Image, legacy LegacyDirs) *Delta {
-	return &Delta{image: image, topics: map[string]*Topic{}, recreated: map[string]bool{}, producerIDsEnd: image.producerIDsEnd, legacy: legacy}
+	return &Delta{
+		image: image, clusterID: image.clusterID, nodes: map[int32]*Node{},
+		topics: map[string]*Topic{}, recreated: map[string]bool{},
+		producerIDsEnd: image.producerIDsEnd, legacy: legacy,
+	}
 }
 
 // Replay folds one record into the delta. It is the only place the
@@ -50,6 +60,18 @@ func (d *Delta) Replay(rec *messages.MetadataRecord) error {
 		d.producerIDsEnd = max(d.producerIDsEnd, r.ProducerIds.GetNextProducerId())
 	case *messages.MetadataRecord_PartitionDir:
 		d.replayDir(r.PartitionDir)
+	case *messages.MetadataRecord_Cluster:
+		if d.clusterID == "" {
+			d.clusterID = r.Cluster.GetClusterId()
+		}
+	case *messages.MetadataRecord_Node:
+		d.replayNode(r.Node)
+	case *messages.MetadataRecord_NodeFence:
+		if n := d.changedNode(r.NodeFence.GetNodeId()); n != nil {
+			n.Fenced = r.NodeFence.GetFenced()
+		}
+	case *messages.MetadataRecord_PartitionChange:
+		d.replayChange(r.PartitionChange)
 	default:
 		return fmt.Errorf("%w: unknown record %T skipped", ErrRecord, r)
 	}
@@ -57,7 +79,10 @@ func (d *Delta) Replay(rec *messages.MetadataRecord) error {
 }
 
 func (d *Delta) replayTopic(r *messages.TopicRecord) error {
-	t := &Topic{Name: r.GetName(), Internal: r.GetInternal(), Configs: maps.Clone(r.GetConfigs())}
+	t := &Topic{Name: r.GetName(), ID: r.GetTopicId(), Internal: r.GetInternal(), Configs: maps.Clone(r.GetConfigs())}
+	if t.ID == "" {
+		t.ID = LegacyTopicID(t.Name)
+	}
 	var err error
 	t.Config, err = topic.ParseConfig(r.GetConfigs())
 	if err != nil {
@@ -65,14 +90,68 @@ func (d *Delta) replayTopic(r *messages.TopicRecord) error {
 		err = fmt.Errorf("%w: stored config of topic %q no longer valid, using defaults: %w", ErrRecord, t.Name, err)
 	}
 	t.Partitions = make([]Partition, len(r.GetPartitions()))
-	for i, p := range r.GetPartitions() {
-		t.Partitions[i] = Partition{Partition: p.GetPartition(), NodeID: p.GetNodeId(), DirID: d.dirID(p.GetNodeId(), p.GetDirId(), p.GetLogDir())}
+	for i, a := range r.GetPartitions() {
+		p := Partition{
+			Partition: a.GetPartition(), Leader: a.GetNodeId(),
+			Replicas: slices.Clone(a.GetReplicas()), ISR: slices.Clone(a.GetIsr()),
+			LeaderEpoch: a.GetLeaderEpoch(), PartitionEpoch: a.GetPartitionEpoch(),
+		}
+		if len(p.Replicas) == 0 {
+			// Written before replicas: the one node that holds it.
+			p.Replicas = []int32{a.GetNodeId()}
+			p.ISR = []int32{a.GetNodeId()}
+		}
+		p.Dirs = make([]string, len(p.Replicas))
+		if dir := d.dirID(a.GetNodeId(), a.GetDirId(), a.GetLogDir()); dir != "" {
+			if j := slices.Index(p.Replicas, a.GetNodeId()); j >= 0 {
+				p.Dirs[j] = dir
+			}
+		}
+		t.Partitions[i] = p
 	}
 	if _, ok := d.image.topics[t.Name]; ok {
 		d.recreated[t.Name] = true
 	}
 	d.topics[t.Name] = t
 	return err
+}
+
+func (d *Delta) replayNode(r *messages.NodeRecord) {
+	d.nodes[r.GetNodeId()] = &Node{
+		ID: r.GetNodeId(), Address: r.GetAddress(), Rack: r.GetRack(), KafkaAddress: r.GetKafkaAddress(),
+		Incarnation: r.GetIncarnation(), DirIDs: slices.Clone(r.GetDirIds()), Fenced: true,
+	}
+}
+
+func (d *Delta) replayChange(r *messages.PartitionChangeRecord) {
+	t := d.changed(r.GetTopic())
+	if t == nil {
+		return
+	}
+	for i := range t.Partitions {
+		p := &t.Partitions[i]
+		if p.Partition == r.GetPartition() {
+			p.Leader = r.GetLeader()
+			p.ISR = slices.Clone(r.GetIsr())
+			p.LeaderEpoch = r.GetLeaderEpoch()
+			p.PartitionEpoch = r.GetPartitionEpoch()
+		}
+	}
+}
+
+// changedNode returns the delta's own copy of node id, made on first use,
+// or nil when neither the delta nor the image has it.
+func (d *Delta) changedNode(id int32) *Node {
+	if n, ok := d.nodes[id]; ok {
+		return n
+	}
+	n, ok := d.image.nodes[id]
+	if !ok {
+		return nil
+	}
+	c := *n
+	d.nodes[id] = &c
+	return &c
 }
 
 func (d *Delta) replayDir(r *messages.PartitionDirRecord) {
@@ -82,8 +161,8 @@ func (d *Delta) replayDir(r *messages.PartitionDirRecord) {
 	}
 	for i := range t.Partitions {
 		p := &t.Partitions[i]
-		if p.Partition == r.GetPartition() && p.NodeID == r.GetNodeId() {
-			p.DirID = d.dirID(r.GetNodeId(), r.GetDirId(), r.GetLogDir())
+		if j := slices.Index(p.Replicas, r.GetNodeId()); p.Partition == r.GetPartition() && j >= 0 {
+			p.Dirs[j] = d.dirID(r.GetNodeId(), r.GetDirId(), r.GetLogDir())
 		}
 	}
 }
@@ -108,7 +187,10 @@ func (d *Delta) changed(name string) *Topic {
 		return nil
 	}
 	c := *t
-	c.Partitions = slices.Clone(t.Partitions)
+	c.Partitions = make([]Partition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		c.Partitions[i] = p.clone()
+	}
 	d.topics[name] = &c
 	return &c
 }
@@ -116,7 +198,13 @@ func (d *Delta) changed(name string) *Topic {
 // Apply returns the image the delta leads to. The image the delta was made
 // over is unchanged.
 func (d *Delta) Apply() *Image {
-	next := &Image{topics: make(map[string]*Topic, len(d.image.topics)+len(d.topics)), producerIDsEnd: d.producerIDsEnd}
+	next := &Image{
+		clusterID:      d.clusterID,
+		nodes:          maps.Clone(d.image.nodes),
+		topics:         make(map[string]*Topic, len(d.image.topics)+len(d.topics)),
+		producerIDsEnd: d.producerIDsEnd,
+	}
+	maps.Copy(next.nodes, d.nodes)
 	maps.Copy(next.topics, d.image.topics)
 	for name, t := range d.topics {
 		if t == nil {
@@ -161,5 +249,16 @@ func (d *Delta) LocalChanges(nodeID int32) LocalChanges {
 
 // holds reports whether nodeID holds a partition of t.
 func (t *Topic) holds(nodeID int32) bool {
-	return slices.ContainsFunc(t.Partitions, func(p Partition) bool { return p.NodeID == nodeID })
+	return slices.ContainsFunc(t.Partitions, func(p Partition) bool { return p.Holds(nodeID) })
 }
+
+// legacyTopicSpace is the UUID namespace of the ids derived for topics
+// created before topic ids.
+var legacyTopicSpace = uuid.MustParse("5c1d8e8a-2f0b-4d47-9f3e-6a0d2c1b7e44")
+
+// LegacyTopicID is the id of a topic created before topic ids: a name-based
+// UUID (version 5), the same on every node that replays its record.
+func LegacyTopicID(name string) string { return uuid.NewSHA1(legacyTopicSpace, []byte(name)).String() }
+
+// NewTopicID returns a new random topic id.
+func NewTopicID() string { return uuid.NewString() }

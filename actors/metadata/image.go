@@ -33,6 +33,9 @@ const (
 	// ProducerIDBlockSize is how many producer ids one ProducerIdBlockRecord
 	// reserves: the metadata log is written once per block, not per id.
 	ProducerIDBlockSize = 1000
+	// MaxReplicationFactor is the largest replication factor a topic may
+	// be created with.
+	MaxReplicationFactor = 1
 )
 
 // ErrRecord is wrapped by what Replay reports of a record it skipped or
@@ -40,20 +43,55 @@ const (
 // no longer valid (the topic keeps the defaults).
 var ErrRecord = errors.New("metadata: record not replayed as written")
 
-// Partition is one partition of a topic: the node that holds it and the log
-// directory there.
+// NoLeader is the leader of a partition whose replicas are all fenced
+// (Kafka's -1).
+const NoLeader int32 = -1
+
+// Partition is one partition of a topic: its replicas, which of them are in
+// sync, which leads, and the log directory of each.
 type Partition struct {
 	Partition int32
-	// NodeID is the node that holds the partition (its leader).
-	NodeID int32
-	// DirID is the id of the node's log directory that holds it (KIP-858),
-	// "" while the node has not chosen one.
-	DirID string
+	// Replicas are the nodes holding the partition, the preferred leader
+	// first.
+	Replicas []int32
+	// ISR are the replicas in sync with the leader.
+	ISR []int32
+	// Leader is the replica that leads, NoLeader when none can.
+	Leader int32
+	// LeaderEpoch goes up with every change of leader; PartitionEpoch with
+	// every change of the partition (leader or ISR).
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	// Dirs are the ids of the log directories (KIP-858) of Replicas, in
+	// their order, "" while a node has not chosen one.
+	Dirs []string
+}
+
+// Dir returns the id of nodeID's log directory for the partition, "" when
+// it holds no replica or has not chosen one.
+func (p *Partition) Dir(nodeID int32) string {
+	if i := slices.Index(p.Replicas, nodeID); i >= 0 {
+		return p.Dirs[i]
+	}
+	return ""
+}
+
+// Holds reports whether nodeID holds a replica of the partition.
+func (p *Partition) Holds(nodeID int32) bool { return slices.Contains(p.Replicas, nodeID) }
+
+// clone returns a copy of p that shares no slice with it.
+func (p Partition) clone() Partition {
+	p.Replicas = slices.Clone(p.Replicas)
+	p.ISR = slices.Clone(p.ISR)
+	p.Dirs = slices.Clone(p.Dirs)
+	return p
 }
 
 // Topic is one topic of the image.
 type Topic struct {
-	Name     string
+	Name string
+	// ID is the topic's id, a UUID in its text form.
+	ID       string
 	Internal bool
 	// Configs are the configs the topic was created with, as given.
 	Configs map[string]string
@@ -64,14 +102,16 @@ type Topic struct {
 
 // Image is the metadata at one point of the metadata log.
 type Image struct {
-	topics map[string]*Topic
+	clusterID string
+	nodes     map[int32]*Node
+	topics    map[string]*Topic
 	// producerIDsEnd is the end of the last producer id block reserved:
 	// ids below it may have been handed out.
 	producerIDsEnd int64
 }
 
 // Empty is the image of an empty log.
-func Empty() *Image { return &Image{topics: map[string]*Topic{}} }
+func Empty() *Image { return &Image{nodes: map[int32]*Node{}, topics: map[string]*Topic{}} }
 
 // Topic returns the named topic.
 func (im *Image) Topic(name string) (*Topic, bool) {
@@ -113,6 +153,14 @@ func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, m
 	if err != nil {
 		return topic.Config{}, messages.ErrorCode_INVALID_CONFIG, fmt.Sprintf("invalid config for topic %q: %s", name, configReason(err))
 	}
+	switch rf := ReplicationFactor(m); {
+	case rf < 1:
+		return topic.Config{}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
+			fmt.Sprintf("topic %q cannot have replication factor %d: it is at least 1", name, rf)
+	case rf > MaxReplicationFactor:
+		return topic.Config{}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
+			fmt.Sprintf("topic %q cannot have replication factor %d: partitions have one replica until replication is supported", name, rf)
+	}
 	return config, messages.ErrorCode_NONE, ""
 }
 
@@ -122,18 +170,32 @@ func configReason(err error) string {
 	return messages.CleanErrorText(strings.TrimPrefix(err.Error(), topic.ErrInvalidConfig.Error()+": "))
 }
 
-// CreateTopic returns the record that creates the topic m asks for, every
-// partition on nodeID with no log directory chosen yet. m must have passed
+// ReplicationFactor is the replication factor m asks for, the default (1)
+// for none.
+func ReplicationFactor(m *messages.CreateTopicRequest) int32 {
+	if rf := m.GetReplicationFactor(); rf != 0 {
+		return rf
+	}
+	return 1
+}
+
+// CreateTopic returns the record that creates the topic m asks for, with
+// id, partition i on the nodes replicas[i] (the first leads), every replica
+// in sync and no log directory chosen yet. m must have passed
 // ValidateCreate.
-func CreateTopic(m *messages.CreateTopicRequest, nodeID int32) *messages.MetadataRecord {
+func CreateTopic(m *messages.CreateTopicRequest, id string, replicas [][]int32) *messages.MetadataRecord {
 	name := m.GetName()
 	record := &messages.TopicRecord{
 		Name:     name,
+		TopicId:  id,
 		Configs:  maps.Clone(m.GetConfigs()),
 		Internal: topic.IsInternal(name),
 	}
-	for i := range m.GetPartitions() {
-		record.Partitions = append(record.Partitions, &messages.PartitionAssignment{Topic: name, Partition: i, NodeId: nodeID})
+	for i, nodes := range replicas {
+		record.Partitions = append(record.Partitions, &messages.PartitionAssignment{
+			Topic: name, Partition: int32(i), NodeId: nodes[0],
+			Replicas: slices.Clone(nodes), Isr: slices.Clone(nodes),
+		})
 	}
 	return &messages.MetadataRecord{Record: &messages.MetadataRecord_Topic{Topic: record}}
 }
@@ -164,9 +226,9 @@ func (im *Image) AssignDirs(assignments []*messages.PartitionAssignment) []*mess
 			continue
 		}
 		i := slices.IndexFunc(t.Partitions, func(p Partition) bool {
-			return p.Partition == a.GetPartition() && p.NodeID == a.GetNodeId()
+			return p.Partition == a.GetPartition() && p.Holds(a.GetNodeId())
 		})
-		if i < 0 || t.Partitions[i].DirID == a.GetDirId() {
+		if i < 0 || t.Partitions[i].Dir(a.GetNodeId()) == a.GetDirId() {
 			continue
 		}
 		out = append(out, &messages.MetadataRecord{Record: &messages.MetadataRecord_PartitionDir{PartitionDir: &messages.PartitionDirRecord{
@@ -176,10 +238,9 @@ func (im *Image) AssignDirs(assignments []*messages.PartitionAssignment) []*mess
 	return out
 }
 
-// View is what describing the image needs to know of the nodes.
+// View is what describing the image needs to know of the nodes beyond
+// what the image holds.
 type View struct {
-	// Address is a node's actor address, "" when unknown.
-	Address func(nodeID int32) string
 	// DirPath is the path of a node's log directory by id, "" when
 	// unknown.
 	DirPath func(nodeID int32, dirID string) string
@@ -195,7 +256,7 @@ func (im *Image) Describe(names []string, view View) []*messages.TopicMetadata {
 	out := make([]*messages.TopicMetadata, 0, len(names))
 	for _, name := range names {
 		if t, ok := im.topics[name]; ok {
-			out = append(out, t.Describe(view))
+			out = append(out, im.DescribeTopic(t, view))
 			continue
 		}
 		if err := topic.ValidateName(name); err != nil {
@@ -211,31 +272,42 @@ func (im *Image) Describe(names []string, view View) []*messages.TopicMetadata {
 	return out
 }
 
-// Describe is the topic's metadata: its partitions with their leader's
-// actor, and its effective configs.
-func (t *Topic) Describe(view View) *messages.TopicMetadata {
-	md := &messages.TopicMetadata{Name: t.Name, Configs: t.Config.Map(), Internal: t.Internal}
+// DescribeTopic is t's metadata: its partitions with their replicas and
+// their leader's actor, and its effective configs.
+func (im *Image) DescribeTopic(t *Topic, view View) *messages.TopicMetadata {
+	md := &messages.TopicMetadata{Name: t.Name, TopicId: t.ID, Configs: t.Config.Map(), Internal: t.Internal}
 	md.Partitions = make([]*messages.PartitionMetadata, len(t.Partitions))
 	for i, p := range t.Partitions {
-		md.Partitions[i] = &messages.PartitionMetadata{
-			Partition:     p.Partition,
-			Leader:        p.NodeID,
-			LeaderAddress: view.Address(p.NodeID),
-			ActorName:     actorName(t.Name, p.Partition),
-			LogDir:        view.DirPath(p.NodeID, p.DirID),
-			DirId:         p.DirID,
+		pm := &messages.PartitionMetadata{
+			Partition:   p.Partition,
+			Leader:      p.Leader,
+			ActorName:   actorName(t.Name, p.Partition),
+			Replicas:    slices.Clone(p.Replicas),
+			Isr:         slices.Clone(p.ISR),
+			LeaderEpoch: p.LeaderEpoch,
 		}
+		for j, r := range p.Replicas {
+			pm.ReplicaDirs = append(pm.ReplicaDirs, &messages.ReplicaDir{Node: r, DirId: p.Dirs[j], LogDir: view.DirPath(r, p.Dirs[j]), LogEndOffset: -1})
+		}
+		if p.Leader == NoLeader {
+			pm.Error = messages.ErrorCode_LEADER_NOT_AVAILABLE
+		} else {
+			pm.LeaderAddress = im.Address(p.Leader)
+			pm.DirId = p.Dir(p.Leader)
+			pm.LogDir = view.DirPath(p.Leader, pm.DirId)
+		}
+		md.Partitions[i] = pm
 	}
 	return md
 }
 
-// Assignments are the topic's partitions held by nodeID as the partition
-// manager is asked to start them.
+// Assignments are the replicas of the topic's partitions that nodeID
+// holds, as its partition manager is asked to start them.
 func (t *Topic) Assignments(nodeID int32) []*messages.PartitionAssignment {
 	var out []*messages.PartitionAssignment
 	for _, p := range t.Partitions {
-		if p.NodeID == nodeID {
-			out = append(out, &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: p.NodeID, DirId: p.DirID})
+		if p.Holds(nodeID) {
+			out = append(out, &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: nodeID, DirId: p.Dir(nodeID)})
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,7 +12,11 @@ import (
 )
 
 func create(name string, partitions int32, nodeID int32) *messages.MetadataRecord {
-	return CreateTopic(&messages.CreateTopicRequest{Name: name, Partitions: partitions}, nodeID)
+	replicas := make([][]int32, partitions)
+	for i := range replicas {
+		replicas[i] = []int32{nodeID}
+	}
+	return CreateTopic(&messages.CreateTopicRequest{Name: name, Partitions: partitions}, LegacyTopicID(name), replicas)
 }
 
 func dirRecord(name string, partition, nodeID int32, id string) *messages.MetadataRecord {
@@ -33,7 +38,7 @@ func replay(t *testing.T, image *Image, recs ...*messages.MetadataRecord) (*Imag
 func dirIDs(t *Topic) []string {
 	var ids []string
 	for _, p := range t.Partitions {
-		ids = append(ids, p.DirID)
+		ids = append(ids, p.Dirs[0])
 	}
 	return ids
 }
@@ -178,9 +183,10 @@ func TestReplayReportsWhatItCouldNotTake(t *testing.T) {
 }
 
 func TestDescribe(t *testing.T) {
-	image, _ := replay(t, Empty(), create("orders", 2, 1), dirRecord("orders", 1, 1, "b"))
+	image, _ := replay(t, Empty(),
+		RegisterNode(&messages.RegisterNodeRequest{NodeId: 1, Address: "127.0.0.1:7070"}),
+		create("orders", 2, 1), dirRecord("orders", 1, 1, "b"))
 	view := View{
-		Address: func(int32) string { return "127.0.0.1:7070" },
 		DirPath: func(nodeID int32, id string) string {
 			if id == "b" {
 				return "/data/logs-1"
@@ -191,9 +197,12 @@ func TestDescribe(t *testing.T) {
 	md := image.Describe(nil, view)
 	require.Len(t, md, 1)
 	require.Equal(t, []*messages.PartitionMetadata{
-		{Partition: 0, Leader: 1, LeaderAddress: "127.0.0.1:7070", ActorName: actors.PartitionActorName("orders", 0)},
-		{Partition: 1, Leader: 1, LeaderAddress: "127.0.0.1:7070", ActorName: actors.PartitionActorName("orders", 1), LogDir: "/data/logs-1", DirId: "b"},
+		{Partition: 0, Leader: 1, LeaderAddress: "127.0.0.1:7070", ActorName: actors.PartitionActorName("orders", 0),
+			Replicas: []int32{1}, Isr: []int32{1}, ReplicaDirs: []*messages.ReplicaDir{{Node: 1, LogEndOffset: -1}}},
+		{Partition: 1, Leader: 1, LeaderAddress: "127.0.0.1:7070", ActorName: actors.PartitionActorName("orders", 1), LogDir: "/data/logs-1", DirId: "b",
+			Replicas: []int32{1}, Isr: []int32{1}, ReplicaDirs: []*messages.ReplicaDir{{Node: 1, LogDir: "/data/logs-1", DirId: "b", LogEndOffset: -1}}},
 	}, md[0].Partitions)
+	require.Equal(t, LegacyTopicID("orders"), md[0].TopicId)
 	md = image.Describe([]string{"missing", "bad/name"}, view)
 	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, md[0].Error)
 	require.Equal(t, messages.ErrorCode_INVALID_TOPIC, md[1].Error)
@@ -224,6 +233,11 @@ func FuzzReplay(f *testing.F) {
 		dirRecord("orders", 0, 1, "a"),
 		{Record: &messages.MetadataRecord_ProducerIds{ProducerIds: &messages.ProducerIdBlockRecord{NextProducerId: 1000}}},
 		{},
+		RegisterNode(&messages.RegisterNodeRequest{NodeId: 1, Address: "a:1", Rack: "r", DirIds: []string{"x"}}),
+		fenceRecord(1, false),
+		NameCluster("c"),
+		CreateTopic(&messages.CreateTopicRequest{Name: "r3", Partitions: 2}, "id", [][]int32{{1, 2, 3}, {2, 3, 1}}),
+		changeRecord("r3", &Partition{Partition: 1}, NoLeader, []int32{3}),
 	}
 	for _, s := range seeds {
 		b, err := proto.Marshal(s)
@@ -231,7 +245,7 @@ func FuzzReplay(f *testing.F) {
 		f.Add(b, b)
 	}
 	f.Add([]byte{0xff, 0x01}, []byte{})
-	view := View{Address: func(int32) string { return "" }, DirPath: func(int32, string) string { return "" }}
+	view := View{DirPath: func(int32, string) string { return "" }}
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		d := NewDelta(Empty(), func(int32, string) string { return "id" })
 		for _, value := range [][]byte{first, second} {
@@ -241,7 +255,30 @@ func FuzzReplay(f *testing.F) {
 			}
 		}
 		image := d.Apply()
-		require.Len(t, image.Describe(nil, view), len(image.TopicNames()))
+		described := image.Describe(nil, view)
+		require.Len(t, described, len(image.TopicNames()))
+		// A snapshot's records rebuild the same image.
+		rd := NewDelta(Empty(), nil)
+		for _, r := range image.Records() {
+			_ = rd.Replay(r) // a stored config no longer valid is reported again
+		}
+		rebuilt := rd.Apply()
+		require.Equal(t, image.Nodes(), rebuilt.Nodes())
+		require.Equal(t, image.ClusterID(), rebuilt.ClusterID())
+		require.Equal(t, image.ProducerIDsEnd(), rebuilt.ProducerIDsEnd())
+		require.Equal(t, len(described), len(rebuilt.Describe(nil, view)))
+		for i, md := range rebuilt.Describe(nil, view) {
+			require.True(t, proto.Equal(described[i], md), "topic %s: %v != %v", md.Name, described[i], md)
+		}
+		for _, n := range image.Nodes() {
+			for _, recs := range [][]*messages.MetadataRecord{image.Fence(n.ID), image.Unfence(n.ID)} {
+				d := NewDelta(image, nil)
+				for _, r := range recs {
+					require.NoError(t, d.Replay(r))
+				}
+				_ = d.Apply()
+			}
+		}
 		for _, name := range image.TopicNames() {
 			topic, _ := image.Topic(name)
 			for _, a := range topic.Assignments(1) {
@@ -251,4 +288,60 @@ func FuzzReplay(f *testing.F) {
 		}
 		_ = d.LocalChanges(1)
 	})
+}
+
+func register(id int32) []*messages.MetadataRecord {
+	return []*messages.MetadataRecord{
+		RegisterNode(&messages.RegisterNodeRequest{NodeId: id, Address: fmt.Sprintf("127.0.0.1:%d", 7000+id)}),
+		fenceRecord(id, false),
+	}
+}
+
+// A fenced node leads no partition: its partitions go to another live
+// member of their ISR, or to no leader where it was the only one, and come
+// back to it when it is unfenced.
+func TestFenceAndUnfence(t *testing.T) {
+	recs := append(append(append(register(1), register(2)...), register(3)...),
+		CreateTopic(&messages.CreateTopicRequest{Name: "one", Partitions: 1}, "id1", [][]int32{{1}}),
+		CreateTopic(&messages.CreateTopicRequest{Name: "three", Partitions: 1}, "id3", [][]int32{{1, 2, 3}}))
+	image, _ := replay(t, Empty(), recs...)
+	require.Equal(t, []int32{1, 2, 3}, image.Live())
+
+	fenced, _ := replay(t, image, image.Fence(1)...)
+	require.Equal(t, []int32{2, 3}, fenced.Live())
+	one, _ := fenced.Topic("one")
+	require.Equal(t, NoLeader, one.Partitions[0].Leader)
+	require.Equal(t, []int32{1}, one.Partitions[0].ISR, "the last member stays in the ISR")
+	require.Equal(t, int32(1), one.Partitions[0].LeaderEpoch)
+	md := fenced.Describe([]string{"one"}, View{DirPath: func(int32, string) string { return "" }})
+	require.Equal(t, messages.ErrorCode_LEADER_NOT_AVAILABLE, md[0].Partitions[0].Error)
+	require.Empty(t, md[0].Partitions[0].LeaderAddress)
+	three, _ := fenced.Topic("three")
+	require.Equal(t, int32(2), three.Partitions[0].Leader)
+	require.Equal(t, []int32{2, 3}, three.Partitions[0].ISR)
+	require.Nil(t, fenced.Fence(1), "fencing twice changes nothing")
+
+	back, _ := replay(t, fenced, fenced.Unfence(1)...)
+	one, _ = back.Topic("one")
+	require.Equal(t, int32(1), one.Partitions[0].Leader)
+	require.Equal(t, int32(2), one.Partitions[0].LeaderEpoch)
+	require.Equal(t, int32(2), one.Partitions[0].PartitionEpoch)
+	three, _ = back.Topic("three")
+	require.Equal(t, int32(2), three.Partitions[0].Leader, "a partition with a leader keeps it")
+	require.Nil(t, back.Unfence(1))
+
+	// The image a delta was made over is a value.
+	one, _ = image.Topic("one")
+	require.Equal(t, int32(1), one.Partitions[0].Leader)
+	require.Equal(t, int32(0), one.Partitions[0].LeaderEpoch)
+}
+
+func TestRegisterAgainFences(t *testing.T) {
+	image, _ := replay(t, Empty(), register(1)...)
+	n, _ := image.Node(1)
+	require.False(t, n.Fenced)
+	image, _ = replay(t, image, RegisterNode(&messages.RegisterNodeRequest{NodeId: 1, Address: "127.0.0.1:9", Incarnation: 2}))
+	n, _ = image.Node(1)
+	require.True(t, n.Fenced, "a node registered again is fenced until it is unfenced")
+	require.Equal(t, "127.0.0.1:9", image.Address(1))
 }
