@@ -22,6 +22,7 @@ import (
 //	version=1
 //	node.id=<the node that owns the directory>
 //	directory.id=<22 characters: 16 random bytes, base64url without padding>
+//	cluster.id=<the cluster's id, once the node has joined one>
 //
 // The directory id is what the metadata keeps for the directory of each
 // partition (KIP-858), so that a path may change without the metadata
@@ -40,6 +41,9 @@ type MetaProperties struct {
 	Version     int
 	NodeID      int32
 	DirectoryID string
+	// ClusterID is the cluster the directory belongs to, "" until the
+	// node has joined one.
+	ClusterID string
 }
 
 // ParseMetaProperties decodes a meta.properties file. It never panics: a
@@ -78,6 +82,8 @@ func ParseMetaProperties(data []byte) (MetaProperties, error) {
 				return mp, fmt.Errorf("%w: directory.id %q is not 16 bytes in base64url", ErrMetaProperties, value)
 			}
 			mp.DirectoryID = value
+		case "cluster.id":
+			mp.ClusterID = value
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -96,7 +102,11 @@ func ParseMetaProperties(data []byte) (MetaProperties, error) {
 
 // Encode is the file's content.
 func (mp MetaProperties) Encode() []byte {
-	return fmt.Appendf(nil, "version=%d\nnode.id=%d\ndirectory.id=%s\n", mp.Version, mp.NodeID, mp.DirectoryID)
+	b := fmt.Appendf(nil, "version=%d\nnode.id=%d\ndirectory.id=%s\n", mp.Version, mp.NodeID, mp.DirectoryID)
+	if mp.ClusterID != "" {
+		b = fmt.Appendf(b, "cluster.id=%s\n", mp.ClusterID)
+	}
+	return b
 }
 
 // validDirID reports whether id is a directory id: 16 bytes in base64url
@@ -118,26 +128,52 @@ func NewDirID() string {
 // id when there is none. A file that is damaged, or names another node, is
 // an error and is left as it is: the directory may belong to another node.
 func EnsureDirID(fsys disk.FS, path string, nodeID int32) (string, error) {
+	mp, err := EnsureMetaProperties(fsys, path, nodeID)
+	return mp.DirectoryID, err
+}
+
+// EnsureMetaProperties returns the MetaPropertiesFile of the directory path
+// of node nodeID, which it first writes (durably) with a new directory id
+// when there is none. A file that is damaged, or names another node, is an
+// error and is left as it is: the directory may belong to another node.
+func EnsureMetaProperties(fsys disk.FS, path string, nodeID int32) (MetaProperties, error) {
 	file := filepath.Join(path, MetaPropertiesFile)
 	data, err := readFile(fsys, file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		mp := MetaProperties{Version: metaPropertiesVersion, NodeID: nodeID, DirectoryID: NewDirID()}
 		if err := writeFileAtomic(fsys, path, MetaPropertiesFile, mp.Encode()); err != nil {
-			return "", fmt.Errorf("disks: writing %s: %w", file, err)
+			return MetaProperties{}, fmt.Errorf("disks: writing %s: %w", file, err)
 		}
-		return mp.DirectoryID, nil
+		return mp, nil
 	case err != nil:
-		return "", fmt.Errorf("disks: reading %s: %w", file, err)
+		return MetaProperties{}, fmt.Errorf("disks: reading %s: %w", file, err)
 	}
 	mp, err := ParseMetaProperties(data)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", file, err)
+		return MetaProperties{}, fmt.Errorf("%s: %w", file, err)
 	}
 	if mp.NodeID != nodeID {
-		return "", fmt.Errorf("%w: %s belongs to node %d, not to this node %d", ErrMetaProperties, file, mp.NodeID, nodeID)
+		return MetaProperties{}, fmt.Errorf("%w: %s belongs to node %d, not to this node %d", ErrMetaProperties, file, mp.NodeID, nodeID)
 	}
-	return mp.DirectoryID, nil
+	return mp, nil
+}
+
+// SetClusterID records clusterID in the MetaPropertiesFile of the directory
+// path of node nodeID, durably. The file must exist (EnsureMetaProperties).
+func SetClusterID(fsys disk.FS, path string, nodeID int32, clusterID string) error {
+	mp, err := EnsureMetaProperties(fsys, path, nodeID)
+	if err != nil {
+		return err
+	}
+	if mp.ClusterID == clusterID {
+		return nil
+	}
+	mp.ClusterID = clusterID
+	if err := writeFileAtomic(fsys, path, MetaPropertiesFile, mp.Encode()); err != nil {
+		return fmt.Errorf("disks: writing %s: %w", filepath.Join(path, MetaPropertiesFile), err)
+	}
+	return nil
 }
 
 // readFile returns the content of name.

@@ -60,7 +60,7 @@ func TestParseMetaProperties(t *testing.T) {
 	good := "#\n# written by Kafka\nversion=1\nnode.id=7\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAA\ncluster.id=abc\n"
 	mp, err := ParseMetaProperties([]byte(good))
 	require.NoError(t, err)
-	require.Equal(t, MetaProperties{Version: 1, NodeID: 7, DirectoryID: "AAAAAAAAAAAAAAAAAAAAAA"}, mp)
+	require.Equal(t, MetaProperties{Version: 1, NodeID: 7, DirectoryID: "AAAAAAAAAAAAAAAAAAAAAA", ClusterID: "abc"}, mp)
 	back, err := ParseMetaProperties(mp.Encode())
 	require.NoError(t, err)
 	require.Equal(t, mp, back)
@@ -96,4 +96,19 @@ func FuzzParseMetaProperties(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, mp, back)
 	})
+}
+
+func TestSetClusterID(t *testing.T) {
+	fsys := disk.NewMemFS()
+	require.NoError(t, fsys.MkdirAll("/d0", 0o755))
+	require.NoError(t, fsys.SyncDir("/"))
+	id, err := EnsureDirID(fsys, "/d0", 1)
+	require.NoError(t, err)
+	require.NoError(t, SetClusterID(fsys, "/d0", 1, "cluster-a"))
+	fsys.Crash()
+	mp, err := EnsureMetaProperties(fsys, "/d0", 1)
+	require.NoError(t, err)
+	require.Equal(t, "cluster-a", mp.ClusterID, "durable")
+	require.Equal(t, id, mp.DirectoryID, "the directory keeps its id")
+	require.Error(t, SetClusterID(fsys, "/d0", 2, "cluster-a"), "another node's directory")
 }
