@@ -298,8 +298,7 @@ func (p *Peer) isMember(id uint64) bool {
 	if len(cs.GetVoters()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
 		return true
 	}
-	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id) ||
-		slices.Contains(cs.GetLearners(), id) || slices.Contains(cs.GetLearnersNext(), id)
+	return p.IsMember(id)
 }
 
 // Propose proposes data as a new entry; a follower forwards it to the
@@ -526,4 +525,22 @@ func (p *Peer) TransferLeadership(to uint64) {
 			return nil
 		})
 	}
+}
+
+// Campaign makes this node campaign at once, without waiting an election
+// timeout: for a quorum of one, which need not wait to hear from anyone.
+// Call Handle after it.
+func (p *Peer) Campaign() error {
+	if p.err != nil {
+		return p.err
+	}
+	return p.guard("campaign", func() error { return p.rn.Campaign() })
+}
+
+// IsMember reports whether node id is a voter or learner of the
+// configuration as of the last entry applied.
+func (p *Peer) IsMember(id uint64) bool {
+	cs := p.confState
+	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id) ||
+		slices.Contains(cs.GetLearners(), id) || slices.Contains(cs.GetLearnersNext(), id)
 }
