@@ -1098,8 +1098,11 @@ type CreateTopicRequest struct {
 	// replication_factor is the number of replicas of each partition; 0
 	// takes the cluster's default (1).
 	ReplicationFactor int32 `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// retried is set on a create sent again after its answer was lost: one
+	// that finds its topic as asked answers success.
+	Retried       bool `protobuf:"varint,6,opt,name=retried,proto3" json:"retried,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTopicRequest) Reset() {
@@ -1165,6 +1168,13 @@ func (x *CreateTopicRequest) GetReplicationFactor() int32 {
 		return x.ReplicationFactor
 	}
 	return 0
+}
+
+func (x *CreateTopicRequest) GetRetried() bool {
+	if x != nil {
+		return x.Retried
+	}
+	return false
 }
 
 type CreateTopicResponse struct {
@@ -2131,7 +2141,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x0erecovery_point\x18\v \x01(\x03R\rrecoveryPoint\x12\x1b\n" +
 	"\tmoving_to\x18\f \x01(\tR\bmovingTo\x12*\n" +
 	"\x11move_copied_bytes\x18\r \x01(\x03R\x0fmoveCopiedBytes\x12)\n" +
-	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\x9a\x02\n" +
+	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\xb4\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2139,7 +2149,8 @@ const file_depot_proto_rawDesc = "" +
 	"partitions\x12@\n" +
 	"\aconfigs\x18\x03 \x03(\v2&.depot.CreateTopicRequest.ConfigsEntryR\aconfigs\x12#\n" +
 	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12-\n" +
-	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x1a:\n" +
+	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x12\x18\n" +
+	"\aretried\x18\x06 \x01(\bR\aretried\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +

@@ -1,25 +1,39 @@
-// Package controller is the node's controller actor: it owns the metadata
-// log, turns requests into metadata records (actors/metadata), persists
-// them, replays them into the image, and has the node's partition manager
-// act on what changed for this node. It is a quorum of one, the node itself;
-// the metadata log is written so that it can be replicated and applied on
-// every node.
+// Package controller is the node's controller actor: it drives the node's
+// replica of the metadata log, a raft log (actors/quorum over
+// go.etcd.io/raft/v3), applies what the log commits to the metadata image
+// (actors/metadata), and has the node's partition manager act on what
+// changed for this node. Every node runs one: the nodes named as voters
+// elect the active controller among them, the others follow the log as
+// raft learners, as Kafka brokers follow the metadata log. The active
+// controller, the raft leader, turns requests into metadata records and
+// proposes them; requests asked of another node are forwarded to it.
+//
+// The controller also keeps the node's own registration: it registers the
+// node with the active controller and heartbeats, and the active
+// controller fences the nodes whose session lapses (lifecycle.go).
 package controller
 
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
-	"google.golang.org/protobuf/proto"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/metadata"
+	"github.com/depot-dev/depot/actors/quorum"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
-	"github.com/depot-dev/depot/wire"
 )
 
 // Defaults of the controller.
@@ -27,10 +41,27 @@ const (
 	// DefaultManagerTimeout is how long the controller waits for the
 	// partition manager to start or stop a topic's partitions.
 	DefaultManagerTimeout = 10 * time.Second
-	// metadataReadBytes is how much of the metadata log replay reads at once.
-	metadataReadBytes = 1 << 20
-	// metadataSegmentBytes is the segment size of the metadata log.
-	metadataSegmentBytes = 64 << 20
+	// DefaultTickInterval is the raft tick: with DefaultElectionTicks, an
+	// election timeout of 1 s.
+	DefaultTickInterval = 100 * time.Millisecond
+	// DefaultElectionTicks is raft's election timeout in ticks.
+	DefaultElectionTicks = 10
+	// DefaultHeartbeatInterval is how often a node heartbeats to the
+	// active controller, Kafka's broker.heartbeat.interval.ms.
+	DefaultHeartbeatInterval = 2 * time.Second
+	// DefaultSessionTimeout is how long a node stays unfenced without a
+	// heartbeat, near Kafka's broker.session.timeout.ms (9 s).
+	DefaultSessionTimeout = 9 * time.Second
+	// DefaultSnapshotEvery is how many applied entries of the metadata log
+	// are followed by a snapshot, after which the log before it is
+	// compacted.
+	DefaultSnapshotEvery = 1000
+	// DefaultChangeWait is how long a change waits for an active controller
+	// to be known before it is answered NOT_CONTROLLER.
+	DefaultChangeWait = 5 * time.Second
+	// snapshotChunkBytes bounds the chunks a snapshot travels in, well
+	// under gRPC's 4 MiB message limit.
+	snapshotChunkBytes = 512 << 10
 )
 
 // ErrMetadataLog is wrapped by the errors of a metadata log that cannot be
@@ -41,13 +72,29 @@ var ErrMetadataLog = errors.New("controller: bad metadata log")
 type Config struct {
 	// FS is the file system of the metadata log (disk.OS in production).
 	FS disk.FS
-	// Dir is the metadata log's own directory, e.g. <data-dir>/meta.
+	// Dir is the metadata directory, e.g. <data-dir>/meta: the raft log is
+	// in its raft subdirectory, and a single node's metadata log of older
+	// versions in the directory itself.
 	Dir string
-	// NodeID is this node's id: the leader of every partition it places.
+	// NodeID is this node's id, raft's node id: never 0.
 	NodeID int32
-	// Address is this node's actor address (host:port of protoactor remote),
-	// given to clients as the leader_address of partitions.
+	// Address is this node's actor address (host:port of protoactor
+	// remote), registered as the node's address.
 	Address string
+	// Rack is the node's rack, "" for none.
+	Rack string
+	// KafkaAddress is the node's Kafka listener, "" for none.
+	KafkaAddress string
+	// Voters maps the node ids of the controller quorum's voters to their
+	// actor addresses (Kafka's controller.quorum.voters). Empty: a quorum
+	// of one, this node.
+	Voters map[int32]string
+	// ClusterID is the cluster the node's data dir belongs to, "" for a new
+	// data dir. A node refuses a cluster of another id.
+	ClusterID string
+	// SaveClusterID records the cluster's id in the data dir once the node
+	// is registered in a cluster it did not know. Nil records nothing.
+	SaveClusterID func(id string) error
 	// LogDirs maps the id of each of this node's log directories to its
 	// path, for describing partitions and for reading records written
 	// before directory ids, which name paths. Directories added later are
@@ -58,124 +105,298 @@ type Config struct {
 	// ManagerTimeout bounds each request to the partition manager. Default
 	// DefaultManagerTimeout (10 s).
 	ManagerTimeout time.Duration
-	// Now is the clock of the records' timestamps. Default time.Now.
+	// TickInterval is raft's tick. Default DefaultTickInterval.
+	TickInterval time.Duration
+	// ElectionTicks is raft's election timeout in ticks. Default
+	// DefaultElectionTicks.
+	ElectionTicks int
+	// HeartbeatInterval and SessionTimeout are the node's session with the
+	// active controller. Defaults DefaultHeartbeatInterval and
+	// DefaultSessionTimeout.
+	HeartbeatInterval time.Duration
+	SessionTimeout    time.Duration
+	// SnapshotEvery is the number of entries between snapshots. Default
+	// DefaultSnapshotEvery.
+	SnapshotEvery uint64
+	// Now is the clock of sessions. Default time.Now.
 	Now func() time.Time
 	// Logger is the actor's logger. Default: a logger that discards.
 	Logger *logrus.Entry
 }
 
-// NewProps returns the props of the controller.
-//
-// Every change is a messages.MetadataRecord generated from the current
-// image, appended to a log in cfg.Dir and synced before it is replayed and
-// the request that caused it answered; on Started the actor replays that
-// log, so a restart brings every topic back. The image is the result of
-// replaying the records in order, and nothing else.
+func (c Config) withDefaults() Config {
+	if c.ManagerTimeout <= 0 {
+		c.ManagerTimeout = DefaultManagerTimeout
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = DefaultTickInterval
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = DefaultElectionTicks
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.Logger == nil {
+		c.Logger = actors.DiscardLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if len(c.Voters) == 0 {
+		c.Voters = map[int32]string{c.NodeID: c.Address}
+	}
+	return c
+}
+
+// NewProps returns the props of the controller, to be spawned as
+// actors.MetadataActorName: the voters reach each other by that name.
 //
 // It answers CreateTopicRequest, DeleteTopicRequest, MetadataRequest,
-// InitProducerIdRequest and AssignReplicaDirsRequest. Like every actor it
-// is not shared: all access is through its mailbox.
+// ClusterInfoRequest, InitProducerIdRequest, AssignReplicaDirsRequest,
+// RegisterNodeRequest and NodeHeartbeatRequest, and takes raft's messages
+// (raftpb.Message, and messages.RaftChunk for snapshots) from the other
+// nodes' controllers. Like every actor it is not shared: all access is
+// through its mailbox.
 //
-// Log layout: a disk.Log of Kafka record batches, each holding the records
-// of one change (one record each but for directory assignments, which come
-// together), whose values are proto-marshalled messages.MetadataRecord (no
-// key, timestamp the time of the change). A torn tail (a crash mid-append)
-// is cut by the log's recovery, losing only the change that was never
-// answered.
+// A change is answered once its records are committed by the quorum and
+// applied here, and this node's partitions have acted on it. The image is
+// the result of applying the committed records in order, and nothing else.
 func NewProps(cfg Config) *actor.Props {
-	if cfg.ManagerTimeout <= 0 {
-		cfg.ManagerTimeout = DefaultManagerTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = actors.DiscardLogger()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg = cfg.withDefaults()
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "metadata", "node": cfg.NodeID})
 	return actors.Props(func() actor.Actor {
 		return &controllerActor{cfg: cfg, logger: logger}
 	}, logger)
 }
 
+// tick is the controller's timer message.
+type tick struct{}
+
 // controllerActor is the state of the controller. Not shared: all access is
 // through its mailbox.
 type controllerActor struct {
 	cfg    Config
 	logger *logrus.Entry
+	self   *actor.PID
 
-	log *disk.Log
+	storage *quorum.Storage
+	peer    *quorum.Peer
 	// failed is why the metadata log cannot be written (it did not open, or
 	// an append or sync failed); changes are then refused.
 	failed error
+	// legacy is the image of an older single node's metadata log, taken
+	// into the raft log when the quorum first forms.
+	legacy *metadata.Image
 
-	image *metadata.Image
+	image   *metadata.Image
+	applied uint64
+	// replaying is set while the entries the log held at start are
+	// applied: the node starts their partitions itself.
+	replaying bool
 	// dirPaths maps this node's log directory ids to their paths.
 	dirPaths map[string]string
 	// nextProducerID is the next producer id to hand out; ids below the
 	// image's ProducerIDsEnd are reserved by the log.
 	nextProducerID int64
 
-	builder *wire.Builder
-	batch   []byte
+	// leader is the raft leader as last seen, 0 for none.
+	leader uint64
+	// changes are the changes asked of this node as the active
+	// controller, in order, waiting for inflight, the one proposed, to be
+	// applied.
+	changes  []*change
+	inflight *change
+	// proposal numbers this node's proposals.
+	proposal uint64
+	// waiting are changes asked while no active controller is known.
+	waiting []waitingChange
+
+	// acts are the steps the partition manager is asked to take, in the
+	// order of the entries that caused them; the first runs.
+	acts   []act
+	acting bool
+	// dirChanges counts the changes in flight that record the directories
+	// chosen for new partitions; afterDirs wait for them.
+	dirChanges int
+	afterDirs  []func()
+
+	// assembler rebuilds snapshots that arrive in chunks.
+	assembler *quorum.Assembler
+
+	life lifecycle
+
+	// outboxes send to other nodes, by address.
+	outboxes map[string]outboxRef
+	// endpoints is the subscription to lost remote endpoints.
+	endpoints *eventstream.Subscription
+
+	cancelTicks scheduler.CancelFunc
 }
 
 // Receive dispatches.
 func (a *controllerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.onStarted()
+		a.onStarted(ctx)
 	case *actor.Stopping:
-		a.closeLog()
+		a.close(ctx)
 	case *actor.Restarting:
-		a.closeLog()
-	case *actor.Stopped:
-	case *messages.CreateTopicRequest:
-		a.onCreateTopic(ctx, m)
-	case *messages.DeleteTopicRequest:
-		a.onDeleteTopic(ctx, m)
+		a.close(ctx)
+	case *actor.Stopped, *actor.Terminated:
+	case tick:
+		a.onTick(ctx)
+	case *raftpb.Message:
+		a.step(ctx, m)
+	case *messages.RaftChunk:
+		a.onChunk(ctx, m)
+	case *remote.EndpointTerminatedEvent:
+		a.onEndpointLost(ctx, m.Address)
 	case *messages.MetadataRequest:
 		ctx.Respond(a.metadata(m))
+	case *messages.ClusterInfoRequest:
+		ctx.Respond(a.clusterInfo())
+	case *messages.CreateTopicRequest:
+		a.onChange(ctx, m)
+	case *messages.DeleteTopicRequest:
+		a.onChange(ctx, m)
 	case *messages.InitProducerIdRequest:
-		ctx.Respond(a.initProducerID())
+		a.onChange(ctx, m)
 	case *messages.AssignReplicaDirsRequest:
-		resp := a.assignDirs(m.GetAssignments())
-		if ctx.Sender() != nil {
-			ctx.Respond(resp)
+		a.learnDirs(m.GetAssignments())
+		a.onChange(ctx, m)
+	case *messages.RegisterNodeRequest:
+		a.onChange(ctx, m)
+	case *messages.NodeHeartbeatRequest:
+		a.onHeartbeat(ctx, m)
+	case *AwaitRegistration:
+		a.onAwaitRegistration(ctx)
+	case *ControlledShutdown:
+		timeout := m.Timeout
+		if timeout <= 0 {
+			timeout = 5 * time.Second
 		}
+		a.onControlledShutdown(ctx, &shutdownStep{sender: ctx.Sender(), deadline: a.cfg.Now().Add(timeout)})
 	default:
 		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
 	}
 }
 
-func (a *controllerActor) onStarted() {
+func (a *controllerActor) onStarted(ctx actor.Context) {
+	a.self = ctx.Self()
 	a.image = metadata.Empty()
-	a.dirPaths = make(map[string]string, len(a.cfg.LogDirs))
-	for id, path := range a.cfg.LogDirs {
-		a.dirPaths[id] = path
+	a.dirPaths = maps.Clone(a.cfg.LogDirs)
+	if a.dirPaths == nil {
+		a.dirPaths = map[string]string{}
 	}
-	a.builder = wire.NewBuilder(wire.NoProducer)
-	logCfg := disk.DefaultConfig()
-	logCfg.SegmentBytes = metadataSegmentBytes
-	logCfg.RetentionMs = -1
-	logCfg.RetentionBytes = -1
-	log, err := disk.Open(a.cfg.FS, a.cfg.Dir, disk.Options{Config: logCfg, LeaderEpoch: disk.NoLeaderEpoch, Logger: a.logger.WithField("dir", a.cfg.Dir)})
-	if err != nil {
-		a.failed = fmt.Errorf("controller: open metadata log %s: %w", a.cfg.Dir, err)
+	a.assembler = quorum.NewAssembler(0)
+	a.outboxes = map[string]outboxRef{}
+	a.life = newLifecycle()
+	root, self := ctx.ActorSystem().Root, a.self
+	a.endpoints = ctx.ActorSystem().EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*remote.EndpointTerminatedEvent); ok {
+			root.Send(self, e)
+		}
+	})
+	a.cancelTicks = scheduler.NewTimerScheduler(ctx).SendRepeatedly(a.cfg.TickInterval, a.cfg.TickInterval, a.self, tick{})
+	if err := a.open(); err != nil {
+		a.failed = err
 		a.logger.WithError(err).Error("metadata log did not open; refusing changes")
 		return
 	}
-	a.log = log
-	records, err := a.replay()
-	if err != nil {
-		a.failed = err
-		a.logger.WithError(err).Error("metadata log did not replay; refusing changes")
-		return
+	// Apply what the log already commits, so that the node starts its
+	// partitions from the image it had; the node starts them itself.
+	a.replaying = true
+	a.ready(ctx)
+	a.replaying = false
+	if len(a.cfg.Voters) == 1 && a.cfg.Voters[a.cfg.NodeID] != "" {
+		// A quorum of one need not wait an election timeout.
+		if err := a.peer.Campaign(); err != nil {
+			a.logger.WithError(err).Warn("campaign")
+		}
+		a.ready(ctx)
 	}
-	// Ids of a block reserved before the restart may have been handed out:
-	// continue after it.
-	a.nextProducerID = a.image.ProducerIDsEnd()
-	a.logger.WithFields(logrus.Fields{"records": records, "topics": len(a.image.TopicNames())}).Info("metadata loaded")
+	a.lifecycleTick(ctx)
+	a.logger.WithFields(logrus.Fields{"applied": a.applied, "topics": len(a.image.TopicNames()), "voters": len(a.cfg.Voters)}).Info("metadata loaded")
+}
+
+// open opens the raft log, and the old metadata log of a single node when
+// the raft log is new.
+func (a *controllerActor) open() error {
+	raftDir := filepath.Join(a.cfg.Dir, "raft")
+	// The storage creates its directory, durably.
+	storage, err := quorum.OpenStorage(a.cfg.FS, raftDir, a.logger.WithField("dir", raftDir))
+	if err != nil {
+		return fmt.Errorf("controller: open metadata log %s: %w", raftDir, err)
+	}
+	a.storage = storage
+	_, isVoter := a.cfg.Voters[a.cfg.NodeID]
+	if storage.Empty() {
+		old, err := hasLegacyLog(a.cfg.FS, a.cfg.Dir)
+		if err != nil {
+			return fmt.Errorf("controller: metadata log %s: %w", a.cfg.Dir, err)
+		}
+		if old {
+			if len(a.cfg.Voters) != 1 || !isVoter {
+				return fmt.Errorf("controller: %s holds the metadata of a single node, which can seed only a quorum of one: start this node alone first, then add nodes", a.cfg.Dir)
+			}
+			image, records, err := readLegacyLog(a.cfg.FS, a.cfg.Dir, a.legacyDir, a.logger.WithField("dir", a.cfg.Dir))
+			if err != nil {
+				return err
+			}
+			a.legacy = image
+			a.logger.WithFields(logrus.Fields{"records": records, "topics": len(image.TopicNames())}).Info("metadata of a single node found; it seeds the quorum")
+		}
+	}
+	var voters []uint64
+	if isVoter {
+		for id := range a.cfg.Voters {
+			voters = append(voters, uint64(id))
+		}
+		slices.Sort(voters)
+	}
+	a.peer, err = quorum.NewPeer(quorum.Config{
+		ID:            uint64(a.cfg.NodeID),
+		Storage:       storage,
+		Voters:        voters,
+		ElectionTick:  a.cfg.ElectionTicks,
+		HeartbeatTick: 1,
+		SnapshotEvery: a.cfg.SnapshotEvery,
+		Logger:        a.logger.WithField("raft", a.cfg.NodeID),
+		StateMachine:  (*stateMachine)(a),
+	})
+	if err != nil {
+		return fmt.Errorf("controller: metadata log %s: %w", raftDir, err)
+	}
+	return nil
+}
+
+func (a *controllerActor) close(ctx actor.Context) {
+	if a.endpoints != nil {
+		ctx.ActorSystem().EventStream.Unsubscribe(a.endpoints)
+		a.endpoints = nil
+	}
+	if a.cancelTicks != nil {
+		a.cancelTicks()
+		a.cancelTicks = nil
+	}
+	a.failAll(messages.ErrorCode_NOT_CONTROLLER, "the controller is stopping")
+	if a.storage != nil {
+		if err := a.storage.Close(); err != nil {
+			a.logger.WithError(err).Error("close metadata log")
+		}
+		a.storage = nil
+		a.peer = nil
+	}
+	if a.failed == nil {
+		a.failed = fmt.Errorf("controller: metadata log %s: %w", a.cfg.Dir, disk.ErrClosed)
+	}
 }
 
 // legacyDir resolves the path of a record written before directory ids to
@@ -192,112 +413,161 @@ func (a *controllerActor) legacyDir(nodeID int32, path string) string {
 	return ""
 }
 
-// replay folds every record of the log into one delta, in order, applies it
-// and returns the number of records.
-func (a *controllerActor) replay() (int, error) {
-	var (
-		buf     []byte
-		records int
-	)
-	delta := metadata.NewDelta(a.image, a.legacyDir)
-	offset := a.log.StartOffset()
-	for offset < a.log.EndOffset() {
-		var err error
-		buf, err = a.log.Read(offset, metadataReadBytes, buf[:0])
-		if err != nil {
-			return records, fmt.Errorf("controller: read metadata log %s at offset %d: %w", a.cfg.Dir, offset, err)
-		}
-		start := offset
-		_, err = wire.Batches(buf, func(batch []byte, h wire.Header) error {
-			err := wire.Records(batch, func(r wire.Record) error {
-				var rec messages.MetadataRecord
-				if err := proto.Unmarshal(r.Value, &rec); err != nil {
-					return fmt.Errorf("%w %s: record at offset %d: %w", ErrMetadataLog, a.cfg.Dir, r.Offset, err)
-				}
-				a.replayOne(delta, &rec)
-				records++
-				return nil
-			})
-			offset = h.NextOffset()
-			return err
-		})
-		if err != nil {
-			return records, err
-		}
-		if offset == start {
-			return records, fmt.Errorf("%w %s: no whole batch at offset %d", ErrMetadataLog, a.cfg.Dir, offset)
-		}
-	}
-	a.image = delta.Apply()
-	return records, nil
-}
-
-// replayOne folds rec into delta, logging what it could not take.
-func (a *controllerActor) replayOne(delta *metadata.Delta, rec *messages.MetadataRecord) {
-	if err := delta.Replay(rec); err != nil {
-		a.logger.WithError(err).Warn("metadata record not replayed as written")
-	}
-}
-
-// persist appends recs to the metadata log in one batch and syncs it, then
-// replays them into the image and returns their delta. On failure nothing
-// is replayed and later changes are refused: what reached the log is
-// unknown until a restart replays it.
-func (a *controllerActor) persist(recs ...*messages.MetadataRecord) (*metadata.Delta, error) {
-	if a.failed != nil {
-		return nil, a.failed
-	}
-	a.builder.Reset(wire.NoProducer)
-	now := a.cfg.Now().UnixMilli()
-	for _, rec := range recs {
-		value, err := proto.Marshal(rec)
-		if err != nil {
-			return nil, fmt.Errorf("controller: marshal metadata record: %w", err)
-		}
-		a.builder.Append(now, nil, value, nil)
-	}
-	var err error
-	a.batch, err = a.builder.AppendTo(a.batch[:0])
-	if err != nil {
-		return nil, fmt.Errorf("controller: build metadata records: %w", err)
-	}
-	if _, err := a.log.Append(a.batch); err != nil {
-		return nil, a.fail(fmt.Errorf("controller: append to metadata log %s: %w", a.cfg.Dir, err))
-	}
-	if err := a.log.Sync(); err != nil {
-		return nil, a.fail(fmt.Errorf("controller: sync metadata log %s: %w", a.cfg.Dir, err))
-	}
-	delta := metadata.NewDelta(a.image, a.legacyDir)
-	for _, rec := range recs {
-		a.replayOne(delta, rec)
-	}
-	a.image = delta.Apply()
-	return delta, nil
-}
-
-func (a *controllerActor) fail(err error) error {
-	a.failed = err
-	a.logger.WithError(err).Error("metadata log failed; refusing changes")
-	return err
-}
-
-func (a *controllerActor) closeLog() {
-	if a.log == nil {
+func (a *controllerActor) onTick(ctx actor.Context) {
+	if a.peer == nil {
 		return
 	}
-	if err := a.log.Close(); err != nil {
-		a.logger.WithError(err).Error("close metadata log")
+	a.peer.Tick()
+	a.ready(ctx)
+	a.retryWaiting(ctx)
+	a.lifecycleTick(ctx)
+}
+
+// step hands a message of another node's raft to ours.
+func (a *controllerActor) step(ctx actor.Context, m *raftpb.Message) {
+	if a.peer == nil {
+		return
 	}
-	a.log = nil
-	if a.failed == nil {
-		a.failed = fmt.Errorf("controller: metadata log %s: %w", a.cfg.Dir, disk.ErrClosed)
+	if !a.known(m.GetFrom()) {
+		a.logger.WithFields(logrus.Fields{"from": m.GetFrom(), "type": m.GetType().String()}).Warn("raft message from a node that is not a member dropped")
+		return
 	}
+	if err := a.peer.Step(m); err != nil {
+		a.logger.WithError(err).WithField("from", m.GetFrom()).Debug("raft message not taken")
+	}
+	a.ready(ctx)
+}
+
+func (a *controllerActor) onChunk(ctx actor.Context, c *messages.RaftChunk) {
+	m, err := a.assembler.Add(c)
+	if err != nil {
+		a.logger.WithError(err).WithField("from", c.GetFrom()).Warn("snapshot chunk dropped")
+		return
+	}
+	if m != nil {
+		a.step(ctx, m)
+	}
+}
+
+// known reports whether node id may send raft messages here: a voter, or
+// a registered node.
+func (a *controllerActor) known(id uint64) bool {
+	if _, ok := a.cfg.Voters[int32(id)]; ok {
+		return true
+	}
+	_, ok := a.image.Node(int32(id))
+	return ok
+}
+
+// ready persists, sends and applies what raft has ready, and then acts on
+// a change of leader.
+func (a *controllerActor) ready(ctx actor.Context) {
+	if a.peer == nil || a.failed != nil {
+		return
+	}
+	msgs, err := a.peer.Handle()
+	if err != nil {
+		a.failed = fmt.Errorf("controller: metadata log %s: %w", a.cfg.Dir, err)
+		a.logger.WithError(err).Error("metadata log failed; refusing changes")
+		a.failAll(messages.ErrorCode_KAFKA_STORAGE_ERROR, messages.ErrorText(a.failed))
+		return
+	}
+	for _, m := range msgs {
+		a.send(ctx, m)
+	}
+	if leader := a.peer.Leader(); leader != a.leader {
+		a.onLeaderChange(ctx, a.leader, leader)
+	}
+	a.proposeNext(ctx)
+	a.runActs(ctx)
+	a.answerWaiters(ctx)
+}
+
+// send delivers a raft message to its node's controller; snapshots go in
+// chunks.
+func (a *controllerActor) send(ctx actor.Context, m *raftpb.Message) {
+	to := m.GetTo()
+	if to == uint64(a.cfg.NodeID) {
+		return
+	}
+	pid := a.controllerOf(int32(to))
+	if pid == nil {
+		a.peer.ReportUnreachable(to)
+		if m.GetType() == raftpb.MessageType_MsgSnap {
+			a.peer.ReportSnapshot(to, raft.SnapshotFailure)
+		}
+		return
+	}
+	if m.GetType() != raftpb.MessageType_MsgSnap {
+		if !a.sendTo(ctx, pid, m, nil) {
+			a.peer.ReportUnreachable(to)
+		}
+		return
+	}
+	chunks, err := quorum.SplitSnapshot(m, snapshotChunkBytes)
+	if err != nil {
+		a.logger.WithError(err).WithField("to", to).Error("snapshot not sent")
+		a.peer.ReportSnapshot(to, raft.SnapshotFailure)
+		return
+	}
+	for _, c := range chunks {
+		if !a.sendTo(ctx, pid, c, nil) {
+			a.peer.ReportSnapshot(to, raft.SnapshotFailure)
+			return
+		}
+	}
+	// Delivery is at most once: a snapshot lost on the way leaves the
+	// follower behind, and the leader's probe finds it and sends another.
+	a.peer.ReportSnapshot(to, raft.SnapshotFinish)
+}
+
+// controllerOf is the controller actor of node id, nil when its address is
+// unknown.
+func (a *controllerActor) controllerOf(id int32) *actor.PID {
+	if id == a.cfg.NodeID {
+		return a.self
+	}
+	addr := a.image.Address(id)
+	if addr == "" {
+		addr = a.cfg.Voters[id]
+	}
+	if addr == "" {
+		return nil
+	}
+	return actor.NewPID(addr, actors.MetadataActorName)
+}
+
+// onEndpointLost tells raft that the nodes at addr are unreachable, and the
+// lifecycle that their connection dropped.
+func (a *controllerActor) onEndpointLost(ctx actor.Context, addr string) {
+	for _, id := range a.nodesAt(addr) {
+		if a.peer != nil {
+			a.peer.ReportUnreachable(uint64(id))
+		}
+		a.life.lost(id, a.cfg.Now())
+	}
+	a.ready(ctx)
+}
+
+// nodesAt are the nodes whose actor address is addr.
+func (a *controllerActor) nodesAt(addr string) []int32 {
+	var out []int32
+	for id, v := range a.cfg.Voters {
+		if v == addr {
+			out = append(out, id)
+		}
+	}
+	for _, n := range a.image.Nodes() {
+		if n.Address == addr && !slices.Contains(out, n.ID) {
+			out = append(out, n.ID)
+		}
+	}
+	return out
 }
 
 // view is how the image describes partitions from this node.
 func (a *controllerActor) view() metadata.View {
 	return metadata.View{
-		Address: func(int32) string { return a.cfg.Address },
 		DirPath: func(nodeID int32, id string) string {
 			if nodeID != a.cfg.NodeID {
 				return ""
@@ -307,179 +577,68 @@ func (a *controllerActor) view() metadata.View {
 	}
 }
 
-func (a *controllerActor) onCreateTopic(ctx actor.Context, m *messages.CreateTopicRequest) {
-	_, code, msg := a.image.ValidateCreate(m)
-	if code != messages.ErrorCode_NONE {
-		ctx.Respond(&messages.CreateTopicResponse{Error: code, ErrorMessage: msg})
-		return
-	}
-	record := metadata.CreateTopic(m, a.cfg.NodeID)
-	name := m.GetName()
-	if m.GetValidateOnly() {
-		delta := metadata.NewDelta(a.image, nil)
-		a.replayOne(delta, record)
-		t, _ := delta.Apply().Topic(name)
-		ctx.Respond(&messages.CreateTopicResponse{Topic: t.Describe(a.view())})
-		return
-	}
-	delta, err := a.persist(record)
-	if err != nil {
-		ctx.Respond(&messages.CreateTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR,
-			ErrorMessage: fmt.Sprintf("topic %q not created: %s", name, messages.ErrorText(err))})
-		return
-	}
-	t, _ := a.image.Topic(name)
-	a.logger.WithFields(logrus.Fields{"topic": name, "partitions": len(t.Partitions)}).Info("topic created")
-	a.act(ctx, delta, func(code messages.ErrorCode, msg string) {
-		resp := &messages.CreateTopicResponse{Error: code, ErrorMessage: msg}
-		if t, ok := a.image.Topic(name); ok {
-			resp.Topic = t.Describe(a.view())
-		}
-		ctx.Respond(resp)
-	})
-}
-
-func (a *controllerActor) onDeleteTopic(ctx actor.Context, m *messages.DeleteTopicRequest) {
-	name := m.GetName()
-	if _, ok := a.image.Topic(name); !ok {
-		ctx.Respond(&messages.DeleteTopicResponse{
-			Error:        messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
-			ErrorMessage: fmt.Sprintf("topic %q does not exist", name),
-		})
-		return
-	}
-	delta, err := a.persist(metadata.DeleteTopic(name))
-	if err != nil {
-		ctx.Respond(&messages.DeleteTopicResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR,
-			ErrorMessage: fmt.Sprintf("topic %q not deleted: %s", name, messages.ErrorText(err))})
-		return
-	}
-	a.logger.WithField("topic", name).Info("topic deleted")
-	a.act(ctx, delta, func(code messages.ErrorCode, msg string) {
-		ctx.Respond(&messages.DeleteTopicResponse{Error: code, ErrorMessage: msg})
-	})
-}
-
-// act has the partition manager do what delta changes for this node: stop
-// and delete the partitions of deleted topics, then start those of created
-// ones, recording the directories the node chose for them. done gets the
-// first failure, or NONE.
-func (a *controllerActor) act(ctx actor.Context, delta *metadata.Delta, done func(messages.ErrorCode, string)) {
-	changes := delta.LocalChanges(a.cfg.NodeID)
-	var steps []func(next func(messages.ErrorCode, string))
-	for _, t := range changes.Deleted {
-		stop := &messages.StopPartitionsRequest{Delete: true}
-		for _, p := range t.Assignments(a.cfg.NodeID) {
-			stop.Partitions = append(stop.Partitions, &messages.TopicPartition{Topic: p.Topic, Partition: p.Partition})
-		}
-		steps = append(steps, func(next func(messages.ErrorCode, string)) {
-			a.askManager(ctx, stop, "stop partitions", t.Name, func(any) messages.ErrorCode { return messages.ErrorCode_NONE }, next)
-		})
-	}
-	for _, t := range changes.Created {
-		start := &messages.StartPartitionsRequest{Partitions: t.Assignments(a.cfg.NodeID), Configs: t.Config.Map()}
-		steps = append(steps, func(next func(messages.ErrorCode, string)) {
-			a.askManager(ctx, start, "start partitions", t.Name, func(res any) messages.ErrorCode {
-				r := res.(*messages.StartPartitionsResponse)
-				return a.assignDirs(r.GetAssigned()).GetError()
-			}, next)
-		})
-	}
-	var run func(i int, code messages.ErrorCode, msg string)
-	run = func(i int, code messages.ErrorCode, msg string) {
-		if i == len(steps) {
-			done(code, msg)
-			return
-		}
-		steps[i](func(c messages.ErrorCode, m string) {
-			if code == messages.ErrorCode_NONE {
-				code, msg = c, m
-			}
-			run(i+1, code, msg)
-		})
-	}
-	run(0, messages.ErrorCode_NONE, "")
-}
-
-// askManager sends req to the partition manager and calls next with the
-// outcome; on success, then(res) may still turn it into a failure.
-func (a *controllerActor) askManager(ctx actor.Context, req proto.Message, what, topicName string, then func(res any) messages.ErrorCode, next func(messages.ErrorCode, string)) {
-	future := ctx.RequestFuture(a.cfg.PartitionManager, req, a.cfg.ManagerTimeout)
-	ctx.ReenterAfter(future, func(res any, err error) {
-		code, msg := managerAnswer(res, err, what)
-		if code == messages.ErrorCode_NONE {
-			if code = then(res); code != messages.ErrorCode_NONE {
-				msg = fmt.Sprintf("%s: recording the log dirs chosen failed", what)
-			}
-		}
-		if code != messages.ErrorCode_NONE {
-			a.logger.WithFields(logrus.Fields{"topic": topicName, "error": msg}).Error("partition manager failed to " + what)
-		}
-		next(code, msg)
-	})
-}
-
-// managerAnswer turns the partition manager's answer (or its absence) into
-// the error code and message for the client.
-func managerAnswer(res any, err error, what string) (messages.ErrorCode, string) {
-	if err != nil {
-		return messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s: partition manager did not answer: %s", what, messages.ErrorText(err))
-	}
-	switch r := res.(type) {
-	case *messages.StartPartitionsResponse:
-		if r.GetError() != messages.ErrorCode_NONE {
-			return r.GetError(), fmt.Sprintf("%s: %s", what, r.GetErrorMessage())
-		}
-		return messages.ErrorCode_NONE, ""
-	case *messages.StopPartitionsResponse:
-		if r.GetError() != messages.ErrorCode_NONE {
-			return r.GetError(), fmt.Sprintf("%s: %s", what, r.GetErrorMessage())
-		}
-		return messages.ErrorCode_NONE, ""
-	}
-	return messages.ErrorCode_UNKNOWN_SERVER_ERROR, fmt.Sprintf("%s: partition manager answered %T", what, res)
-}
-
-// assignDirs records the log directories that assignments name for their
-// partitions (KIP-858's AssignReplicasToDirs), in one batch, and learns the
-// paths of this node's directories from them.
-func (a *controllerActor) assignDirs(assignments []*messages.PartitionAssignment) *messages.AssignReplicaDirsResponse {
+// learnDirs learns the paths of this node's directories from assignments
+// that name them.
+func (a *controllerActor) learnDirs(assignments []*messages.PartitionAssignment) {
 	for _, p := range assignments {
 		if p.GetNodeId() == a.cfg.NodeID && p.GetDirId() != "" && p.GetLogDir() != "" {
 			a.dirPaths[p.GetDirId()] = p.GetLogDir()
 		}
 	}
-	recs := a.image.AssignDirs(assignments)
-	if len(recs) == 0 {
-		return &messages.AssignReplicaDirsResponse{}
-	}
-	if _, err := a.persist(recs...); err != nil {
-		a.logger.WithError(err).Error("recording the log dirs of partitions failed")
-		return &messages.AssignReplicaDirsResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, ErrorMessage: messages.ErrorText(err)}
-	}
-	return &messages.AssignReplicaDirsResponse{}
 }
 
-// metadata answers a MetadataRequest: every topic sorted by name, or the
-// named ones in the order asked, an unknown or invalid name with its error.
+// controllerID is the node id of the active controller, -1 when none is
+// known.
+func (a *controllerActor) controllerID() int32 {
+	if a.leader == 0 {
+		return -1
+	}
+	return int32(a.leader)
+}
+
+// brokers are the registered nodes as metadata answers give them.
+func (a *controllerActor) brokers() []*messages.Broker {
+	nodes := a.image.Nodes()
+	out := make([]*messages.Broker, 0, len(nodes))
+	for _, n := range nodes {
+		_, voter := a.cfg.Voters[n.ID]
+		out = append(out, &messages.Broker{NodeId: n.ID, Address: n.Address, Rack: n.Rack, Fenced: n.Fenced, Voter: voter, KafkaAddress: n.KafkaAddress})
+	}
+	return out
+}
+
+// metadata answers a MetadataRequest from the image: every topic sorted by
+// name, or the named ones in the order asked, an unknown or invalid name
+// with its error.
 func (a *controllerActor) metadata(m *messages.MetadataRequest) *messages.MetadataResponse {
 	return &messages.MetadataResponse{
-		Brokers:      []*messages.Broker{{NodeId: a.cfg.NodeID, Address: a.cfg.Address}},
-		ControllerId: a.cfg.NodeID,
+		Brokers:      a.brokers(),
+		ControllerId: a.controllerID(),
+		ClusterId:    a.image.ClusterID(),
 		Topics:       a.image.Describe(m.GetTopics(), a.view()),
 	}
 }
 
-// initProducerID hands out the next producer id, reserving a new block in
-// the log first when the current one is used up.
-func (a *controllerActor) initProducerID() *messages.InitProducerIdResponse {
-	if a.nextProducerID >= a.image.ProducerIDsEnd() {
-		if _, err := a.persist(a.image.ReserveProducerIDs(a.nextProducerID)); err != nil {
-			return &messages.InitProducerIdResponse{Error: messages.ErrorCode_KAFKA_STORAGE_ERROR,
-				ErrorMessage: "no producer id: " + messages.ErrorText(err)}
+// clusterInfo answers a ClusterInfoRequest: the nodes, and the quorum as
+// this node sees it.
+func (a *controllerActor) clusterInfo() *messages.ClusterInfoResponse {
+	resp := &messages.ClusterInfoResponse{
+		ClusterId:        a.image.ClusterID(),
+		ControllerLeader: a.controllerID(),
+		Nodes:            a.brokers(),
+		Applied:          a.applied,
+	}
+	// Voters that have not registered are still voters.
+	for _, id := range slices.Sorted(maps.Keys(a.cfg.Voters)) {
+		if _, ok := a.image.Node(id); !ok {
+			resp.Nodes = append(resp.Nodes, &messages.Broker{NodeId: id, Address: a.cfg.Voters[id], Fenced: true, Voter: true})
 		}
 	}
-	id := a.nextProducerID
-	a.nextProducerID++
-	return &messages.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}
+	slices.SortFunc(resp.Nodes, func(x, y *messages.Broker) int { return int(x.NodeId - y.NodeId) })
+	if a.peer != nil {
+		st := a.peer.Status()
+		resp.Term = st.GetTerm()
+		resp.Committed = st.GetCommit()
+	}
+	return resp
 }

@@ -115,15 +115,19 @@ func newMetaHarness(t *testing.T) *metaHarness {
 			ManagerTimeout:   2 * time.Second,
 		},
 	}
-	h.start()
+	require.NoError(t, h.start())
 	t.Cleanup(h.stop)
 	return h
 }
 
-func (h *metaHarness) start() {
+// start starts the controller and returns once its node is registered
+// and unfenced, or with the reason it cannot be.
+func (h *metaHarness) start() error {
 	h.t.Helper()
 	h.pid = h.system.Root.Spawn(NewProps(h.cfg))
-	h.metadata() // answered only once Started has run
+	res := h.request(&AwaitRegistration{})
+	require.IsType(h.t, &Registration{}, res)
+	return res.(*Registration).Err
 }
 
 func (h *metaHarness) stop() {
@@ -137,10 +141,10 @@ func (h *metaHarness) stop() {
 func (h *metaHarness) restart() {
 	h.t.Helper()
 	h.stop()
-	h.start()
+	require.NoError(h.t, h.start())
 }
 
-func (h *metaHarness) request(msg proto.Message) any {
+func (h *metaHarness) request(msg any) any {
 	h.t.Helper()
 	res, err := h.system.Root.RequestFuture(h.pid, msg, metadataTestTimeout).Result()
 	require.NoError(h.t, err)
@@ -177,18 +181,16 @@ func (h *metaHarness) producerID() int64 {
 	return r.GetProducerId()
 }
 
-// logBytes is the total size of the metadata log's .log files.
+// logBytes is the total size of the raft log's files.
 func (h *metaHarness) logBytes() int64 {
 	h.t.Helper()
-	entries, err := os.ReadDir(h.cfg.Dir)
+	entries, err := os.ReadDir(filepath.Join(h.cfg.Dir, "raft"))
 	require.NoError(h.t, err)
 	var total int64
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".log") {
-			info, err := e.Info()
-			require.NoError(h.t, err)
-			total += info.Size()
-		}
+		info, err := e.Info()
+		require.NoError(h.t, err)
+		total += info.Size()
 	}
 	return total
 }
@@ -484,9 +486,9 @@ func TestMetadataProducerIDs(t *testing.T) {
 	require.Greater(t, h.producerID(), last)
 }
 
-// TestMetadataTornTail cuts a few bytes off the metadata log, as a crash in
-// the middle of an append would: the last record is lost, the others are
-// back, and the log takes new records.
+// TestMetadataTornTail cuts a few bytes off the raft log, as a crash in the
+// middle of an append would: the last entry is lost, the others are back,
+// and the log takes new entries.
 func TestMetadataTornTail(t *testing.T) {
 	h := newMetaHarness(t)
 	resp := h.create("first", 1, nil)
@@ -498,25 +500,26 @@ func TestMetadataTornTail(t *testing.T) {
 	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
 	h.stop()
 
-	var logFiles []string
-	entries, err := os.ReadDir(h.cfg.Dir)
+	raftDir := filepath.Join(h.cfg.Dir, "raft")
+	var wals []string
+	entries, err := os.ReadDir(raftDir)
 	require.NoError(t, err)
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".log") {
-			logFiles = append(logFiles, filepath.Join(h.cfg.Dir, e.Name()))
+		if strings.HasSuffix(e.Name(), ".wal") {
+			wals = append(wals, filepath.Join(raftDir, e.Name()))
 		}
 	}
-	sort.Strings(logFiles)
-	require.NotEmpty(t, logFiles)
-	tail := logFiles[len(logFiles)-1]
-	// The create of "torn" wrote its topic record, then its partition's
-	// directory: cut into the first.
-	require.Len(t, logFiles, 1)
-	require.NoError(t, os.Truncate(tail, withBoth+10))
+	sort.Strings(wals)
+	require.Len(t, wals, 1, "no snapshot yet: one write-ahead log")
+	info, err := os.Stat(wals[0])
+	require.NoError(t, err)
+	// The create of "torn" wrote its topic, then its partition's directory:
+	// cut into the first.
+	cut := info.Size() - (h.logBytes() - withBoth) + 10
+	require.NoError(t, os.Truncate(wals[0], cut))
 
-	h.start()
+	require.NoError(t, h.start())
 	require.Equal(t, []string{"first", "second"}, topicNames(h.metadata()))
-	require.Equal(t, withBoth, h.logBytes(), "the torn record was not cut")
 
 	resp = h.create("third", 1, nil)
 	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
@@ -532,7 +535,7 @@ func TestMetadataFailedLog(t *testing.T) {
 	// A file where the directory should be.
 	h.cfg.Dir = filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(h.cfg.Dir, []byte("x"), 0o644))
-	h.start()
+	require.ErrorContains(t, h.start(), "metadata log")
 
 	resp := h.create("orders", 1, nil)
 	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, resp.GetError())
@@ -628,7 +631,7 @@ func TestMetadataReadsLogDirPaths(t *testing.T) {
 			Topic: "orders", Partition: 1, NodeId: 7, LogDir: h.paths[0],
 		}}},
 	)
-	h.start()
+	require.NoError(t, h.start())
 	md := h.metadata("orders")
 	requireNoError(t, md.GetTopics()[0].GetError(), md.GetTopics()[0].GetErrorMessage())
 	var got [][2]string

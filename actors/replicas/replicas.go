@@ -1,7 +1,7 @@
 // Package replicas assigns the replicas of a new topic's partitions to nodes:
 // for each partition, the ordered list of nodes that hold it, the first of
 // them the preferred leader. It is what a controller needs when a topic is
-// created; nothing calls it yet.
+// created: the active controller calls LoadAware.
 //
 // Three rules share one result shape, [][]int32 indexed by partition:
 //
