@@ -45,9 +45,22 @@ func NewCommand(stderr io.Writer) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		<-ctx.Done()
-		logger.Info("shutting down")
-		return n.Stop()
+		// A node of a cluster serves while it joins; one the cluster
+		// refuses stops with the reason.
+		refused := make(chan error, 1)
+		go func() {
+			if err := n.WaitRegistered(ctx); err != nil && ctx.Err() == nil {
+				refused <- err
+			}
+		}()
+		select {
+		case <-ctx.Done():
+			logger.Info("shutting down")
+			return n.Stop()
+		case err := <-refused:
+			_ = n.Stop()
+			return err
+		}
 	}
 	return cmd
 }
@@ -61,6 +74,7 @@ type commandFlags struct {
 	logDirs    string
 	throttle   string
 	reserve    string
+	voters     string
 }
 
 func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
@@ -78,6 +92,8 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 	flags.Float64Var(&f.cfg.Balance.MaxDeviation, "balance-max-deviation", d.Balance.MaxDeviation, "keep every log dir's used fraction within this fraction of the node's mean")
 	flags.Float64Var(&f.cfg.Balance.HighWater, "balance-high-water", d.Balance.HighWater, "keep every log dir below this fraction of its capacity")
 	flags.StringVar(&f.throttle, "move-throttle", formatBytes(d.Balance.ThrottleBytesPerS), "copy rate of a partition move, per second (0: unlimited)")
+	flags.StringVar(&f.voters, "controllers", "", "voters of the controller quorum, ID@HOST:PORT,... as Kafka's controller.quorum.voters (default: this node alone)")
+	flags.StringVar(&f.cfg.Rack, "rack", "", "this node's rack, for rack-aware replica placement")
 	flags.StringVar(&f.reserve, "disk-reserve", "", "free space each log dir keeps: under it the dir is full, refusing appends while reads go on; bytes or a percentage of capacity (default: the smaller of 5% and 5GiB)")
 	return f
 }
@@ -89,6 +105,16 @@ func (f *commandFlags) config() (Config, error) {
 		return Config{}, MarkUsage(err)
 	}
 	cfg := f.cfg
+	if cfg.NodeID <= 0 {
+		return Config{}, Usagef("--node-id %d: node ids start at 1 (0 is raft's \"no node\")", cfg.NodeID)
+	}
+	if f.voters != "" {
+		voters, err := ParseVoters(f.voters)
+		if err != nil {
+			return Config{}, Usagef("--controllers: %v", err)
+		}
+		cfg.Controllers = voters
+	}
 	if f.throttle != "" {
 		n, err := ParseBytes(f.throttle)
 		if err != nil {

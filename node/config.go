@@ -82,6 +82,15 @@ type Config struct {
 	// GroupMetadataInterval is how often a stable group checks its topics'
 	// partition counts. Default 5 s.
 	GroupMetadataInterval time.Duration
+	// Controllers are the voters of the controller quorum, as Kafka's
+	// controller.quorum.voters: a node listed runs a voting replica of the
+	// metadata log, the others follow it as learners. Empty: a quorum of
+	// one, this node, which is then the whole cluster.
+	Controllers []Voter
+	// Rack is the node's rack, for rack-aware replica placement.
+	Rack string
+	// Quorum tunes the controller quorum and the node's session with it.
+	Quorum QuorumSettings
 	// FS is the file system; default the operating system's.
 	FS disk.FS
 	// Logger overrides the logger built from LogLevel.
@@ -147,8 +156,11 @@ func (c Config) withDefaults() Config {
 // validate reports the first setting that cannot work.
 func (c Config) validate() error {
 	var errs []error
-	if c.NodeID < 0 {
-		errs = append(errs, fmt.Errorf("node id %d must be positive", c.NodeID))
+	if c.NodeID <= 0 {
+		errs = append(errs, fmt.Errorf("node id %d: node ids start at 1 (0 is raft's \"no node\")", c.NodeID))
+	}
+	if err := validateVoters(c.Controllers, c.NodeID, c.Listen); err != nil {
+		errs = append(errs, err)
 	}
 	if _, _, err := splitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen address %q: %w", c.Listen, err))

@@ -63,6 +63,9 @@ type Node struct {
 	locations map[disk.TopicPartition]string
 	// dirIDs maps each log directory's path at start-up to its id.
 	dirIDs map[string]string
+	// props are the meta.properties of the node's log directories, by
+	// path. Guarded by mu.
+	props map[string]disks.MetaProperties
 }
 
 // Start starts a node with cfg and returns once it serves: every topic in
@@ -79,7 +82,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		level, _ := logrus.ParseLevel(cfg.LogLevel)
 		baseLogger.SetLevel(level)
 	}
-	n := &Node{cfg: cfg, logger: baseLogger.WithField("node", cfg.NodeID), stoppedCh: make(chan struct{})}
+	n := &Node{cfg: cfg, logger: baseLogger.WithField("node", cfg.NodeID), stoppedCh: make(chan struct{}), props: map[string]disks.MetaProperties{}}
 	defer func() {
 		if err != nil {
 			n.abort()
@@ -193,20 +196,44 @@ func Start(cfg Config) (_ *Node, err error) {
 	for i, d := range specs {
 		logDirPaths[i] = d.Path
 	}
+	n.mu.Lock()
+	cluster, err := clusterID(n.props)
+	n.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	n.metadata, err = root.SpawnNamed(controller.NewProps(controller.Config{
-		FS:               cfg.FS,
-		Dir:              filepath.Join(cfg.DataDir, "meta"),
-		NodeID:           cfg.NodeID,
-		Address:          n.address,
-		LogDirs:          dirPaths,
-		PartitionManager: n.manager,
-		Logger:           n.logger,
+		FS:                cfg.FS,
+		Dir:               filepath.Join(cfg.DataDir, "meta"),
+		NodeID:            cfg.NodeID,
+		Address:           n.address,
+		Rack:              cfg.Rack,
+		Voters:            voterMap(cfg.Controllers),
+		ClusterID:         cluster,
+		SaveClusterID:     n.saveClusterID,
+		LogDirs:           dirPaths,
+		PartitionManager:  n.manager,
+		TickInterval:      cfg.Quorum.TickInterval,
+		ElectionTicks:     cfg.Quorum.ElectionTicks,
+		HeartbeatInterval: cfg.Quorum.HeartbeatInterval,
+		SessionTimeout:    cfg.Quorum.SessionTimeout,
+		SnapshotEvery:     cfg.Quorum.SnapshotEvery,
+		Logger:            n.logger,
 	}), actors.MetadataActorName)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err := n.startPartitions(); err != nil {
 		return nil, err
+	}
+	if cfg.quorumOfOne() {
+		// The node is the cluster: it serves once it is registered in it.
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		err := n.WaitRegistered(ctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	// The group coordinator loads __consumer_offsets when it exists and
 	// creates it on the first group request otherwise, as Kafka does.
@@ -278,11 +305,14 @@ func (n *Node) openLogDir(path string) (string, error) {
 			return "", err
 		}
 	}
-	id, err := disks.EnsureDirID(n.cfg.FS, path, n.cfg.NodeID)
+	mp, err := disks.EnsureMetaProperties(n.cfg.FS, path, n.cfg.NodeID)
 	if err != nil {
 		return "", fmt.Errorf("node: log dir %s: %w", path, err)
 	}
-	return id, nil
+	n.mu.Lock()
+	n.props[filepath.Clean(path)] = mp
+	n.mu.Unlock()
+	return mp.DirectoryID, nil
 }
 
 // stopLogDir stops the log-dir actor of a removed directory and lets go of
@@ -438,13 +468,14 @@ func (n *Node) startPartitions() error {
 	for _, t := range md.Topics {
 		req := &messages.StartPartitionsRequest{Configs: t.Configs}
 		for _, p := range t.Partitions {
-			if p.Leader != n.cfg.NodeID {
+			dir, holds := replicaDir(p, n.cfg.NodeID)
+			if !holds {
 				continue
 			}
-			a := &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: p.DirId}
+			a := &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: dir}
 			if dir, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
 				a.LogDir, a.DirId = dir, n.dirIDs[dir]
-				if a.DirId != p.DirId {
+				if a.DirId != dir {
 					moved = append(moved, a)
 				}
 			}
@@ -472,6 +503,17 @@ func (n *Node) startPartitions() error {
 	}
 	n.logger.WithFields(logrus.Fields{"topics": len(md.Topics), "partitions": count, "dirs_recorded": len(moved)}).Debug("partitions started")
 	return nil
+}
+
+// replicaDir is the directory id of nodeID's replica of p, and whether it
+// holds one.
+func replicaDir(p *messages.PartitionMetadata, nodeID int32) (string, bool) {
+	for _, r := range p.GetReplicaDirs() {
+		if r.GetNode() == nodeID {
+			return r.GetDirId(), true
+		}
+	}
+	return "", false
 }
 
 func (n *Node) startHTTP() error {
@@ -545,6 +587,16 @@ func (n *Node) Stop() error {
 		cancel()
 	}
 	root := n.system.Root
+	if n.metadata != nil && !n.cfg.quorumOfOne() {
+		// Leaderships move away before the node goes.
+		res, err := root.RequestFuture(n.metadata, &controller.ControlledShutdown{Timeout: 5 * time.Second}, 6*time.Second).Result()
+		if done, ok := res.(*controller.ShutdownDone); ok && done.Err != nil {
+			err = done.Err
+		}
+		if err != nil {
+			n.logger.WithError(err).Warn("controlled shutdown incomplete")
+		}
+	}
 	if n.groups != nil {
 		// Groups first: their writes go to partitions that stop below.
 		_ = root.StopFuture(n.groups).Wait()

@@ -128,6 +128,8 @@ func retriable(code messages.ErrorCode) bool {
 	switch code {
 	case messages.ErrorCode_NOT_LEADER_OR_FOLLOWER,
 		messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+		messages.ErrorCode_LEADER_NOT_AVAILABLE,
+		messages.ErrorCode_NOT_CONTROLLER,
 		messages.ErrorCode_REQUEST_TIMED_OUT,
 		messages.ErrorCode_NOT_ENOUGH_REPLICAS,
 		messages.ErrorCode_KAFKA_STORAGE_ERROR,
@@ -141,6 +143,7 @@ func retriable(code messages.ErrorCode) bool {
 func needsMetadata(code messages.ErrorCode) bool {
 	return code == messages.ErrorCode_NOT_LEADER_OR_FOLLOWER ||
 		code == messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION ||
+		code == messages.ErrorCode_LEADER_NOT_AVAILABLE ||
 		code == messages.ErrorCode_KAFKA_STORAGE_ERROR
 }
 
@@ -213,7 +216,14 @@ type Client struct {
 
 	mu     sync.RWMutex
 	routes map[string]*topicRoute
+	// unanswered are the brokers that last failed to answer, and when:
+	// the rotation passes them by for brokerRetryAfter while another is
+	// left. Guarded by mu.
+	unanswered map[string]time.Time
 }
+
+// brokerRetryAfter is how long a broker that did not answer is passed by.
+const brokerRetryAfter = 10 * time.Second
 
 // topicRoute is what the client knows of a topic's partitions.
 type topicRoute struct {
@@ -294,11 +304,35 @@ func (c *Client) Close() {
 	}
 }
 
-// metadataPID is the metadata actor of the next broker in rotation.
+// metadataPID is the metadata actor of the next broker in rotation,
+// passing by those that did not answer lately while another is left.
 func (c *Client) metadataPID() (*actor.PID, string) {
-	i := c.nextBroker.Add(1) - 1
-	addr := c.cfg.brokers[int(i)%len(c.cfg.brokers)]
+	now := time.Now()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var addr string
+	for range c.cfg.brokers {
+		i := c.nextBroker.Add(1) - 1
+		addr = c.cfg.brokers[int(i)%len(c.cfg.brokers)]
+		if failed, ok := c.unanswered[addr]; !ok || now.Sub(failed) > brokerRetryAfter {
+			break
+		}
+	}
 	return actor.NewPID(addr, actors.MetadataActorName), addr
+}
+
+// answered records whether the broker at addr answered.
+func (c *Client) answered(addr string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		delete(c.unanswered, addr)
+		return
+	}
+	if c.unanswered == nil {
+		c.unanswered = map[string]time.Time{}
+	}
+	c.unanswered[addr] = time.Now()
 }
 
 // contactTimeout is the timeout for a metadata request: short until some
@@ -368,11 +402,13 @@ func (c *Client) adminRequest(ctx context.Context, msg any) (any, error) {
 		res, err := c.request(ctx, pid, msg, c.contactTimeout())
 		if err == nil {
 			c.contacted.Store(true)
+			c.answered(addr, true)
 			return res, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		c.answered(addr, false)
 		tried = append(tried, addr)
 		lastErr = err
 	}
@@ -488,9 +524,19 @@ func (c *Client) forget(topic string) {
 }
 
 // CreateTopic creates a topic with the given number of partitions and
-// configs and returns its metadata.
+// configs, one replica each, and returns its metadata.
 func (c *Client) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (*messages.TopicMetadata, error) {
-	res, err := c.adminRequest(ctx, &messages.CreateTopicRequest{Name: name, Partitions: partitions, Configs: configs})
+	return c.CreateTopicReplicated(ctx, name, partitions, 0, configs)
+}
+
+// CreateTopicReplicated creates a topic with the given number of partitions,
+// replication factor (0: the cluster's default) and configs, and returns
+// its metadata. While the cluster elects its active controller, or when an
+// answer is lost, it asks again, within ctx and the request timeout; a
+// create asked again that finds its topic as asked succeeds.
+func (c *Client) CreateTopicReplicated(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) (*messages.TopicMetadata, error) {
+	req := &messages.CreateTopicRequest{Name: name, Partitions: partitions, ReplicationFactor: replicationFactor, Configs: configs}
+	res, err := c.adminChange(ctx, req, func() { req.Retried = true })
 	if err != nil {
 		return nil, err
 	}
@@ -502,9 +548,49 @@ func (c *Client) CreateTopic(ctx context.Context, name string, partitions int32,
 	return r.GetTopic(), nil
 }
 
+// adminChange sends a change to the brokers as adminRequest does, and asks
+// again, after retry(), while the answer is NOT_CONTROLLER or
+// REQUEST_TIMED_OUT, until the request timeout has passed.
+func (c *Client) adminChange(ctx context.Context, msg any, retry func()) (any, error) {
+	deadline := time.Now().Add(c.cfg.requestTimeout)
+	backoff := 50 * time.Millisecond
+	for {
+		res, err := c.adminRequest(ctx, msg)
+		if err != nil {
+			return nil, err
+		}
+		r, ok := res.(codedResponse)
+		if !ok || time.Now().Add(backoff).After(deadline) ||
+			(r.GetError() != messages.ErrorCode_NOT_CONTROLLER && r.GetError() != messages.ErrorCode_REQUEST_TIMED_OUT) {
+			return res, nil
+		}
+		retry()
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// ClusterInfo asks the brokers in turn what they know of the cluster: its
+// id, its nodes, and the active controller.
+func (c *Client) ClusterInfo(ctx context.Context) (*messages.ClusterInfoResponse, error) {
+	res, err := c.adminRequest(ctx, &messages.ClusterInfoRequest{})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*messages.ClusterInfoResponse)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T to a ClusterInfoRequest", ErrBadResponse, res)
+	}
+	return r, nil
+}
+
 // DeleteTopic deletes a topic.
 func (c *Client) DeleteTopic(ctx context.Context, name string) error {
-	res, err := c.adminRequest(ctx, &messages.DeleteTopicRequest{Name: name})
+	res, err := c.adminChange(ctx, &messages.DeleteTopicRequest{Name: name}, func() {})
 	if err != nil {
 		return err
 	}
@@ -517,7 +603,7 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 
 // initProducerID asks a broker for a new producer id and epoch.
 func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
-	res, err := c.adminRequest(ctx, &messages.InitProducerIdRequest{})
+	res, err := c.adminChange(ctx, &messages.InitProducerIdRequest{}, func() {})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -12,11 +13,13 @@ import (
 )
 
 // nodeRequest sends msg to the actor named name on the node at addr (the
-// first broker when addr is empty) and checks the answer's type.
+// first broker when addr is empty; a node id is looked up in the cluster's
+// metadata) and checks the answer's type.
 func nodeRequest[T any](ctx context.Context, c *Client, addr, name string, msg any) (T, error) {
 	var zero T
-	if addr == "" {
-		addr = c.cfg.brokers[0]
+	addr, err := c.nodeAddress(ctx, addr)
+	if err != nil {
+		return zero, err
 	}
 	res, err := c.request(ctx, actor.NewPID(addr, name), msg, c.contactTimeout())
 	if errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter) {
@@ -31,6 +34,28 @@ func nodeRequest[T any](ctx context.Context, c *Client, addr, name string, msg a
 		return zero, fmt.Errorf("%w: %T from %s", ErrBadResponse, res, addr)
 	}
 	return v, nil
+}
+
+// nodeAddress is the actor address of node, given as an address or a node
+// id; the first broker when empty.
+func (c *Client) nodeAddress(ctx context.Context, node string) (string, error) {
+	if node == "" {
+		return c.cfg.brokers[0], nil
+	}
+	id, err := strconv.ParseInt(node, 10, 32)
+	if err != nil {
+		return node, nil
+	}
+	md, err := c.ClusterInfo(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range md.GetNodes() {
+		if int64(n.GetNodeId()) == id && n.GetAddress() != "" {
+			return n.GetAddress(), nil
+		}
+	}
+	return "", &Error{Code: messages.ErrorCode_BROKER_NOT_AVAILABLE, Message: fmt.Sprintf("node %d is not in the cluster", id)}
 }
 
 // DescribeLogDirs returns the log directories of the node at addr (the

@@ -1,5 +1,5 @@
 // Package cli is the command line of the Depot clients: depot topic,
-// produce, consume, group and disks, and the flags they share. Each command
+// produce, consume, group, disks and cluster, and the flags they share. Each command
 // builds an actor client (actors/client) for the nodes named by --brokers,
 // and refuses a malformed command line with a usage error before it
 // contacts any node.
@@ -42,7 +42,7 @@ func addCommands(root *cobra.Command, g *globals) {
 	flags.StringVar(&g.brokers, "brokers", envOr("DEPOT_BROKERS", node.DefaultListen), "comma-separated node addresses to contact (env DEPOT_BROKERS)")
 	flags.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	flags.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long to wait for a node's answer")
-	for _, cmd := range []*cobra.Command{newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newDisksCommand(g)} {
+	for _, cmd := range []*cobra.Command{newTopicCommand(g), newProduceCommand(g), newConsumeCommand(g), newGroupCommand(g), newDisksCommand(g), newClusterCommand(g)} {
 		g.presentErrors(cmd)
 		root.AddCommand(cmd)
 	}

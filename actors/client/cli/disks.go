@@ -120,7 +120,7 @@ func newDisksCommand(g *globals) *cobra.Command {
 			return g.printDisks(rows)
 		}),
 	}
-	cmd.PersistentFlags().StringVar(&g.node, "node", "", "address of the node whose disks to act on (default: the first of --brokers)")
+	cmd.PersistentFlags().StringVar(&g.node, "node", "", "node whose disks to act on: its id, or its address (default: the first of --brokers)")
 
 	var force bool
 	add := &cobra.Command{

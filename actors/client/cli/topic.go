@@ -22,8 +22,8 @@ func newTopicCommand(g *globals) *cobra.Command {
 
 func newTopicCreateCommand(g *globals) *cobra.Command {
 	var (
-		partitions int32
-		configs    []string
+		partitions, replication int32
+		configs                 []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME...",
@@ -41,9 +41,12 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 			if partitions < 1 {
 				return node.Usagef("-p %d: a topic needs at least one partition", partitions)
 			}
+			if replication < 0 {
+				return node.Usagef("-r %d: a replication factor is at least 1", replication)
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				for _, name := range args {
-					md, err := c.CreateTopic(ctx, name, partitions, cfg)
+					md, err := c.CreateTopicReplicated(ctx, name, partitions, replication, cfg)
 					if err != nil {
 						return err
 					}
@@ -60,6 +63,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, "number of partitions")
+	cmd.Flags().Int32VarP(&replication, "replication-factor", "r", 0, "replicas of each partition (default: the cluster's, 1)")
 	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config key=value (Kafka's names: retention.ms, segment.bytes, ...); repeatable")
 	return cmd
 }
@@ -101,20 +105,58 @@ func newTopicListCommand(g *globals) *cobra.Command {
 
 // partitionDescription is one partition in `depot topic describe`.
 type partitionDescription struct {
-	Partition      int32  `json:"partition"`
-	Leader         int32  `json:"leader"`
-	LogDir         string `json:"log_dir"`
-	LogStartOffset int64  `json:"log_start_offset"`
-	LogEndOffset   int64  `json:"log_end_offset"`
-	Bytes          int64  `json:"bytes"`
-	Segments       int32  `json:"segments"`
-	Error          string `json:"error,omitempty"`
+	Partition int32 `json:"partition"`
+	// Leader is -1 when the partition has none.
+	Leader         int32         `json:"leader"`
+	Replicas       []int32       `json:"replicas"`
+	ISR            []int32       `json:"isr"`
+	LeaderEpoch    int32         `json:"leader_epoch"`
+	LogDir         string        `json:"log_dir"`
+	ReplicaDirs    []replicaDirs `json:"replica_dirs"`
+	LogStartOffset int64         `json:"log_start_offset"`
+	LogEndOffset   int64         `json:"log_end_offset"`
+	Bytes          int64         `json:"bytes"`
+	Segments       int32         `json:"segments"`
+	Error          string        `json:"error,omitempty"`
+}
+
+// replicaDirs is one replica of a partition in `depot topic describe`.
+type replicaDirs struct {
+	Node   int32  `json:"node"`
+	LogDir string `json:"log_dir"`
+	// LogEndOffset is -1 where the replica's node was not asked.
+	LogEndOffset int64 `json:"log_end_offset"`
+}
+
+// describePartition is p as describe shows it, before its leader is asked
+// for its log.
+func describePartition(p *messages.PartitionMetadata) partitionDescription {
+	d := partitionDescription{
+		Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir, LeaderEpoch: p.LeaderEpoch,
+		Replicas: append([]int32{}, p.Replicas...), ISR: append([]int32{}, p.Isr...), ReplicaDirs: []replicaDirs{},
+	}
+	for _, r := range p.ReplicaDirs {
+		d.ReplicaDirs = append(d.ReplicaDirs, replicaDirs{Node: r.Node, LogDir: r.LogDir, LogEndOffset: r.LogEndOffset})
+	}
+	return d
+}
+
+// joinIDs is ids as "1,2,3", "-" for none.
+func joinIDs(ids []int32) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprint(id)
+	}
+	return strings.Join(parts, ",")
 }
 
 func newTopicDescribeCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe NAME",
-		Short: "Show a topic's configs and, per partition, its log dir, offsets and bytes",
+		Short: "Show a topic's configs and, per partition, its leader, replicas, ISR, log dir, offsets and bytes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
@@ -124,12 +166,17 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				}
 				parts := make([]partitionDescription, 0, len(t.Partitions))
 				for _, p := range t.Partitions {
-					d := partitionDescription{Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir}
+					d := describePartition(p)
 					st, err := c.PartitionStatus(ctx, t.Name, p.Partition)
 					if err != nil {
 						d.Error = g.present(err).Error()
 					} else {
 						d.LogDir, d.LogStartOffset, d.LogEndOffset, d.Bytes, d.Segments = st.LogDir, st.LogStartOffset, st.LogEndOffset, st.SizeBytes, st.Segments
+						for i := range d.ReplicaDirs {
+							if d.ReplicaDirs[i].Node == d.Leader {
+								d.ReplicaDirs[i].LogDir, d.ReplicaDirs[i].LogEndOffset = st.LogDir, st.LogEndOffset
+							}
+						}
 					}
 					parts = append(parts, d)
 				}
@@ -139,7 +186,7 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 					if configs == nil {
 						configs = map[string]string{}
 					}
-					return g.printJSON(map[string]any{"name": t.Name, "internal": t.Internal, "configs": configs, "partitions": parts})
+					return g.printJSON(map[string]any{"name": t.Name, "topic_id": t.TopicId, "internal": t.Internal, "configs": configs, "partitions": parts})
 				}
 				fmt.Fprintf(g.stdout, "NAME        %s\nPARTITIONS  %d\n", t.Name, len(parts))
 				keys := make([]string, 0, len(t.Configs))
@@ -155,13 +202,18 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				w.Flush()
 				fmt.Fprintln(g.stdout, "\nPARTITIONS")
 				w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "PARTITION\tLEADER\tLOG-DIR\tLOG-START\tLOG-END\tBYTES\tSEGMENTS")
+				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tEPOCH\tLOG-DIR\tLOG-START\tLOG-END\tBYTES\tSEGMENTS")
 				for _, p := range parts {
+					leader := fmt.Sprint(p.Leader)
+					if p.Leader < 0 {
+						leader = "none"
+					}
+					head := fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.LogDir)
 					if p.Error != "" {
-						fmt.Fprintf(w, "%d\t%d\t%s\t-\t-\t-\t-\t%s\n", p.Partition, p.Leader, p.LogDir, p.Error)
+						fmt.Fprintf(w, "%s\t-\t-\t-\t-\t%s\n", head, p.Error)
 						continue
 					}
-					fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%d\t%d\n", p.Partition, p.Leader, p.LogDir, p.LogStartOffset, p.LogEndOffset, p.Bytes, p.Segments)
+					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", head, p.LogStartOffset, p.LogEndOffset, p.Bytes, p.Segments)
 				}
 				return w.Flush()
 			})
