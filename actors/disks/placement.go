@@ -116,7 +116,8 @@ type BalanceSettings struct {
 	// from the node's mean. Default 0.10.
 	MaxDeviation float64
 	// HighWater is the used fraction a directory should stay below.
-	// Default 0.80.
+	// Default 0.80. Whatever it is, a directory is kept below its capacity
+	// less twice its reserve, where it would be relieved urgently.
 	HighWater float64
 	// ThrottleBytesPerS bounds the copy rate of a move, so that clients are
 	// not starved. Default 64 MiB/s; 0 after defaults means unlimited only
@@ -327,6 +328,7 @@ func (a *placementActor) loads() []placement.DirLoad {
 			Capacity: info.CapacityBytes,
 			Online:   info.State != LogDirOffline,
 			Draining: info.State == LogDirDraining,
+			Reserve:  info.ReserveBytes,
 		}
 		for _, p := range info.PartitionUsage {
 			l.Partitions = append(l.Partitions, placement.PartitionLoad{
