@@ -3,11 +3,16 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors/client"
@@ -24,7 +29,8 @@ func TestFullLogDirRefusesAppendsAndRecovers(t *testing.T) {
 	fsys := disk.NewMemFS()
 	cfg := testConfig(t, "/data")
 	cfg.FS = fsys
-	cfg.HTTP = ""
+	cfg.Logger.SetLevel(logrus.InfoLevel)
+	logs := test.NewLocal(cfg.Logger)
 	cfg.TickInterval = 50 * time.Millisecond
 	cfg.LogDirs = []LogDir{{Path: "/data/logs"}}
 	cfg.DiskReserve = disks.Reserve{Bytes: 64 << 10}
@@ -54,6 +60,11 @@ func TestFullLogDirRefusesAppendsAndRecovers(t *testing.T) {
 	require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirFull }, 10*time.Second, 20*time.Millisecond)
 	info := describeDirs(t, n)[0]
 	require.Positive(t, info.ReserveBytes)
+	metrics := scrape(t, n)
+	require.Contains(t, metrics, `depot_log_dir_full{dir="/data/logs",state="full"} 1`)
+	require.Contains(t, metrics, fmt.Sprintf(`depot_log_dir_reserve_bytes{dir="/data/logs",state="full"} %d`, 64<<10))
+	require.Regexp(t, `depot_log_dir_free_bytes\{dir="/data/logs",state="full"\} \d`, metrics)
+	require.Equal(t, logrus.WarnLevel, dirLogLine(t, logs, "/data/logs", "log directory full").Level)
 	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, produce("still full").Error)
 	// Reads go on, with every acknowledged record.
 	require.Len(t, fetchValues(t, n, pid, "t", 0), 1+len(acked))
@@ -62,6 +73,8 @@ func TestFullLogDirRefusesAppendsAndRecovers(t *testing.T) {
 	fsys.SetCapacity(-1)
 	require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirOnline }, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, messages.ErrorCode_NONE, produce("after").Error)
+	require.Equal(t, logrus.InfoLevel, dirLogLine(t, logs, "/data/logs", "log directory has room again").Level)
+	require.Contains(t, scrape(t, n), `depot_log_dir_full{dir="/data/logs",state="online"} 0`)
 	values := fetchValues(t, n, pid, "t", 0)
 	require.Len(t, values, 2+len(acked))
 	require.Equal(t, "0:before", values[0])
@@ -124,4 +137,29 @@ func TestBurstIntoASmallDirMovesOut(t *testing.T) {
 	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "burst", Value: []byte("after the move")}))
 	require.NoError(t, p.Close())
 	require.Len(t, consumeAll(t, c, "burst", 1)[0], records+1)
+}
+
+// scrape returns the node's /metrics page.
+func scrape(t *testing.T, n *Node) string {
+	t.Helper()
+	res, err := http.Get("http://" + n.HTTPAddress() + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	return string(body)
+}
+
+// dirLogLine returns the first line logged about log dir dir whose
+// message starts with prefix.
+func dirLogLine(t *testing.T, logs *test.Hook, dir, prefix string) *logrus.Entry {
+	t.Helper()
+	for _, e := range logs.AllEntries() {
+		if e.Data["dir"] == dir && strings.HasPrefix(e.Message, prefix) {
+			return e
+		}
+	}
+	t.Fatalf("no line %q about %s logged", prefix, dir)
+	return nil
 }
