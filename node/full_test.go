@@ -11,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -162,4 +164,91 @@ func dirLogLine(t *testing.T, logs *test.Hook, dir, prefix string) *logrus.Entry
 	}
 	t.Fatalf("no line %q about %s logged", prefix, dir)
 	return nil
+}
+
+// A declared capacity is a quota, exact though the file system is larger:
+// a burst of appends to several partitions at once, far faster than they
+// report, leaves the dir's partitions holding no more than the capacity
+// less the reserve, and every byte acknowledged. The refusals are the
+// retriable KAFKA_STORAGE_ERROR naming the dir and its free bytes; the
+// dir is full, and leaves full once records are deleted.
+func TestDeclaredCapacityIsAnExactQuota(t *testing.T) {
+	const (
+		capacity   = 4 << 20
+		reserve    = 512 << 10
+		limit      = capacity - reserve
+		partitions = 4
+		perPart    = 40
+	)
+	dir := filepath.Join(t.TempDir(), "quota")
+	cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: dir, Capacity: capacity})
+	cfg.DiskReserve = disks.Reserve{Bytes: reserve}
+	n := startNode(t, cfg)
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{
+		Name: "q", Partitions: partitions, Configs: map[string]string{topic.ConfigSegmentBytes: fmt.Sprint(256 << 10)}})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+
+	batch := batchOf(t, string(make([]byte, 64<<10)))
+	pids := make([]*actor.PID, partitions)
+	pending := make([]int, partitions)
+	for p := range pids {
+		pids[p], pending[p] = partitionPID(t, n, "q", int32(p)), perPart
+	}
+	// Rounds of every partition's batches at once, the refused ones sent
+	// again, as a producer retries, until a round is refused whole.
+	var acked int64
+	var refusal string
+	for round := 0; ; round++ {
+		require.Less(t, round, 100, "the dir never filled")
+		var futures []*actor.Future
+		var of []int
+		for p, pid := range pids {
+			for range pending[p] {
+				futures = append(futures, n.System().Root.RequestFuture(pid, &messages.ProduceRequest{Topic: "q", Partition: int32(p), Acks: 1, Records: batch}, requestTimeout))
+				of = append(of, p)
+			}
+		}
+		progress := false
+		for i, f := range futures {
+			res, err := f.Result()
+			require.NoError(t, err)
+			resp := res.(*messages.ProduceResponse)
+			switch resp.Error {
+			case messages.ErrorCode_NONE:
+				acked += int64(len(batch))
+				pending[of[i]]--
+				progress = true
+			case messages.ErrorCode_KAFKA_STORAGE_ERROR:
+				refusal = resp.ErrorMessage
+			default:
+				t.Fatalf("produce: %v %s", resp.Error, resp.ErrorMessage)
+			}
+		}
+		if len(futures) == 0 || !progress && describeDirs(t, n)[0].State == disks.LogDirFull {
+			break
+		}
+	}
+	require.Contains(t, refusal, "log dir "+dir)
+	require.Contains(t, refusal, "bytes free")
+
+	held := func() int64 {
+		var sum int64
+		for p := range int32(partitions) {
+			sum += request[*messages.PartitionStatusResponse](t, n, partitionPID(t, n, "q", p), &messages.PartitionStatusRequest{}).SizeBytes
+		}
+		return sum
+	}
+	require.Equal(t, acked, held(), "every acknowledged byte, and nothing else")
+	require.LessOrEqual(t, acked, int64(limit))
+	require.Greater(t, acked, int64(limit-partitions*len(batch)), "refused only near the quota")
+
+	// Deleting records makes room, and the dir takes appends again.
+	for p := range int32(partitions) {
+		r := request[*messages.DeleteRecordsResponse](t, n, partitionPID(t, n, "q", p), &messages.DeleteRecordsRequest{Topic: "q", Partition: p, Offset: -1})
+		require.Equal(t, messages.ErrorCode_NONE, r.Error, r.ErrorMessage)
+	}
+	require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirOnline }, 10*time.Second, 20*time.Millisecond)
+	resp := request[*messages.ProduceResponse](t, n, partitionPID(t, n, "q", 0), &messages.ProduceRequest{Topic: "q", Acks: 1, Records: batch})
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	require.LessOrEqual(t, held(), int64(limit))
 }

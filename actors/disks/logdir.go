@@ -164,6 +164,18 @@ type partitionState struct {
 	report   PartitionReport
 	rate     float64 // bytes per second, decaying average
 	lastSeen time.Time
+	// token, ceiling and pending are the partition's allowance in a dir
+	// with a declared capacity (see DirAllowance): the token of its
+	// incarnation, the ceiling it acknowledged (-1 none), and the one
+	// sent to it as pendingSeq and not yet acknowledged (-1 none).
+	token      *AllowanceToken
+	ceiling    int64
+	pending    int64
+	pendingSeq uint64
+}
+
+func newPartitionState(report PartitionReport) *partitionState {
+	return &partitionState{report: report, ceiling: -1, pending: -1}
 }
 
 // logDirActor owns one log directory: its checkpoint files, its state
@@ -179,11 +191,16 @@ type logDirActor struct {
 	full       bool
 	fullReason string
 	fullSince  time.Time
-	dirty      bool
-	usageSoon  bool // a usage report is due after usageDelay
-	recovered  recoveryTotals
-	timers     []scheduler.CancelFunc
-	logger     *logrus.Entry
+	// limit is what the partitions of a dir with a declared capacity may
+	// hold together, its capacity less its reserve; -1 for a dir without.
+	// allowanceSeq numbers the DirAllowances sent.
+	limit        int64
+	allowanceSeq uint64
+	dirty        bool
+	usageSoon    bool // a usage report is due after usageDelay
+	recovered    recoveryTotals
+	timers       []scheduler.CancelFunc
+	logger       *logrus.Entry
 }
 
 // NewLogDirProps returns the props of a log-dir actor.
@@ -211,12 +228,15 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 	}
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "logdir", "dir": cfg.Path})
 	return actors.Props(func() actor.Actor {
-		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, logger: logger}
+		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, limit: -1, logger: logger}
 		if cfg.Draining {
 			a.state = LogDirDraining
 		}
+		if cfg.Capacity > 0 {
+			a.limit = cfg.Capacity - cfg.Reserve.Of(cfg.Capacity)
+		}
 		for tp, rp := range cfg.Checkpoints.RecoveryPoints {
-			a.partitions[tp] = &partitionState{report: PartitionReport{TP: tp, RecoveryPoint: rp, LogStartOffset: cfg.Checkpoints.LogStart[tp]}}
+			a.partitions[tp] = newPartitionState(PartitionReport{TP: tp, RecoveryPoint: rp, LogStartOffset: cfg.Checkpoints.LogStart[tp]})
 		}
 		return a
 	}, logger)
@@ -273,6 +293,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	if m.Deleted {
 		delete(a.partitions, m.TP)
 		a.reportUsage(ctx)
+		a.allocate(ctx)
 		return
 	}
 	if m.Recovered != nil {
@@ -282,7 +303,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	p := a.partitions[m.TP]
 	appeared := p == nil || p.report.PID == nil
 	if p == nil {
-		p = &partitionState{}
+		p = newPartitionState(PartitionReport{})
 		a.partitions[m.TP] = p
 	}
 	if !p.lastSeen.IsZero() && m.AppendedBytes >= p.report.AppendedBytes {
@@ -296,10 +317,12 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	}
 	p.report = *m
 	p.lastSeen = now
+	a.noteAllowance(ctx, p, m)
 	if changed && !a.usageSoon {
 		a.usageSoon = true
 		scheduler.NewTimerScheduler(ctx).SendOnce(usageDelay, ctx.Self(), &usageDue{})
 	}
+	a.allocate(ctx)
 }
 
 // recoverySummaryDelay gathers the recoveries of the partitions opened
