@@ -252,3 +252,70 @@ func TestDeclaredCapacityIsAnExactQuota(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 	require.LessOrEqual(t, held(), int64(limit))
 }
+
+// Every log dir full: produce to any partition is refused with an error
+// naming every dir and its free bytes, as is a new topic; reads go on, and
+// the node stays healthy.
+func TestEveryDirFull(t *testing.T) {
+	fsys := disk.NewMemFS()
+	cfg := testConfig(t, "/data")
+	cfg.FS = fsys
+	cfg.TickInterval = 50 * time.Millisecond
+	cfg.Policy = disks.PolicyCount
+	cfg.LogDirs = []LogDir{{Path: "/data/a"}, {Path: "/data/b"}}
+	cfg.DiskReserve = disks.Reserve{Bytes: 64 << 10}
+	n := startNode(t, cfg)
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "t", Partitions: 2})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	pids := []*actor.PID{partitionPID(t, n, "t", 0), partitionPID(t, n, "t", 1)}
+	produce := func(p int, value string) *messages.ProduceResponse {
+		return request[*messages.ProduceResponse](t, n, pids[p], &messages.ProduceRequest{Topic: "t", Partition: int32(p), Acks: 1, Records: batchOf(t, value)})
+	}
+
+	// The two dirs share one file system, which fills: both go full at
+	// once, and neither can take the other's partition.
+	fsys.SetCapacity(fsys.Used() + 400<<10)
+	acked := []int{0, 0}
+	for p := range pids {
+		for i := 0; ; i++ {
+			require.Less(t, i, 1000, "partition %d never refused", p)
+			if produce(p, string(make([]byte, 4<<10))).Error != messages.ErrorCode_NONE {
+				break
+			}
+			acked[p]++
+		}
+	}
+	require.Eventually(t, func() bool {
+		for _, d := range describeDirs(t, n) {
+			if d.State != disks.LogDirFull {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond)
+	for p := range pids {
+		require.Eventually(t, func() bool {
+			r := produce(p, "refused")
+			return r.Error == messages.ErrorCode_KAFKA_STORAGE_ERROR &&
+				strings.Contains(r.ErrorMessage, "every log dir of this node is full") &&
+				strings.Contains(r.ErrorMessage, "/data/a has ") && strings.Contains(r.ErrorMessage, "/data/b has ")
+		}, 10*time.Second, 20*time.Millisecond, "partition %d", p)
+		require.Len(t, fetchValues(t, n, pids[p], "t", 0), acked[p], "reads go on")
+	}
+	refused := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "u", Partitions: 1})
+	require.NotEqual(t, messages.ErrorCode_NONE, refused.Error)
+	require.Contains(t, refused.ErrorMessage, "every log dir of this node is full")
+	res, err := http.Get("http://" + n.HTTPAddress() + "/healthz")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	for _, d := range describeDirs(t, n) {
+		require.NotEqual(t, disks.LogDirOffline, d.State)
+	}
+
+	// Room again: produce goes on, and the refusals no longer say every
+	// dir is full.
+	fsys.SetCapacity(-1)
+	require.Eventually(t, func() bool { return produce(0, "after").Error == messages.ErrorCode_NONE }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, messages.ErrorCode_NONE, produce(1, "after").Error)
+}

@@ -151,6 +151,10 @@ type WriteCheckpoints struct{}
 // WriteCheckpointsDone answers WriteCheckpoints.
 type WriteCheckpointsDone struct{ Err error }
 
+// everyDirFull tells a log-dir actor whether every log dir of the node is
+// full: text says so, naming each, or is "".
+type everyDirFull struct{ text string }
+
 // setDraining switches a log directory's draining state.
 type setDraining struct{ draining bool }
 
@@ -191,6 +195,9 @@ type logDirActor struct {
 	full       bool
 	fullReason string
 	fullSince  time.Time
+	// everyFull, when every log dir of the node is full, says so (from
+	// the placement actor), after fullReason in refusals.
+	everyFull string
 	// limit is what the partitions of a dir with a declared capacity may
 	// hold together, its capacity less its reserve; -1 for a dir without.
 	// allowanceSeq numbers the DirAllowances sent.
@@ -258,6 +265,11 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 		a.onFailed(ctx, m)
 	case *setDraining:
 		a.onSetDraining(ctx, m)
+	case *everyDirFull:
+		a.everyFull = m.text
+		if a.full {
+			a.tellPartitions(ctx, &DirSpace{Full: true, Reason: a.fullText()})
+		}
 	case *checkpointTick:
 		if a.dirty {
 			_ = a.writeCheckpoints()
@@ -313,7 +325,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	// actor must know every partition a drain has to move.
 	changed := appeared || m.SizeBytes != p.report.SizeBytes || m.Closed
 	if appeared && a.full && m.PID != nil {
-		ctx.Send(m.PID, &DirSpace{Full: true, Reason: a.fullReason})
+		ctx.Send(m.PID, &DirSpace{Full: true, Reason: a.fullText()})
 	}
 	p.report = *m
 	p.lastSeen = now
@@ -494,7 +506,16 @@ func (a *logDirActor) checkSpace(ctx actor.Context, info *messages.LogDirInfo) {
 func (a *logDirActor) setFull(ctx actor.Context, reason string) {
 	a.full, a.fullReason, a.fullSince = true, reason, a.cfg.Now()
 	a.logger.WithField("reason", reason).Warn("log directory full: appends to its partitions are refused until it has twice its reserve free")
-	a.tellPartitions(ctx, &DirSpace{Full: true, Reason: reason})
+	a.tellPartitions(ctx, &DirSpace{Full: true, Reason: a.fullText()})
+}
+
+// fullText is why appends to the directory's partitions are refused while
+// it is full.
+func (a *logDirActor) fullText() string {
+	if a.everyFull == "" {
+		return a.fullReason
+	}
+	return a.fullReason + "; " + a.everyFull
 }
 
 // tellPartitions sends m to every partition of the directory.
@@ -513,7 +534,8 @@ func (a *logDirActor) onNoSpace(ctx actor.Context, m *LogDirNoSpace) {
 		return
 	}
 	if !a.full {
-		a.setFull(ctx, fmt.Sprintf("log dir %s is full: a write to %s found no room (%v)", a.cfg.Path, m.TP, m.Err))
+		info := a.usage()
+		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free, and a write to %s found no room (%v)", a.cfg.Path, info.FreeBytes, m.TP, messages.ErrorText(m.Err)))
 	}
 	a.reportUsage(ctx)
 }

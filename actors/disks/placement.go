@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -207,8 +208,11 @@ type placementActor struct {
 	removed  []string
 	running  *placement.Move
 	queue    []placement.Move
-	stop     scheduler.CancelFunc
-	logger   *logrus.Entry
+	// everyFull is what the log-dir actors were last told of every dir
+	// being full (see everyDirFullText).
+	everyFull string
+	stop      scheduler.CancelFunc
+	logger    *logrus.Entry
 }
 
 // NewPlacementProps returns the props of the placement actor.
@@ -248,6 +252,7 @@ func (a *placementActor) Receive(ctx actor.Context) {
 			a.dirs[m.info.Path] = m.info
 			a.drainLeftovers(ctx, m.info)
 			a.relieve(ctx, m.info)
+			a.tellEveryFull(ctx)
 		}
 	case *ChooseLogDirs:
 		dirs, err := a.choose(m)
@@ -288,6 +293,9 @@ func (a *placementActor) describe() []*messages.LogDirInfo {
 }
 
 func (a *placementActor) choose(m *ChooseLogDirs) ([]string, error) {
+	if text := a.everyDirFullText(); text != "" {
+		return nil, errors.New(text)
+	}
 	loads := a.loads()
 	for i := range loads {
 		// A full dir takes no new partition.
@@ -756,6 +764,45 @@ func (a *placementActor) relieve(ctx actor.Context, info *messages.LogDirInfo) {
 		"write_bytes_per_s": info.WriteBytesPerS, "moves": len(moves)}).Warn("log directory filling: moving its fastest-growing partitions out now")
 	a.queue = moves
 	a.next(ctx)
+}
+
+// everyDirFullText says that every log dir of the node is full, naming
+// each with its free bytes, or is "" while one that is not offline has
+// room (or none is left).
+func (a *placementActor) everyDirFullText() string {
+	var dirs []string
+	for _, path := range a.order {
+		switch info := a.dirs[path]; info.State {
+		case LogDirOffline:
+		case LogDirFull:
+			dirs = append(dirs, fmt.Sprintf("%s has %d bytes free (reserve %d)", path, info.FreeBytes, info.ReserveBytes))
+		default:
+			return ""
+		}
+	}
+	if len(dirs) == 0 {
+		return ""
+	}
+	return "every log dir of this node is full: " + strings.Join(dirs, ", ")
+}
+
+// tellEveryFull tells every log-dir actor when the node's dirs have all
+// become full, and when one has room again, so that the refusals of their
+// partitions say so.
+func (a *placementActor) tellEveryFull(ctx actor.Context) {
+	text := a.everyDirFullText()
+	if (text == "") == (a.everyFull == "") {
+		return
+	}
+	a.everyFull = text
+	if text != "" {
+		a.logger.Warn(text + ": produce to any partition is refused until one has room; reads go on")
+	} else {
+		a.logger.Info("a log directory has room again")
+	}
+	for _, path := range a.order {
+		ctx.Send(actor.NewPID(ctx.Self().Address, actors.LogDirActorName(path)), &everyDirFull{text: text})
+	}
 }
 
 // drainLeftovers plans again when a draining directory reports partitions
