@@ -565,6 +565,61 @@ func TestConsumerStartingOffsets(t *testing.T) {
 	})
 }
 
+// A partition that cannot be read is retried, and each failure is told to
+// OnFetchError with the broker's error, while resolving the start offset
+// and while fetching; once it can be read again, its records come.
+func TestConsumerTellsOfUnavailablePartitions(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("t", 1))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("first")}))
+
+	errs := make(chan FetchError, 1024)
+	cons, err := c.NewConsumer(ConsumerRetryBackoff(10*time.Millisecond), OnFetchError(func(e FetchError) {
+		select {
+		case errs <- e:
+		default:
+		}
+	}))
+	require.NoError(t, err)
+	defer cons.Close()
+	expect := func(offset int64) {
+		t.Helper()
+		for range 2 { // the same failure again, after the backoff
+			select {
+			case e := <-errs:
+				require.Equal(t, FetchError{Topic: "t", Partition: 0, Offset: offset, Err: e.Err}, e)
+				require.ErrorIs(t, e.Err, ErrKafkaStorageError)
+				require.EqualError(t, e.Err, "partition t-0 is offline: disk failed")
+			case <-ctx.Done():
+				t.Fatal("no fetch error told")
+			}
+		}
+	}
+
+	fc.setFaults(faults{unavailable: messages.ErrorCode_KAFKA_STORAGE_ERROR})
+	cons.Assign("t", 0, AtStart())
+	expect(-1)
+	fc.setFaults(faults{})
+	got, err := cons.Poll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "first", string(got[0].Value))
+
+	fc.setFaults(faults{unavailable: messages.ErrorCode_KAFKA_STORAGE_ERROR})
+	for len(errs) > 0 {
+		<-errs
+	}
+	expect(1)
+	fc.setFaults(faults{})
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("second")}))
+	got, err = cons.Poll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "second", string(got[0].Value))
+}
+
 // An offset past the end of the log moves by the reset policy, one below
 // the log start to the log start whatever the policy, and the consumer
 // tells of each move.
