@@ -195,6 +195,9 @@ type logDirActor struct {
 	full       bool
 	fullReason string
 	fullSince  time.Time
+	// checked is set once the directory's space has been checked: the
+	// first check, at start-up, makes it full under twice its reserve.
+	checked bool
 	// everyFull, when every log dir of the node is full, says so (from
 	// the placement actor), after fullReason in refusals.
 	everyFull string
@@ -252,6 +255,7 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 func (a *logDirActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.countPartitionsOnDisk()
 		timers := scheduler.NewTimerScheduler(ctx)
 		a.timers = append(a.timers,
 			timers.SendRepeatedly(a.cfg.CheckpointInterval, a.cfg.CheckpointInterval, ctx.Self(), &checkpointTick{}),
@@ -479,15 +483,22 @@ func (a *logDirActor) reportUsage(ctx actor.Context) {
 
 // checkSpace puts the directory into full when its free space is under the
 // reserve, and out of it once it has twice the reserve free (hysteresis, so
-// that appends do not flap at the edge). A capacity it cannot tell (no
-// file system figures, no declared capacity) never makes it full.
+// that appends do not flap at the edge). At start-up it is full under twice
+// the reserve: whether it was full before is not known, and one that was
+// would have stayed full until then. A capacity it cannot tell (no file
+// system figures, no declared capacity) never makes it full.
 func (a *logDirActor) checkSpace(ctx actor.Context, info *messages.LogDirInfo) {
 	if a.state == LogDirOffline {
 		return
 	}
 	known := info.CapacityBytes > 0
+	under := info.ReserveBytes
+	if !a.checked {
+		under = 2 * info.ReserveBytes
+	}
+	a.checked = true
 	switch {
-	case known && !a.full && info.FreeBytes < info.ReserveBytes:
+	case known && !a.full && info.FreeBytes < under:
 		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free, under its reserve of %d", a.cfg.Path, info.FreeBytes, info.ReserveBytes))
 	case a.full && known && info.FreeBytes > 2*info.ReserveBytes,
 		// With no figures to tell, a dir that a write found full is tried
@@ -516,6 +527,47 @@ func (a *logDirActor) fullText() string {
 		return a.fullReason
 	}
 	return a.fullReason + "; " + a.everyFull
+}
+
+// countPartitionsOnDisk counts, before any partition has reported, the
+// bytes of every partition directory found in the directory: the sizes of
+// its segments' .log files, as a partition's log counts its size. So a
+// declared capacity is counted against the bytes already there from the
+// start, not as partitions open one by one, and the partitions that open
+// first get no room that the others already hold. A directory that cannot
+// be read is counted by what its partitions report.
+func (a *logDirActor) countPartitionsOnDisk() {
+	names, err := a.cfg.FS.ReadDir(a.cfg.Path)
+	if err != nil {
+		a.logger.WithError(err).Warn("cannot list the log directory; its partitions count from their reports")
+		return
+	}
+	for _, name := range names {
+		tp, err := disk.ParsePartitionDirName(name)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(a.cfg.Path, name)
+		files, err := a.cfg.FS.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		var size int64
+		for _, f := range files {
+			if _, ext, err := disk.ParseSegmentFileName(f); err != nil || ext != ".log" {
+				continue
+			}
+			if st, err := a.cfg.FS.Stat(filepath.Join(dir, f)); err == nil {
+				size += st.Size()
+			}
+		}
+		p := a.partitions[tp]
+		if p == nil {
+			p = newPartitionState(PartitionReport{TP: tp})
+			a.partitions[tp] = p
+		}
+		p.report.SizeBytes = size
+	}
 }
 
 // tellPartitions sends m to every partition of the directory.
