@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -318,4 +319,130 @@ func TestEveryDirFull(t *testing.T) {
 	fsys.SetCapacity(-1)
 	require.Eventually(t, func() bool { return produce(0, "after").Error == messages.ErrorCode_NONE }, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, messages.ErrorCode_NONE, produce(1, "after").Error)
+}
+
+// produceUntilRefused produces batches of value to a partition until one is
+// refused, which must be with KAFKA_STORAGE_ERROR, and returns how many
+// were acknowledged.
+func produceUntilRefused(t *testing.T, n *Node, topic string, partition int32, value string) int {
+	t.Helper()
+	pid := partitionPID(t, n, topic, partition)
+	for acked := 0; ; acked++ {
+		require.Less(t, acked, 10000, "%s-%d never refused", topic, partition)
+		r := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: topic, Partition: partition, Acks: 1, Records: batchOf(t, value)})
+		if r.Error != messages.ErrorCode_NONE {
+			require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, r.Error, r.ErrorMessage)
+			return acked
+		}
+	}
+}
+
+// A full dir restarted comes back full while it is still short of room
+// (under twice its reserve free: whether it was full is not known after a
+// restart, and hysteresis would have kept it full), and online when it has
+// room; every acknowledged record is read either way. Both for a declared
+// capacity and for a file system that filled.
+func TestRestartOfAFullDir(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// config is the node's config; roomy, the same with room for the
+		// dir.
+		config func(t *testing.T) (full, roomy Config)
+	}{
+		{name: "declared capacity", config: func(t *testing.T) (Config, Config) {
+			cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: filepath.Join(t.TempDir(), "d"), Capacity: 2 << 20})
+			cfg.DiskReserve = disks.Reserve{Bytes: 256 << 10}
+			roomy := cfg
+			roomy.LogDirs = []LogDir{{Path: cfg.LogDirs[0].Path, Capacity: 16 << 20}}
+			return cfg, roomy
+		}},
+		{name: "file system", config: func(t *testing.T) (Config, Config) {
+			fsys := disk.NewMemFS()
+			cfg := testConfig(t, "/data")
+			cfg.FS = fsys
+			cfg.TickInterval = 50 * time.Millisecond
+			cfg.LogDirs = []LogDir{{Path: "/data/d"}}
+			cfg.DiskReserve = disks.Reserve{Bytes: 64 << 10}
+			start := startNode(t, cfg) // to know what the node itself uses
+			require.NoError(t, start.Stop())
+			fsys.SetCapacity(fsys.Used() + 1<<20)
+			roomy := cfg
+			roomy.FS = &growFS{MemFS: fsys}
+			return cfg, roomy
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, roomy := tc.config(t)
+			n := startNode(t, cfg)
+			created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "t", Partitions: 1})
+			require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+			acked := produceUntilRefused(t, n, "t", 0, string(make([]byte, 16<<10)))
+			require.Positive(t, acked)
+			require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirFull }, 10*time.Second, 20*time.Millisecond)
+			require.NoError(t, n.Stop())
+
+			n = startNode(t, cfg)
+			require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirFull }, 10*time.Second, 20*time.Millisecond, "back full")
+			r := request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", 0), &messages.ProduceRequest{Topic: "t", Acks: 1, Records: batchOf(t, "refused")})
+			require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, r.Error, r.ErrorMessage)
+			require.Len(t, fetchAll(t, n, partitionPID(t, n, "t", 0), "t"), acked)
+			require.NoError(t, n.Stop())
+
+			n = startNode(t, roomy)
+			pid := partitionPID(t, n, "t", 0)
+			require.Len(t, fetchAll(t, n, partitionPID(t, n, "t", 0), "t"), acked)
+			require.Equal(t, disks.LogDirOnline, describeDirs(t, n)[0].State, "back online")
+			r = request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: batchOf(t, "taken")})
+			require.Equal(t, messages.ErrorCode_NONE, r.Error, r.ErrorMessage)
+		})
+	}
+}
+
+// growFS is a MemFS whose capacity is lifted when a node first opens it:
+// the file system grew while the node was down.
+type growFS struct {
+	*disk.MemFS
+	once sync.Once
+}
+
+func (g *growFS) MkdirAll(name string, perm os.FileMode) error {
+	g.once.Do(func() { g.SetCapacity(-1) })
+	return g.MemFS.MkdirAll(name, perm)
+}
+
+// A node restarted with a dir declared smaller than what it holds (an
+// upgrade that declares capacities) starts with that dir full, refusing
+// appends, and moves its partitions out to a dir with room; then the dir
+// takes appends again and every record is read.
+func TestRestartOverDeclaredCapacity(t *testing.T) {
+	root := t.TempDir()
+	small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
+	cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: small, Capacity: 64 << 20}, LogDir{Path: big, Capacity: 64 << 20})
+	cfg.DiskReserve = disks.Reserve{Bytes: 256 << 10}
+	logs := test.NewLocal(cfg.Logger)
+	n := startNode(t, cfg)
+	c := newClient(t, n.Address())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	md, err := c.CreateTopic(ctx, "t", 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, small, md.Partitions[0].LogDir)
+	fill(t, c, "t", 1, 3<<20)
+	c.Close()
+	require.NoError(t, n.Stop())
+
+	cfg.LogDirs[0].Capacity = 2 << 20 // less than the 3 MiB it holds
+	n = startNode(t, cfg)
+	require.Equal(t, logrus.WarnLevel, dirLogLine(t, logs, small, "log directory full").Level, "the small dir starts full")
+	require.Eventually(t, func() bool {
+		status := request[*messages.PartitionStatusResponse](t, n, partitionPID(t, n, "t", 0), &messages.PartitionStatusRequest{})
+		return status.LogDir == big
+	}, 30*time.Second, 20*time.Millisecond, "the partition moved out of the small dir")
+	require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirOnline }, 10*time.Second, 20*time.Millisecond)
+	c = newClient(t, n.Address())
+	p, err := c.NewProducer(client.Acks(1))
+	require.NoError(t, err)
+	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("after")}))
+	require.NoError(t, p.Close())
+	require.Len(t, consumeAll(t, c, "t", 1)[0], 3<<10+1)
 }
