@@ -154,17 +154,21 @@ func scrape(t *testing.T, n *Node) string {
 	return string(body)
 }
 
-// dirLogLine returns the first line logged about log dir dir whose
-// message starts with prefix.
+// dirLogLine waits for a line logged about log dir dir whose message
+// starts with prefix, and returns the first.
 func dirLogLine(t *testing.T, logs *test.Hook, dir, prefix string) *logrus.Entry {
 	t.Helper()
-	for _, e := range logs.AllEntries() {
-		if e.Data["dir"] == dir && strings.HasPrefix(e.Message, prefix) {
-			return e
+	var line *logrus.Entry
+	require.Eventually(t, func() bool {
+		for _, e := range logs.AllEntries() {
+			if e.Data["dir"] == dir && strings.HasPrefix(e.Message, prefix) {
+				line = e
+				return true
+			}
 		}
-	}
-	t.Fatalf("no line %q about %s logged", prefix, dir)
-	return nil
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "no line %q about %s logged", prefix, dir)
+	return line
 }
 
 // A declared capacity is a quota, exact though the file system is larger:

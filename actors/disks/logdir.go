@@ -483,22 +483,22 @@ func (a *logDirActor) reportUsage(ctx actor.Context) {
 
 // checkSpace puts the directory into full when its free space is under the
 // reserve, and out of it once it has twice the reserve free (hysteresis, so
-// that appends do not flap at the edge). At start-up it is full under twice
-// the reserve: whether it was full before is not known, and one that was
-// would have stayed full until then. A capacity it cannot tell (no file
+// that appends do not flap at the edge). At start-up it is full with up to
+// twice the reserve free: whether it was full before is not known, and one
+// that was would have stayed full until then. A capacity it cannot tell (no file
 // system figures, no declared capacity) never makes it full.
 func (a *logDirActor) checkSpace(ctx actor.Context, info *messages.LogDirInfo) {
 	if a.state == LogDirOffline {
 		return
 	}
 	known := info.CapacityBytes > 0
-	under := info.ReserveBytes
+	short := info.FreeBytes < info.ReserveBytes
 	if !a.checked {
-		under = 2 * info.ReserveBytes
+		short = info.FreeBytes <= 2*info.ReserveBytes // as full leaves above it
 	}
 	a.checked = true
 	switch {
-	case known && !a.full && info.FreeBytes < under:
+	case known && !a.full && short:
 		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free, under its reserve of %d", a.cfg.Path, info.FreeBytes, info.ReserveBytes))
 	case a.full && known && info.FreeBytes > 2*info.ReserveBytes,
 		// With no figures to tell, a dir that a write found full is tried
