@@ -17,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/topic"
@@ -449,4 +450,137 @@ func TestRestartOverDeclaredCapacity(t *testing.T) {
 	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("after")}))
 	require.NoError(t, p.Close())
 	require.Len(t, consumeAll(t, c, "t", 1)[0], 3<<10+1)
+}
+
+// TestUrgentMoveTiming measures how long a burst into a small dir beside a
+// big one takes to be relieved: from the moment the partition's log
+// crosses the small dir's capacity less twice its reserve (where relief
+// begins) to the end of the urgent move (the partition serving from the
+// big dir), with the byte rate of the burst, once unpaced and once paced
+// at 32 MiB/s. The partition is filled first to just under that mark with
+// a capacity declared far larger, and the node restarted with the small
+// capacity, so that the burst starts near the mark with no write rate
+// known: otherwise the projected fill time, at any burst's rate, relieves
+// the dir long before it crosses. It logs the figures, and asserts only
+// what must hold: no dir offline, and every acknowledged record read once.
+// Run with:
+//
+//	go test -run TestUrgentMoveTiming -v ./node/
+func TestUrgentMoveTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement: seconds of bursts")
+	}
+	const (
+		capacity = 256 << 20
+		reserve  = 16 << 20
+		cross    = capacity - 2*reserve
+		before   = cross - 4<<20 // filled before the burst
+	)
+	for _, pace := range []int64{0, 32 << 20} {
+		name := "unpaced"
+		if pace > 0 {
+			name = fmt.Sprintf("%d MiB/s", pace>>20)
+		}
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
+			cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: small, Capacity: 1 << 40}, LogDir{Path: big, Capacity: 4 << 30})
+			cfg.DiskReserve = disks.Reserve{Bytes: reserve}
+			logs := test.NewLocal(cfg.Logger)
+			n := startNode(t, cfg)
+			c := newClient(t, n.Address())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			md, err := c.CreateTopic(ctx, "burst", 1, nil)
+			require.NoError(t, err)
+			require.Equal(t, small, md.Partitions[0].LogDir)
+			fill(t, c, "burst", 1, before*1000/1040) // 1 KiB values and their record and batch overhead
+			c.Close()
+			require.NoError(t, n.Stop())
+			cfg.LogDirs[0].Capacity = capacity
+			n = startNode(t, cfg)
+			c = newClient(t, n.Address())
+			pid := partitionPID(t, n, "burst", 0)
+			st := request[*messages.PartitionStatusResponse](t, n, pid, &messages.PartitionStatusRequest{})
+			require.Less(t, st.SizeBytes, int64(cross), "filled past the mark")
+			require.Equal(t, small, st.LogDir)
+			start := st.LogEndOffset
+
+			// The watcher polls the partition's size and dir.
+			var crossedAt, movedAt time.Time
+			var movedBytes int64
+			watched := make(chan struct{})
+			go func() {
+				defer close(watched)
+				for ctx.Err() == nil {
+					st, err := actors.Request[*messages.PartitionStatusResponse](ctx, n.System().Root, pid, &messages.PartitionStatusRequest{}, requestTimeout)
+					if err != nil {
+						return
+					}
+					now := time.Now()
+					if crossedAt.IsZero() && st.SizeBytes >= cross {
+						crossedAt = now
+					}
+					if st.LogDir == big {
+						movedAt, movedBytes = now, st.SizeBytes
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}()
+
+			p, err := c.NewProducer(client.Acks(1), client.DeliveryTimeout(2*time.Minute))
+			require.NoError(t, err)
+			var mu sync.Mutex
+			var acked int
+			var failures []error
+			value := make([]byte, 1<<10)
+			started := time.Now()
+			var sent int64
+		produce:
+			for i := 0; ; i++ {
+				select {
+				case <-watched:
+					break produce
+				default:
+				}
+				if pace > 0 {
+					time.Sleep(time.Until(started.Add(time.Duration(float64(sent) / float64(pace) * float64(time.Second)))))
+				}
+				p.Produce(ctx, &client.Record{Topic: "burst", Value: value}, func(_ *client.Record, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failures = append(failures, err)
+						return
+					}
+					acked++
+				})
+				sent += int64(len(value))
+			}
+			require.NoError(t, p.Flush(ctx))
+			burst := time.Since(started)
+			require.NoError(t, p.Close())
+			require.Empty(t, failures)
+			require.False(t, movedAt.IsZero(), "the partition never moved")
+			for _, d := range describeDirs(t, n) {
+				require.NotEqual(t, disks.LogDirOffline, d.State, d.Path)
+			}
+			require.Len(t, consumeAll(t, c, "burst", 1)[0], int(start)+acked, "every acknowledged record, once")
+			relief := dirLogLine(t, logs, small, "log directory filling").Time
+			since := func(at time.Time) time.Duration { return at.Sub(started).Round(time.Millisecond) }
+			setting := fmt.Sprintf("%d MiB acknowledged in %v, refusals and retries included, into %d of %d MiB, reserve %d MiB",
+				int64(acked)>>10, burst.Round(time.Millisecond), before>>20, capacity>>20, reserve>>20)
+			if crossedAt.IsZero() {
+				// The projected fill time had the dir relieved first.
+				t.Logf("burst %s: urgent move of %d MiB done before crossing %d MiB (into the burst: relief planned at %v, moved at %v)",
+					setting, movedBytes>>20, cross>>20, since(relief), since(movedAt))
+				return
+			}
+			t.Logf("burst at %.0f MiB/s to the crossing, %s: urgent move of %d MiB done %v after crossing %d MiB "+
+				"(into the burst: crossed at %v, relief planned at %v, moved at %v)",
+				float64(cross-st.SizeBytes)/(1<<20)/crossedAt.Sub(started).Seconds(), setting,
+				movedBytes>>20, movedAt.Sub(crossedAt).Round(time.Millisecond), cross>>20, since(crossedAt), since(relief), since(movedAt))
+		})
+	}
 }
