@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -89,38 +90,22 @@ func TestFullLogDirRefusesAppendsAndRecovers(t *testing.T) {
 // partition is moved out at once, unthrottled, and writes go on in the big
 // dir; no partition goes offline and every acknowledged record is read.
 func TestBurstIntoASmallDirMovesOut(t *testing.T) {
-	root := t.TempDir()
-	small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
-	cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: small, Capacity: 8 << 20}, LogDir{Path: big, Capacity: 1 << 30})
-	cfg.DiskReserve = disks.Reserve{Bytes: 1 << 20}
-	n := startNode(t, cfg)
-	c := newClient(t, n.Address())
+	s := startSmallBesideBig(t, "burst", 8<<20, 1<<30, 1<<20)
+	n, c := s.n, s.c
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	md, err := c.CreateTopic(ctx, "burst", 1, nil)
-	require.NoError(t, err)
-	require.Equal(t, small, md.Partitions[0].LogDir)
 
 	p, err := c.NewProducer(client.Acks(1), client.DeliveryTimeout(time.Minute))
 	require.NoError(t, err)
 	const records = 12 << 10 // 12 MiB of 1 KiB values: more than the small dir holds
-	var mu sync.Mutex
-	var failures []error
-	acked := 0
+	var d deliveries
 	value := make([]byte, 1<<10)
 	for i := range records {
-		p.Produce(ctx, &client.Record{Topic: "burst", Value: fmt.Appendf(value[:0:0], "%08d%s", i, value[8:])}, func(_ *client.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failures = append(failures, err)
-				return
-			}
-			acked++
-		})
+		p.Produce(ctx, &client.Record{Topic: "burst", Value: fmt.Appendf(value[:0:0], "%08d%s", i, value[8:])}, d.promise)
 	}
 	require.NoError(t, p.Flush(ctx))
 	require.NoError(t, p.Close())
+	acked, failures := d.counts()
 	require.Empty(t, failures)
 	require.Equal(t, records, acked)
 
@@ -132,10 +117,7 @@ func TestBurstIntoASmallDirMovesOut(t *testing.T) {
 	require.Len(t, got[0], records, "every acknowledged record is read")
 	// The small dir's reports catch up with the burst, and its partition
 	// moves out; writes go on there.
-	require.Eventually(t, func() bool {
-		status := request[*messages.PartitionStatusResponse](t, n, partitionPID(t, n, "burst", 0), &messages.PartitionStatusRequest{})
-		return status.LogDir == big
-	}, 30*time.Second, 20*time.Millisecond, "the partition moved out of the small dir")
+	waitMovedTo(t, n, "burst", s.big)
 	p, err = c.NewProducer(client.Acks(1))
 	require.NoError(t, err)
 	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "burst", Value: []byte("after the move")}))
@@ -210,7 +192,9 @@ func TestDeclaredCapacityIsAnExactQuota(t *testing.T) {
 		var of []int
 		for p, pid := range pids {
 			for range pending[p] {
-				futures = append(futures, n.System().Root.RequestFuture(pid, &messages.ProduceRequest{Topic: "q", Partition: int32(p), Acks: 1, Records: batch}, requestTimeout))
+				// A batch of its own: the partition stamps its offsets in.
+				records := bytes.Clone(batch)
+				futures = append(futures, n.System().Root.RequestFuture(pid, &messages.ProduceRequest{Topic: "q", Partition: int32(p), Acks: 1, Records: records}, requestTimeout))
 				of = append(of, p)
 			}
 		}
@@ -420,31 +404,20 @@ func (g *growFS) MkdirAll(name string, perm os.FileMode) error {
 // appends, and moves its partitions out to a dir with room; then the dir
 // takes appends again and every record is read.
 func TestRestartOverDeclaredCapacity(t *testing.T) {
-	root := t.TempDir()
-	small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
-	cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: small, Capacity: 64 << 20}, LogDir{Path: big, Capacity: 64 << 20})
-	cfg.DiskReserve = disks.Reserve{Bytes: 256 << 10}
-	logs := test.NewLocal(cfg.Logger)
+	s := startSmallBesideBig(t, "t", 64<<20, 64<<20, 256<<10)
+	fill(t, s.c, "t", 1, 3<<20)
+	s.c.Close()
+	require.NoError(t, s.n.Stop())
+
+	cfg := s.cfg
+	cfg.LogDirs[0].Capacity = 2 << 20 // less than the 3 MiB it holds
 	n := startNode(t, cfg)
-	c := newClient(t, n.Address())
+	require.Equal(t, logrus.WarnLevel, dirLogLine(t, s.logs, s.small, "log directory full").Level, "the small dir starts full")
+	waitMovedTo(t, n, "t", s.big)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	md, err := c.CreateTopic(ctx, "t", 1, nil)
-	require.NoError(t, err)
-	require.Equal(t, small, md.Partitions[0].LogDir)
-	fill(t, c, "t", 1, 3<<20)
-	c.Close()
-	require.NoError(t, n.Stop())
-
-	cfg.LogDirs[0].Capacity = 2 << 20 // less than the 3 MiB it holds
-	n = startNode(t, cfg)
-	require.Equal(t, logrus.WarnLevel, dirLogLine(t, logs, small, "log directory full").Level, "the small dir starts full")
-	require.Eventually(t, func() bool {
-		status := request[*messages.PartitionStatusResponse](t, n, partitionPID(t, n, "t", 0), &messages.PartitionStatusRequest{})
-		return status.LogDir == big
-	}, 30*time.Second, 20*time.Millisecond, "the partition moved out of the small dir")
 	require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirOnline }, 10*time.Second, 20*time.Millisecond)
-	c = newClient(t, n.Address())
+	c := newClient(t, n.Address())
 	p, err := c.NewProducer(client.Acks(1))
 	require.NoError(t, err)
 	require.NoError(t, p.ProduceSync(ctx, &client.Record{Topic: "t", Value: []byte("after")}))
@@ -482,24 +455,17 @@ func TestUrgentMoveTiming(t *testing.T) {
 			name = fmt.Sprintf("%d MiB/s", pace>>20)
 		}
 		t.Run(name, func(t *testing.T) {
-			root := t.TempDir()
-			small, big := filepath.Join(root, "small"), filepath.Join(root, "big")
-			cfg := diskTestConfig(t, disks.PolicyCount, LogDir{Path: small, Capacity: 1 << 40}, LogDir{Path: big, Capacity: 4 << 30})
-			cfg.DiskReserve = disks.Reserve{Bytes: reserve}
-			logs := test.NewLocal(cfg.Logger)
+			s := startSmallBesideBig(t, "burst", 1<<40, 4<<30, reserve)
+			small, big, logs := s.small, s.big, s.logs
+			fill(t, s.c, "burst", 1, before*1000/1040) // 1 KiB values and their record and batch overhead
+			s.c.Close()
+			require.NoError(t, s.n.Stop())
+			cfg := s.cfg
+			cfg.LogDirs[0].Capacity = capacity
 			n := startNode(t, cfg)
 			c := newClient(t, n.Address())
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			md, err := c.CreateTopic(ctx, "burst", 1, nil)
-			require.NoError(t, err)
-			require.Equal(t, small, md.Partitions[0].LogDir)
-			fill(t, c, "burst", 1, before*1000/1040) // 1 KiB values and their record and batch overhead
-			c.Close()
-			require.NoError(t, n.Stop())
-			cfg.LogDirs[0].Capacity = capacity
-			n = startNode(t, cfg)
-			c = newClient(t, n.Address())
 			pid := partitionPID(t, n, "burst", 0)
 			st := request[*messages.PartitionStatusResponse](t, n, pid, &messages.PartitionStatusRequest{})
 			require.Less(t, st.SizeBytes, int64(cross), "filled past the mark")
@@ -531,9 +497,7 @@ func TestUrgentMoveTiming(t *testing.T) {
 
 			p, err := c.NewProducer(client.Acks(1), client.DeliveryTimeout(2*time.Minute))
 			require.NoError(t, err)
-			var mu sync.Mutex
-			var acked int
-			var failures []error
+			var d deliveries
 			value := make([]byte, 1<<10)
 			started := time.Now()
 			var sent int64
@@ -547,24 +511,17 @@ func TestUrgentMoveTiming(t *testing.T) {
 				if pace > 0 {
 					time.Sleep(time.Until(started.Add(time.Duration(float64(sent) / float64(pace) * float64(time.Second)))))
 				}
-				p.Produce(ctx, &client.Record{Topic: "burst", Value: value}, func(_ *client.Record, err error) {
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						failures = append(failures, err)
-						return
-					}
-					acked++
-				})
+				p.Produce(ctx, &client.Record{Topic: "burst", Value: value}, d.promise)
 				sent += int64(len(value))
 			}
 			require.NoError(t, p.Flush(ctx))
 			burst := time.Since(started)
 			require.NoError(t, p.Close())
+			acked, failures := d.counts()
 			require.Empty(t, failures)
 			require.False(t, movedAt.IsZero(), "the partition never moved")
-			for _, d := range describeDirs(t, n) {
-				require.NotEqual(t, disks.LogDirOffline, d.State, d.Path)
+			for _, dir := range describeDirs(t, n) {
+				require.NotEqual(t, disks.LogDirOffline, dir.State, dir.Path)
 			}
 			require.Len(t, consumeAll(t, c, "burst", 1)[0], int(start)+acked, "every acknowledged record, once")
 			relief := dirLogLine(t, logs, small, "log directory filling").Time
@@ -583,4 +540,66 @@ func TestUrgentMoveTiming(t *testing.T) {
 				movedBytes>>20, movedAt.Sub(crossedAt).Round(time.Millisecond), cross>>20, since(crossedAt), since(relief), since(movedAt))
 		})
 	}
+}
+
+// smallBesideBig is a node with a small log dir and a big one, placing by
+// count, and a topic of one partition in the small dir.
+type smallBesideBig struct {
+	cfg        Config
+	logs       *test.Hook
+	n          *Node
+	c          *client.Client
+	small, big string
+}
+
+// startSmallBesideBig starts a smallBesideBig whose dirs declare the
+// capacities given and keep reserve bytes, and creates topic.
+func startSmallBesideBig(t *testing.T, topic string, smallCapacity, bigCapacity, reserve int64) *smallBesideBig {
+	t.Helper()
+	root := t.TempDir()
+	s := &smallBesideBig{small: filepath.Join(root, "small"), big: filepath.Join(root, "big")}
+	s.cfg = diskTestConfig(t, disks.PolicyCount, LogDir{Path: s.small, Capacity: smallCapacity}, LogDir{Path: s.big, Capacity: bigCapacity})
+	s.cfg.DiskReserve = disks.Reserve{Bytes: reserve}
+	s.logs = test.NewLocal(s.cfg.Logger)
+	s.n = startNode(t, s.cfg)
+	s.c = newClient(t, s.n.Address())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	md, err := s.c.CreateTopic(ctx, topic, 1, nil)
+	require.NoError(t, err)
+	require.Equal(t, s.small, md.Partitions[0].LogDir)
+	return s
+}
+
+// waitMovedTo waits until partition 0 of topic serves from dir.
+func waitMovedTo(t *testing.T, n *Node, topic, dir string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		status := request[*messages.PartitionStatusResponse](t, n, partitionPID(t, n, topic, 0), &messages.PartitionStatusRequest{})
+		return status.LogDir == dir
+	}, 30*time.Second, 20*time.Millisecond, "%s-0 never moved to %s", topic, dir)
+}
+
+// deliveries counts the records a producer acknowledged and keeps its
+// failures; promise is safe to call from the producer's goroutines.
+type deliveries struct {
+	mu       sync.Mutex
+	acked    int
+	failures []error
+}
+
+func (d *deliveries) promise(_ *client.Record, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.failures = append(d.failures, err)
+		return
+	}
+	d.acked++
+}
+
+func (d *deliveries) counts() (acked int, failures []error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.acked, d.failures
 }
