@@ -33,6 +33,17 @@ func setup(t *testing.T, opts ...Opt) (*fakeCluster, *Client) {
 	return fc, c
 }
 
+// setupTopic is setup with a topic "t" of one partition, a producer made
+// with opts (the caller closes it), and a context of d.
+func setupTopic(t *testing.T, d time.Duration, opts ...ProducerOpt) (*fakeCluster, *Client, *Producer, context.Context) {
+	t.Helper()
+	fc, c := setup(t)
+	require.NoError(t, fc.createTopic("t", 1))
+	p, err := c.NewProducer(opts...)
+	require.NoError(t, err)
+	return fc, c, p, testContext(t, d)
+}
+
 func testContext(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -491,11 +502,7 @@ func TestAcrossTwoActorSystems(t *testing.T) {
 }
 
 func TestConsumerStartingOffsets(t *testing.T) {
-	fc, c := setup(t)
-	ctx := testContext(t, 20*time.Second)
-	require.NoError(t, fc.createTopic("t", 1))
-	p, err := c.NewProducer(WithPartitioner(ManualPartitioner()), Linger(time.Hour))
-	require.NoError(t, err)
+	_, c, p, ctx := setupTopic(t, 20*time.Second, WithPartitioner(ManualPartitioner()), Linger(time.Hour))
 	defer p.Close()
 	base := time.UnixMilli(1_700_000_000_000)
 	var rs []*Record
@@ -569,11 +576,7 @@ func TestConsumerStartingOffsets(t *testing.T) {
 // OnFetchError with the broker's error, while resolving the start offset
 // and while fetching; once it can be read again, its records come.
 func TestConsumerTellsOfUnavailablePartitions(t *testing.T) {
-	fc, c := setup(t)
-	ctx := testContext(t, 20*time.Second)
-	require.NoError(t, fc.createTopic("t", 1))
-	p, err := c.NewProducer()
-	require.NoError(t, err)
+	fc, c, p, ctx := setupTopic(t, 20*time.Second)
 	defer p.Close()
 	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("first")}))
 
@@ -907,11 +910,7 @@ func TestDeliveryTimeoutCutsTheRequestShort(t *testing.T) {
 // Shutdown with an ended context gives up on the records not acknowledged
 // at once, and every promise has been called when it returns.
 func TestShutdownGivesUpOnUnacknowledgedRecords(t *testing.T) {
-	fc, c := setup(t)
-	ctx := testContext(t, 10*time.Second)
-	require.NoError(t, fc.createTopic("t", 1))
-	p, err := c.NewProducer()
-	require.NoError(t, err)
+	fc, c, p, ctx := setupTopic(t, 10*time.Second)
 	acked := &Record{Topic: "t", Value: []byte("acked")}
 	require.NoError(t, p.ProduceSync(ctx, acked))
 
