@@ -21,7 +21,7 @@ type diskCollector struct {
 	root      *actor.RootContext
 	placement *actor.PID
 
-	bytes, capacity, free, partitions, writeRate, projected, online *prometheus.Desc
+	bytes, capacity, free, reserve, partitions, writeRate, projected, online, full *prometheus.Desc
 }
 
 func newDiskCollector(root *actor.RootContext, placement *actor.PID) *diskCollector {
@@ -34,15 +34,17 @@ func newDiskCollector(root *actor.RootContext, placement *actor.PID) *diskCollec
 		bytes:      desc("bytes", "Bytes of partition data in the log directory."),
 		capacity:   desc("capacity_bytes", "Capacity of the log directory, declared or from the file system."),
 		free:       desc("free_bytes", "Free bytes in the log directory."),
+		reserve:    desc("reserve_bytes", "Free space the log directory keeps: under it, the directory is full."),
 		partitions: desc("partitions", "Partitions in the log directory."),
 		writeRate:  desc("write_bytes_per_second", "Bytes appended per second to the log directory's partitions."),
 		projected:  desc("projected_bytes", "Bytes the log directory is expected to hold once growth meets retention."),
 		online:     desc("online", "1 when the log directory serves (online or draining), 0 when offline."),
+		full:       desc("full", "1 when the log directory is full (free space under its reserve): appends to its partitions are refused, reads go on."),
 	}
 }
 
 func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.bytes, c.capacity, c.free, c.partitions, c.writeRate, c.projected, c.online} {
+	for _, d := range []*prometheus.Desc{c.bytes, c.capacity, c.free, c.reserve, c.partitions, c.writeRate, c.projected, c.online, c.full} {
 		ch <- d
 	}
 }
@@ -53,18 +55,23 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, d := range resp.Dirs {
-		online := 1.0
-		if d.State == disks.LogDirOffline {
+		online, full := 1.0, 0.0
+		switch d.State {
+		case disks.LogDirOffline:
 			online = 0
+		case disks.LogDirFull:
+			full = 1
 		}
 		for desc, v := range map[*prometheus.Desc]float64{
 			c.bytes:      float64(d.Bytes),
 			c.capacity:   float64(d.CapacityBytes),
 			c.free:       float64(d.FreeBytes),
+			c.reserve:    float64(d.ReserveBytes),
 			c.partitions: float64(d.Partitions),
 			c.writeRate:  d.WriteBytesPerS,
 			c.projected:  float64(d.ProjectedBytes),
 			c.online:     online,
+			c.full:       full,
 		} {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, d.Path, d.State)
 		}

@@ -166,12 +166,13 @@ func produceAll(t *testing.T, n *Node, pid *actor.PID, acks int32, first, count,
 	return values
 }
 
-// fetchAll reads orders-0 from offset 0 to its end.
-func fetchAll(t *testing.T, n *Node, pid *actor.PID) []string {
+// fetchAll reads partition 0 of topic, whose actor is pid, from offset 0
+// to its end.
+func fetchAll(t *testing.T, n *Node, pid *actor.PID, topic string) []string {
 	t.Helper()
 	var all []string
 	for {
-		values := fetchValues(t, n, pid, "orders", int64(len(all)))
+		values := fetchValues(t, n, pid, topic, int64(len(all)))
 		if len(values) == 0 {
 			return all
 		}
@@ -290,10 +291,10 @@ func TestNodeMoveCrashAtEveryStep(t *testing.T) {
 			require.Equal(t, messages.ErrorCode_NONE, st.Error, st.ErrorMessage)
 			require.Equal(t, want, st.LogDir)
 			require.Equal(t, []string{filepath.Join(want, "orders-0")}, partitionCopies(t, mem, src, dst), "exactly one copy")
-			require.Equal(t, acked, fetchAll(t, n2, pid), "every acknowledged record, once, in order")
+			require.Equal(t, acked, fetchAll(t, n2, pid, "orders"), "every acknowledged record, once, in order")
 			// It takes produce where it left off.
 			acked = append(acked, produceAll(t, n2, pid, -1, len(acked), 3, 10)...)
-			require.Equal(t, acked, fetchAll(t, n2, pid))
+			require.Equal(t, acked, fetchAll(t, n2, pid, "orders"))
 		})
 	}
 }

@@ -33,6 +33,17 @@ func setup(t *testing.T, opts ...Opt) (*fakeCluster, *Client) {
 	return fc, c
 }
 
+// setupTopic is setup with a topic "t" of one partition, a producer made
+// with opts (the caller closes it), and a context of d.
+func setupTopic(t *testing.T, d time.Duration, opts ...ProducerOpt) (*fakeCluster, *Client, *Producer, context.Context) {
+	t.Helper()
+	fc, c := setup(t)
+	require.NoError(t, fc.createTopic("t", 1))
+	p, err := c.NewProducer(opts...)
+	require.NoError(t, err)
+	return fc, c, p, testContext(t, d)
+}
+
 func testContext(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -491,11 +502,7 @@ func TestAcrossTwoActorSystems(t *testing.T) {
 }
 
 func TestConsumerStartingOffsets(t *testing.T) {
-	fc, c := setup(t)
-	ctx := testContext(t, 20*time.Second)
-	require.NoError(t, fc.createTopic("t", 1))
-	p, err := c.NewProducer(WithPartitioner(ManualPartitioner()), Linger(time.Hour))
-	require.NoError(t, err)
+	_, c, p, ctx := setupTopic(t, 20*time.Second, WithPartitioner(ManualPartitioner()), Linger(time.Hour))
 	defer p.Close()
 	base := time.UnixMilli(1_700_000_000_000)
 	var rs []*Record
@@ -563,6 +570,57 @@ func TestConsumerStartingOffsets(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(-1), off)
 	})
+}
+
+// A partition that cannot be read is retried, and each failure is told to
+// OnFetchError with the broker's error, while resolving the start offset
+// and while fetching; once it can be read again, its records come.
+func TestConsumerTellsOfUnavailablePartitions(t *testing.T) {
+	fc, c, p, ctx := setupTopic(t, 20*time.Second)
+	defer p.Close()
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("first")}))
+
+	errs := make(chan FetchError, 1024)
+	cons, err := c.NewConsumer(ConsumerRetryBackoff(10*time.Millisecond), OnFetchError(func(e FetchError) {
+		select {
+		case errs <- e:
+		default:
+		}
+	}))
+	require.NoError(t, err)
+	defer cons.Close()
+	expect := func(offset int64) {
+		t.Helper()
+		for range 2 { // the same failure again, after the backoff
+			select {
+			case e := <-errs:
+				require.Equal(t, FetchError{Topic: "t", Partition: 0, Offset: offset, Err: e.Err}, e)
+				require.ErrorIs(t, e.Err, ErrKafkaStorageError)
+				require.EqualError(t, e.Err, "partition t-0 is offline: disk failed")
+			case <-ctx.Done():
+				t.Fatal("no fetch error told")
+			}
+		}
+	}
+
+	fc.setFaults(faults{unavailable: messages.ErrorCode_KAFKA_STORAGE_ERROR})
+	cons.Assign("t", 0, AtStart())
+	expect(-1)
+	fc.setFaults(faults{})
+	got, err := cons.Poll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "first", string(got[0].Value))
+
+	fc.setFaults(faults{unavailable: messages.ErrorCode_KAFKA_STORAGE_ERROR})
+	for len(errs) > 0 {
+		<-errs
+	}
+	expect(1)
+	fc.setFaults(faults{})
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("second")}))
+	got, err = cons.Poll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "second", string(got[0].Value))
 }
 
 // An offset past the end of the log moves by the reset policy, one below
@@ -852,11 +910,7 @@ func TestDeliveryTimeoutCutsTheRequestShort(t *testing.T) {
 // Shutdown with an ended context gives up on the records not acknowledged
 // at once, and every promise has been called when it returns.
 func TestShutdownGivesUpOnUnacknowledgedRecords(t *testing.T) {
-	fc, c := setup(t)
-	ctx := testContext(t, 10*time.Second)
-	require.NoError(t, fc.createTopic("t", 1))
-	p, err := c.NewProducer()
-	require.NoError(t, err)
+	fc, c, p, ctx := setupTopic(t, 10*time.Second)
 	acked := &Record{Topic: "t", Value: []byte("acked")}
 	require.NoError(t, p.ProduceSync(ctx, acked))
 

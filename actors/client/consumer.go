@@ -113,6 +113,24 @@ type OffsetReset struct {
 // than past the end.
 func (r OffsetReset) BelowLogStart() bool { return r.From < r.LogStartOffset }
 
+// FetchError tells that a partition could not be read and that the
+// consumer tries again after its retry backoff: its leader is unknown, or
+// the leader answered with a retriable error (an offline partition, a full
+// or failed disk, a leader that moved), or gave no answer in time. Err is
+// an *Error with the broker's code and message, ErrNoLeader or
+// ErrTimeout.
+type FetchError struct {
+	Topic     string
+	Partition int32
+	// Offset is the offset the consumer reads from, -1 while it is still
+	// resolving where to start.
+	Offset int64
+	Err    error
+}
+
+// ErrNoLeader means the metadata names no leader for a partition.
+var ErrNoLeader = errors.New("no leader known for the partition")
+
 // ConsumerOpt configures a Consumer.
 type ConsumerOpt func(*consumerConfig)
 
@@ -127,6 +145,7 @@ type consumerConfig struct {
 	retryBackoff      time.Duration
 	reset             ResetPolicy
 	onReset           func(OffsetReset)
+	onFetchError      func(FetchError)
 }
 
 // FetchMaxBytes bounds the bytes asked for by all fetches in flight
@@ -181,6 +200,15 @@ func Reset(p ResetPolicy) ConsumerOpt { return func(c *consumerConfig) { c.reset
 // none.
 func OnOffsetReset(fn func(OffsetReset)) ConsumerOpt {
 	return func(c *consumerConfig) { c.onReset = fn }
+}
+
+// OnFetchError has fn told of each failure to read a partition that the
+// consumer retries (see FetchError), each time it happens, so that a caller
+// need not wait in silence for a partition that is unavailable. It is
+// called from the consumer's fetcher goroutine and must not block. Default
+// none: the consumer retries without telling.
+func OnFetchError(fn func(FetchError)) ConsumerOpt {
+	return func(c *consumerConfig) { c.onFetchError = fn }
 }
 
 // Consumer reads assigned partitions. Its fetcher actor keeps a long-poll
@@ -745,10 +773,19 @@ func (f *fetcher) resolve(ctx actor.Context, fp *fetchPart) {
 		r, ok := res.(*messages.ListOffsetsResponse)
 		switch {
 		case err != nil || !ok:
+			failure := fmt.Errorf("%w: %T to a %T", ErrBadResponse, res, req)
+			switch {
+			case errors.Is(err, actor.ErrTimeout):
+				failure = fmt.Errorf("%w: no answer to where to start reading in %v", ErrTimeout, f.cons.cfg.requestTimeout)
+			case err != nil:
+				failure = err
+			}
+			f.fetchFailed(fp, -1, failure)
 			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
 			fp.leader = nil
 			return
 		case needsMetadata(r.GetError()):
+			f.fetchFailed(fp, -1, codeError(r.GetError(), r.GetErrorMessage()))
 			fp.leader = nil
 			f.cons.client.forget(fp.key.topic)
 			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
@@ -798,6 +835,7 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 	case code == messages.ErrorCode_OFFSET_OUT_OF_RANGE:
 		f.onOutOfRange(fp, m)
 	case needsMetadata(code) || retriable(code):
+		f.fetchFailed(fp, fp.offset, codeError(code, m.GetErrorMessage()))
 		if needsMetadata(code) {
 			fp.leader = nil
 			f.cons.client.forget(fp.key.topic)
@@ -808,6 +846,17 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 		fp.retryAt = time.Now().Add(cfg.retryBackoff)
 	}
 	f.step(ctx, fp)
+}
+
+// fetchFailed tells OnFetchError that fp could not be read from offset
+// (-1 while resolving) and will be tried again.
+func (f *fetcher) fetchFailed(fp *fetchPart, offset int64, err error) {
+	if fn := f.cons.cfg.onFetchError; fn != nil {
+		if fp.resolve {
+			offset = -1
+		}
+		fn(FetchError{Topic: fp.key.topic, Partition: fp.key.partition, Offset: offset, Err: err})
+	}
 }
 
 // onOutOfRange moves a partition whose fetch offset is outside its log, as
@@ -869,6 +918,7 @@ func (f *fetcher) onTick(ctx actor.Context) {
 	now := time.Now()
 	for _, fp := range f.order {
 		if fp.inflight && now.Sub(fp.sentAt) > cfg.fetchMaxWait+cfg.requestTimeout {
+			f.fetchFailed(fp, fp.offset, fmt.Errorf("%w: no answer to a fetch in %v", ErrTimeout, cfg.fetchMaxWait+cfg.requestTimeout))
 			fp.inflight = false
 			fp.corrID = 0
 			f.asked -= int64(fp.asked)
@@ -933,6 +983,7 @@ func (f *fetcher) refresh(ctx actor.Context, topic string) {
 		for _, fp := range f.order {
 			if fp.key.topic == topic {
 				if fp.leader = c.leader(topic, fp.key.partition); fp.leader == nil {
+					f.fetchFailed(fp, fp.offset, ErrNoLeader)
 					fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
 				}
 				f.step(ctx, fp)

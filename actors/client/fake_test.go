@@ -30,10 +30,13 @@ type faults struct {
 	// generator seeded per partition: a fault every n-th request exactly
 	// can fall in step with the producer's resends (five in flight,
 	// resent together), and strike the same batch every time.
-	dropProduceEvery int           // ignore about one ProduceRequest in n
-	loseAnswerEvery  int           // append about one batch in n but send no answer
-	dropFetchEvery   int           // ignore about one FetchRequest in n
-	produceDelay     time.Duration // answer produce requests this late
+	dropProduceEvery int // ignore about one ProduceRequest in n
+	loseAnswerEvery  int // append about one batch in n but send no answer
+	dropFetchEvery   int // ignore about one FetchRequest in n
+	// unavailable, when not NONE, is the error every fetch and list
+	// offsets is answered with, as an offline partition answers.
+	unavailable  messages.ErrorCode
+	produceDelay time.Duration // answer produce requests this late
 	// holdProduce is how long a partition works on each produce
 	// request, in its turn: its answers keep their order.
 	holdProduce    time.Duration
@@ -564,6 +567,11 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 		p.mu.Unlock()
 		return
 	}
+	if f.unavailable != messages.ErrorCode_NONE {
+		p.mu.Unlock()
+		ctx.Respond(&messages.FetchResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), Error: f.unavailable, ErrorMessage: p.unavailableText()})
+		return
+	}
 	available := p.next - m.GetOffset()
 	enough := p.bytesFrom(m.GetOffset()) >= max(m.GetMinBytes(), 1)
 	p.mu.Unlock()
@@ -640,7 +648,15 @@ func (p *fakePartition) fetchResponse(m *messages.FetchRequest) *messages.FetchR
 	return resp
 }
 
+// unavailableText is the error message of the unavailable fault.
+func (p *fakePartition) unavailableText() string {
+	return fmt.Sprintf("partition %s-%d is offline: disk failed", p.topic, p.partition)
+}
+
 func (p *fakePartition) listOffsets(m *messages.ListOffsetsRequest) *messages.ListOffsetsResponse {
+	if code := p.fc.getFaults().unavailable; code != messages.ErrorCode_NONE {
+		return &messages.ListOffsetsResponse{Error: code, ErrorMessage: p.unavailableText()}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch m.GetTimestamp() {

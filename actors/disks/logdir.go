@@ -151,6 +151,10 @@ type WriteCheckpoints struct{}
 // WriteCheckpointsDone answers WriteCheckpoints.
 type WriteCheckpointsDone struct{ Err error }
 
+// everyDirFull tells a log-dir actor whether every log dir of the node is
+// full: text says so, naming each, or is "".
+type everyDirFull struct{ text string }
+
 // setDraining switches a log directory's draining state.
 type setDraining struct{ draining bool }
 
@@ -164,6 +168,18 @@ type partitionState struct {
 	report   PartitionReport
 	rate     float64 // bytes per second, decaying average
 	lastSeen time.Time
+	// token, ceiling and pending are the partition's allowance in a dir
+	// with a declared capacity (see DirAllowance): the token of its
+	// incarnation, the ceiling it acknowledged (-1 none), and the one
+	// sent to it as pendingSeq and not yet acknowledged (-1 none).
+	token      *AllowanceToken
+	ceiling    int64
+	pending    int64
+	pendingSeq uint64
+}
+
+func newPartitionState(report PartitionReport) *partitionState {
+	return &partitionState{report: report, ceiling: -1, pending: -1}
 }
 
 // logDirActor owns one log directory: its checkpoint files, its state
@@ -179,11 +195,22 @@ type logDirActor struct {
 	full       bool
 	fullReason string
 	fullSince  time.Time
-	dirty      bool
-	usageSoon  bool // a usage report is due after usageDelay
-	recovered  recoveryTotals
-	timers     []scheduler.CancelFunc
-	logger     *logrus.Entry
+	// checked is set once the directory's space has been checked: the
+	// first check, at start-up, makes it full under twice its reserve.
+	checked bool
+	// everyFull, when every log dir of the node is full, says so (from
+	// the placement actor), after fullReason in refusals.
+	everyFull string
+	// limit is what the partitions of a dir with a declared capacity may
+	// hold together, its capacity less its reserve; -1 for a dir without.
+	// allowanceSeq numbers the DirAllowances sent.
+	limit        int64
+	allowanceSeq uint64
+	dirty        bool
+	usageSoon    bool // a usage report is due after usageDelay
+	recovered    recoveryTotals
+	timers       []scheduler.CancelFunc
+	logger       *logrus.Entry
 }
 
 // NewLogDirProps returns the props of a log-dir actor.
@@ -211,12 +238,15 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 	}
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "logdir", "dir": cfg.Path})
 	return actors.Props(func() actor.Actor {
-		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, logger: logger}
+		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, limit: -1, logger: logger}
 		if cfg.Draining {
 			a.state = LogDirDraining
 		}
+		if cfg.Capacity > 0 {
+			a.limit = cfg.Capacity - cfg.Reserve.Of(cfg.Capacity)
+		}
 		for tp, rp := range cfg.Checkpoints.RecoveryPoints {
-			a.partitions[tp] = &partitionState{report: PartitionReport{TP: tp, RecoveryPoint: rp, LogStartOffset: cfg.Checkpoints.LogStart[tp]}}
+			a.partitions[tp] = newPartitionState(PartitionReport{TP: tp, RecoveryPoint: rp, LogStartOffset: cfg.Checkpoints.LogStart[tp]})
 		}
 		return a
 	}, logger)
@@ -225,6 +255,7 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 func (a *logDirActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.countPartitionsOnDisk()
 		timers := scheduler.NewTimerScheduler(ctx)
 		a.timers = append(a.timers,
 			timers.SendRepeatedly(a.cfg.CheckpointInterval, a.cfg.CheckpointInterval, ctx.Self(), &checkpointTick{}),
@@ -238,6 +269,11 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 		a.onFailed(ctx, m)
 	case *setDraining:
 		a.onSetDraining(ctx, m)
+	case *everyDirFull:
+		a.everyFull = m.text
+		if a.full {
+			a.tellPartitions(ctx, &DirSpace{Full: true, Reason: a.fullText()})
+		}
 	case *checkpointTick:
 		if a.dirty {
 			_ = a.writeCheckpoints()
@@ -273,6 +309,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	if m.Deleted {
 		delete(a.partitions, m.TP)
 		a.reportUsage(ctx)
+		a.allocate(ctx)
 		return
 	}
 	if m.Recovered != nil {
@@ -282,7 +319,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	p := a.partitions[m.TP]
 	appeared := p == nil || p.report.PID == nil
 	if p == nil {
-		p = &partitionState{}
+		p = newPartitionState(PartitionReport{})
 		a.partitions[m.TP] = p
 	}
 	if !p.lastSeen.IsZero() && m.AppendedBytes >= p.report.AppendedBytes {
@@ -292,14 +329,16 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	// actor must know every partition a drain has to move.
 	changed := appeared || m.SizeBytes != p.report.SizeBytes || m.Closed
 	if appeared && a.full && m.PID != nil {
-		ctx.Send(m.PID, &DirSpace{Full: true, Reason: a.fullReason})
+		ctx.Send(m.PID, &DirSpace{Full: true, Reason: a.fullText()})
 	}
 	p.report = *m
 	p.lastSeen = now
+	a.noteAllowance(ctx, p, m)
 	if changed && !a.usageSoon {
 		a.usageSoon = true
 		scheduler.NewTimerScheduler(ctx).SendOnce(usageDelay, ctx.Self(), &usageDue{})
 	}
+	a.allocate(ctx)
 }
 
 // recoverySummaryDelay gathers the recoveries of the partitions opened
@@ -444,15 +483,22 @@ func (a *logDirActor) reportUsage(ctx actor.Context) {
 
 // checkSpace puts the directory into full when its free space is under the
 // reserve, and out of it once it has twice the reserve free (hysteresis, so
-// that appends do not flap at the edge). A capacity it cannot tell (no
-// file system figures, no declared capacity) never makes it full.
+// that appends do not flap at the edge). At start-up it is full with up to
+// twice the reserve free: whether it was full before is not known, and one
+// that was would have stayed full until then. A capacity it cannot tell (no file
+// system figures, no declared capacity) never makes it full.
 func (a *logDirActor) checkSpace(ctx actor.Context, info *messages.LogDirInfo) {
 	if a.state == LogDirOffline {
 		return
 	}
 	known := info.CapacityBytes > 0
+	short := info.FreeBytes < info.ReserveBytes
+	if !a.checked {
+		short = info.FreeBytes <= 2*info.ReserveBytes // as full leaves above it
+	}
+	a.checked = true
 	switch {
-	case known && !a.full && info.FreeBytes < info.ReserveBytes:
+	case known && !a.full && short:
 		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free, under its reserve of %d", a.cfg.Path, info.FreeBytes, info.ReserveBytes))
 	case a.full && known && info.FreeBytes > 2*info.ReserveBytes,
 		// With no figures to tell, a dir that a write found full is tried
@@ -471,7 +517,57 @@ func (a *logDirActor) checkSpace(ctx actor.Context, info *messages.LogDirInfo) {
 func (a *logDirActor) setFull(ctx actor.Context, reason string) {
 	a.full, a.fullReason, a.fullSince = true, reason, a.cfg.Now()
 	a.logger.WithField("reason", reason).Warn("log directory full: appends to its partitions are refused until it has twice its reserve free")
-	a.tellPartitions(ctx, &DirSpace{Full: true, Reason: reason})
+	a.tellPartitions(ctx, &DirSpace{Full: true, Reason: a.fullText()})
+}
+
+// fullText is why appends to the directory's partitions are refused while
+// it is full.
+func (a *logDirActor) fullText() string {
+	if a.everyFull == "" {
+		return a.fullReason
+	}
+	return a.fullReason + "; " + a.everyFull
+}
+
+// countPartitionsOnDisk counts, before any partition has reported, the
+// bytes of every partition directory found in the directory: the sizes of
+// its segments' .log files, as a partition's log counts its size. So a
+// declared capacity is counted against the bytes already there from the
+// start, not as partitions open one by one, and the partitions that open
+// first get no room that the others already hold. A directory that cannot
+// be read is counted by what its partitions report.
+func (a *logDirActor) countPartitionsOnDisk() {
+	names, err := a.cfg.FS.ReadDir(a.cfg.Path)
+	if err != nil {
+		a.logger.WithError(err).Warn("cannot list the log directory; its partitions count from their reports")
+		return
+	}
+	for _, name := range names {
+		tp, err := disk.ParsePartitionDirName(name)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(a.cfg.Path, name)
+		files, err := a.cfg.FS.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		var size int64
+		for _, f := range files {
+			if _, ext, err := disk.ParseSegmentFileName(f); err != nil || ext != ".log" {
+				continue
+			}
+			if st, err := a.cfg.FS.Stat(filepath.Join(dir, f)); err == nil {
+				size += st.Size()
+			}
+		}
+		p := a.partitions[tp]
+		if p == nil {
+			p = newPartitionState(PartitionReport{TP: tp})
+			a.partitions[tp] = p
+		}
+		p.report.SizeBytes = size
+	}
 }
 
 // tellPartitions sends m to every partition of the directory.
@@ -490,7 +586,8 @@ func (a *logDirActor) onNoSpace(ctx actor.Context, m *LogDirNoSpace) {
 		return
 	}
 	if !a.full {
-		a.setFull(ctx, fmt.Sprintf("log dir %s is full: a write to %s found no room (%v)", a.cfg.Path, m.TP, m.Err))
+		info := a.usage()
+		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free, and a write to %s found no room (%v)", a.cfg.Path, info.FreeBytes, m.TP, messages.ErrorText(m.Err)))
 	}
 	a.reportUsage(ctx)
 }

@@ -1,6 +1,8 @@
 package disks
 
 import (
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +119,38 @@ func TestLogDirSummarisesRecovery(t *testing.T) {
 		"actor": "logdir", "dir": summary.Data["dir"], "partitions": 2, "segments_validated": 3, "bytes_validated": int64(400),
 		"bytes_truncated": int64(7), "segments_deleted": 1, "longest": "50ms",
 	}, summary.Data)
+}
+
+// A log dir counts the partitions it finds on disk from its first usage
+// report, before any has opened: the .log files of their segments. With a
+// declared capacity that leaves it under twice its reserve free, it starts
+// full.
+func TestLogDirCountsPartitionsOnDiskAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int64
+		state    string
+	}{{capacity: 1000 + 2*100, state: LogDirFull}, {capacity: 1000 + 2*100 + 1, state: LogDirOnline}} {
+		dir := t.TempDir()
+		part := filepath.Join(dir, "t-3")
+		require.NoError(t, os.Mkdir(part, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(part, disk.SegmentFileName(0, ".log")), make([]byte, 600), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(part, disk.SegmentFileName(50, ".log")), make([]byte, 400), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(part, disk.SegmentFileName(0, ".index")), make([]byte, 999), 0o644))
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "not-a-partition.future"), 0o755))
+		system := actortest.System(t)
+		usage := make(chan *messages.LogDirInfo, 16)
+		placement := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+			if m, ok := ctx.Message().(*logDirUsage); ok {
+				usage <- m.info
+			}
+		}))
+		system.Root.Spawn(NewLogDirProps(LogDirConfig{
+			Path: dir, FS: disk.OS, Capacity: tc.capacity, Reserve: Reserve{Bytes: 100}, Placement: placement,
+			UsageInterval: time.Hour, CheckpointInterval: time.Hour, Logger: logrus.NewEntry(actortest.Logger(t, logrus.ErrorLevel)),
+		}))
+		info := <-usage
+		require.Equal(t, int64(1000), info.Bytes)
+		require.Equal(t, []*messages.PartitionUsage{{Topic: "t", Partition: 3, Bytes: 1000}}, info.PartitionUsage)
+		require.Equal(t, tc.state, info.State, "capacity %d", tc.capacity)
+	}
 }

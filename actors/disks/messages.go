@@ -30,6 +30,46 @@ type PartitionReport struct {
 	// Recovered, on the first report of a log that Open had to recover, is
 	// what recovery did.
 	Recovered *disk.Recovery
+
+	// Token names the partition actor's incarnation in its log dir; nil
+	// for a partition that takes no allowance (see DirAllowance).
+	Token *AllowanceToken
+	// AllowanceSeq is the Seq of the last DirAllowance the partition took.
+	AllowanceSeq uint64
+	// Awaiting is set while the partition has taken no DirAllowance yet:
+	// its produce requests wait for one.
+	Awaiting bool
+	// Wanted is the largest append refused for want of allowance since the
+	// partition took its last DirAllowance: it asks for that much more.
+	Wanted int64
+}
+
+// AllowanceToken names one incarnation of a partition actor in one log
+// dir, by its address: an allowance meant for an earlier incarnation (one
+// restarted, deleted, or moved away and back) is never taken by a later
+// one, which the log dir has not counted it for. Not empty, so that every
+// new token has an address of its own.
+type AllowanceToken struct{ _ byte }
+
+// DirAllowance tells a partition how far its log may grow in a log dir
+// with a declared capacity. The log dir shares out its capacity less its
+// reserve between its partitions so that, whatever they append between
+// two reports, their sizes never add up to more: an append that would take
+// a partition past Ceiling is refused, retriable, and the partition asks
+// for more. Limited is false for a dir with no declared capacity: appends
+// are then refused only when it is full (DirSpace). A partition takes an
+// allowance only with its own Token, and only a Seq above the last it took;
+// each one it takes it acknowledges in a report (AllowanceSeq).
+type DirAllowance struct {
+	Token   *AllowanceToken
+	Seq     uint64
+	Limited bool
+	// Ceiling is the most bytes the partition's log may hold.
+	Ceiling int64
+	// Free is the dir's free bytes when the allowance was made (capacity
+	// less what its partitions hold), Capacity its declared capacity and
+	// Reserve its reserve, for the message of a refusal.
+	Free, Capacity, Reserve int64
 }
 
 // LogDirFailed tells a log-dir actor that an I/O error hit one of its

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -116,7 +117,8 @@ type BalanceSettings struct {
 	// from the node's mean. Default 0.10.
 	MaxDeviation float64
 	// HighWater is the used fraction a directory should stay below.
-	// Default 0.80.
+	// Default 0.80. Whatever it is, a directory is kept below its capacity
+	// less twice its reserve, where it would be relieved urgently.
 	HighWater float64
 	// ThrottleBytesPerS bounds the copy rate of a move, so that clients are
 	// not starved. Default 64 MiB/s; 0 after defaults means unlimited only
@@ -206,8 +208,11 @@ type placementActor struct {
 	removed  []string
 	running  *placement.Move
 	queue    []placement.Move
-	stop     scheduler.CancelFunc
-	logger   *logrus.Entry
+	// everyFull is what the log-dir actors were last told of every dir
+	// being full (see everyDirFullText).
+	everyFull string
+	stop      scheduler.CancelFunc
+	logger    *logrus.Entry
 }
 
 // NewPlacementProps returns the props of the placement actor.
@@ -247,6 +252,7 @@ func (a *placementActor) Receive(ctx actor.Context) {
 			a.dirs[m.info.Path] = m.info
 			a.drainLeftovers(ctx, m.info)
 			a.relieve(ctx, m.info)
+			a.tellEveryFull(ctx)
 		}
 	case *ChooseLogDirs:
 		dirs, err := a.choose(m)
@@ -287,6 +293,9 @@ func (a *placementActor) describe() []*messages.LogDirInfo {
 }
 
 func (a *placementActor) choose(m *ChooseLogDirs) ([]string, error) {
+	if text := a.everyDirFullText(); text != "" {
+		return nil, errors.New(text)
+	}
 	loads := a.loads()
 	for i := range loads {
 		// A full dir takes no new partition.
@@ -327,6 +336,7 @@ func (a *placementActor) loads() []placement.DirLoad {
 			Capacity: info.CapacityBytes,
 			Online:   info.State != LogDirOffline,
 			Draining: info.State == LogDirDraining,
+			Reserve:  info.ReserveBytes,
 		}
 		for _, p := range info.PartitionUsage {
 			l.Partitions = append(l.Partitions, placement.PartitionLoad{
@@ -754,6 +764,45 @@ func (a *placementActor) relieve(ctx actor.Context, info *messages.LogDirInfo) {
 		"write_bytes_per_s": info.WriteBytesPerS, "moves": len(moves)}).Warn("log directory filling: moving its fastest-growing partitions out now")
 	a.queue = moves
 	a.next(ctx)
+}
+
+// everyDirFullText says that every log dir of the node is full, naming
+// each with its free bytes, or is "" while one that is not offline has
+// room (or none is left).
+func (a *placementActor) everyDirFullText() string {
+	var dirs []string
+	for _, path := range a.order {
+		switch info := a.dirs[path]; info.State {
+		case LogDirOffline:
+		case LogDirFull:
+			dirs = append(dirs, fmt.Sprintf("%s has %d bytes free (reserve %d)", path, info.FreeBytes, info.ReserveBytes))
+		default:
+			return ""
+		}
+	}
+	if len(dirs) == 0 {
+		return ""
+	}
+	return "every log dir of this node is full: " + strings.Join(dirs, ", ")
+}
+
+// tellEveryFull tells every log-dir actor when the node's dirs have all
+// become full, and when one has room again, so that the refusals of their
+// partitions say so.
+func (a *placementActor) tellEveryFull(ctx actor.Context) {
+	text := a.everyDirFullText()
+	if (text == "") == (a.everyFull == "") {
+		return
+	}
+	a.everyFull = text
+	if text != "" {
+		a.logger.Warn(text + ": produce to any partition is refused until one has room; reads go on")
+	} else {
+		a.logger.Info("a log directory has room again")
+	}
+	for _, path := range a.order {
+		ctx.Send(actor.NewPID(ctx.Self().Address, actors.LogDirActorName(path)), &everyDirFull{text: text})
+	}
 }
 
 // drainLeftovers plans again when a draining directory reports partitions

@@ -50,3 +50,32 @@ func TestDescribeLoads(t *testing.T) {
 		require.Equal(t, LogDirOnline, b.State)
 	})
 }
+
+// The balancer keeps each dir below its capacity less twice its reserve,
+// whatever high-water mark it is given: a dir with a reserve of 10 bytes
+// of 100, holding 85, is brought down to 80 though the mark is 99%.
+func TestBalancerHighWaterStaysBelowTheReserve(t *testing.T) {
+	usage := func(path string, reserve int64, parts int) *messages.LogDirInfo {
+		info := &messages.LogDirInfo{Path: path, State: LogDirOnline, CapacityBytes: 100, ReserveBytes: reserve}
+		for i := range parts {
+			info.PartitionUsage = append(info.PartitionUsage, &messages.PartitionUsage{Topic: path, Partition: int32(i), Bytes: 5})
+		}
+		return info
+	}
+	settings := BalanceSettings{HighWater: 0.99, MaxDeviation: 0.5, MinMoveBytes: -1}.withDefaults()
+	for _, tc := range []struct {
+		reserve int64
+		moves   int
+	}{{reserve: 10, moves: 1}, {reserve: 0, moves: 0}} {
+		a := &placementActor{
+			cfg:   PlacementConfig{Balance: settings},
+			order: []string{"/a", "/b"},
+			dirs:  map[string]*messages.LogDirInfo{"/a": usage("/a", tc.reserve, 17), "/b": usage("/b", 0, 10)},
+		}
+		moves := a.plan()
+		require.Len(t, moves, tc.moves, "reserve %d", tc.reserve)
+		for _, m := range moves {
+			require.Equal(t, "/a", m.From)
+		}
+	}
+}

@@ -401,9 +401,10 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	oldActor := a.cfg.LogDirActor
 	a.cfg.LogDir = mv.toDir
 	a.cfg.LogDirActor = mv.targetActor
-	// The old dir's fullness was its own: the new dir says if it is full
-	// when it hears of the partition.
+	// The old dir's fullness and allowance were its own: the new dir says
+	// if it is full, and what it allows, when it hears of the partition.
 	a.dirFull = ""
+	a.newAllowance()
 	if a.home != nil {
 		a.home.LogDir, a.home.LogDirActor = mv.toDir, mv.targetActor
 		a.home.RecoveryPoint, a.home.LogStartOffset = endOffset, startOffset

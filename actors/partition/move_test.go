@@ -61,8 +61,14 @@ func newMoveFixture(t *testing.T, segmentBytes int64, hook func(step string) err
 	for i := range f.dirs {
 		ch := make(chan *disks.PartitionReport, 1024)
 		f.reports[i] = ch
+		var seq uint64
 		pid, err := f.system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
 			if r, ok := ctx.Message().(*disks.PartitionReport); ok {
+				if r.Awaiting && r.PID != nil {
+					// A dir with no declared capacity: no limit.
+					seq++
+					ctx.Send(r.PID, &disks.DirAllowance{Token: r.Token, Seq: seq})
+				}
 				select {
 				case ch <- r:
 				default:

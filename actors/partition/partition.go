@@ -168,9 +168,11 @@ type partitionActor struct {
 	// dirFull is why appends are refused while the log dir is full, ""
 	// while it has room (see disks.LogDirFull).
 	dirFull string
-	core    *state.Partition
-	logger  *logrus.Entry
-	timers  *scheduler.TimerScheduler
+	// allowance is the room the log dir allows the log.
+	allowance dirAllowance
+	core      *state.Partition
+	logger    *logrus.Entry
+	timers    *scheduler.TimerScheduler
 	// stopTick stops the partitionTicks.
 	stopTick scheduler.CancelFunc
 
@@ -231,7 +233,10 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.onStarted(ctx)
 	case *messages.ProduceRequest:
-		a.onProduce(ctx, m)
+		if a.stashProduce(ctx, m) {
+			return
+		}
+		a.onProduce(ctx, ctx.Sender(), m)
 		a.cfg.Transport.Release(m)
 	case *syncParked:
 		a.syncing = false
@@ -257,6 +262,8 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		}
 	case *disks.DirSpace:
 		a.onDirSpace(m)
+	case *disks.DirAllowance:
+		a.onDirAllowance(ctx, m)
 	case *disks.GoOffline:
 		a.onOffline(ctx, m)
 	case *deletePartition:
@@ -292,6 +299,7 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 		return
 	}
 	a.log = log
+	a.newAllowance()
 	a.core.Opened(log.StartOffset(), log.EndOffset(), log.RecoveryPoint())
 	if err := log.ScanHeaders(log.StartOffset(), func(h wire.Header) error {
 		a.core.Recovered(&h)
@@ -350,7 +358,9 @@ func (a *partitionActor) refused(text string) string {
 	return fmt.Sprintf("%s: %s", a.tp, text)
 }
 
-func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest) {
+// onProduce appends m's batches and answers sender, once the acks asked
+// for are met.
+func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *messages.ProduceRequest) {
 	resp := &messages.ProduceResponse{
 		Topic:           m.Topic,
 		Partition:       m.Partition,
@@ -359,8 +369,8 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		LogAppendTimeMs: -1,
 	}
 	answer := func() {
-		if m.Acks != 0 {
-			ctx.Respond(resp)
+		if m.Acks != 0 && sender != nil {
+			ctx.Send(sender, resp)
 		}
 	}
 	if a.log == nil {
@@ -381,6 +391,12 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		// Retriable: the producer's retry is a new append once the dir
 		// has room, and nothing of this one changed producer state.
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.dirFull
+		answer()
+		return
+	}
+	if refusal := a.allowanceRefusal(ctx, len(m.Records)); refusal != "" {
+		// As retriable, and as harmless to producer state.
+		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, refusal
 		answer()
 		return
 	}
@@ -418,6 +434,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 	}
 	if appended {
 		a.wakeFetches(ctx, readable)
+		a.appendedUnderAllowance(ctx)
 		switch {
 		case a.appendedBytes-a.reportedBytes >= reportStepBytes:
 			a.report(ctx, false)
@@ -427,7 +444,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, m *messages.ProduceRequest
 		}
 	}
 	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
-		a.parkedProduces.Park(a.core.LogEndOffset(), parkedProduce{sender: ctx.Sender(), response: resp})
+		a.parkedProduces.Park(a.core.LogEndOffset(), parkedProduce{sender: sender, response: resp})
 		if !a.syncing && a.flushing == nil {
 			a.syncing = true
 			ctx.Send(ctx.Self(), &syncParked{})
@@ -498,6 +515,8 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 	a.logErr = errors.New(m.Reason)
 	log := a.log
 	a.log = nil
+	code, message := a.unavailable()
+	a.answerStash(ctx, code, message)
 	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
 	a.answerParked(ctx)
 	a.runDeferred(ctx)
@@ -957,6 +976,10 @@ func (a *partitionActor) report(ctx actor.Context, closed bool) {
 		RetentionBytes: a.cfg.Config.Log.RetentionBytes,
 		RetentionMs:    topic.RetentionMillis(a.cfg.Config.Log.RetentionMs),
 		Closed:         closed,
+		Token:          a.allowance.token,
+		AllowanceSeq:   a.allowance.last.Seq,
+		Awaiting:       a.allowance.awaiting,
+		Wanted:         a.allowance.wanted,
 	})
 }
 
@@ -967,6 +990,8 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 		return
 	}
 	a.answerParked(ctx)
+	code, message := a.unavailable()
+	a.answerStash(ctx, code, message)
 	for _, p := range a.parkedProduces.TakeAll() {
 		p.response.Error, p.response.ErrorMessage = a.unavailable()
 		ctx.Send(p.sender, p.response)
@@ -990,6 +1015,7 @@ func (a *partitionActor) onStopping(ctx actor.Context) {
 // waitForFlush).
 func (a *partitionActor) closeLog(ctx actor.Context) {
 	a.abortMove(ctx, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, "partition stopped during the move")
+	a.answerStash(ctx, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, a.refused("partition stopped"))
 	a.waitForFlush(ctx)
 	if a.log == nil {
 		return

@@ -28,7 +28,11 @@ type DirLoad struct {
 	// read, so balancing ignores it entirely.
 	Online bool
 	// Draining is true while everything in the directory is to be moved out.
-	Draining   bool
+	Draining bool
+	// Reserve is the free space the directory keeps (its --disk-reserve):
+	// its high-water mark is at most Capacity less twice Reserve (see
+	// reserveHigh). 0 means none.
+	Reserve    int64
 	Partitions []PartitionLoad
 }
 
@@ -39,7 +43,7 @@ type DirLoad struct {
 func DirsFor(loads []DirLoad, topic string) []Dir {
 	dirs := make([]Dir, len(loads))
 	for i, l := range loads {
-		d := Dir{Path: l.Path, Partitions: len(l.Partitions), Online: l.Online, Capacity: l.Capacity, Draining: l.Draining}
+		d := Dir{Path: l.Path, Partitions: len(l.Partitions), Online: l.Online, Capacity: l.Capacity, Draining: l.Draining, Reserve: l.Reserve}
 		for _, p := range l.Partitions {
 			d.Bytes = satAdd(d.Bytes, max(p.Bytes, 0))
 			d.Projected = satAdd(d.Projected, max(p.Projected, p.Bytes, 0))
@@ -69,7 +73,8 @@ type BalanceConfig struct {
 	MaxDeviation float64
 	// HighWater is the used fraction every directory is brought below when
 	// the node's mean is below it. Values outside (0, 1] mean
-	// DefaultHighWater (0.80).
+	// DefaultHighWater (0.80). A directory with a Reserve is brought below
+	// the lower of it and its capacity less twice its reserve.
 	HighWater float64
 	// MinMoveBytes: a directory whose bytes are off its share by less than
 	// this is within tolerance whatever MaxDeviation says, so that small
@@ -174,7 +179,7 @@ type item struct {
 type dirState struct {
 	index    int // position in the input
 	capacity int64
-	high     int64 // HighWater*Capacity
+	high     int64 // HighWater*Capacity, or less for a reserve (reserveHigh)
 	bytes    int64 // sum of sizes it holds, after the moves so far
 	movable  []item
 }
@@ -195,7 +200,7 @@ func newPlanner(input []DirLoad, cfg BalanceConfig) *planner {
 		case d.Draining:
 			p.drainIdx = append(p.drainIdx, i)
 		case d.Capacity > 0:
-			s := &dirState{index: i, capacity: d.Capacity, high: highBytes(d.Capacity, cfg.HighWater)}
+			s := &dirState{index: i, capacity: d.Capacity, high: reserveHigh(d.Capacity, d.Reserve, cfg.HighWater)}
 			for j := range d.Partitions {
 				it := item{dir: i, index: j, size: p.size(d.Partitions[j])}
 				s.bytes = satAdd(s.bytes, it.size)

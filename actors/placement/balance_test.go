@@ -193,6 +193,24 @@ func TestPlanBalance(t *testing.T) {
 			{Path: "a", Online: true, Partitions: partitions("t", 90*gib)},
 			online("b", 100*gib, partitions("u", 10*gib, 10*gib)...), online("c", 100*gib)},
 			moves: []Move{{Topic: "u", Partition: 0, From: "b", To: "c", Bytes: 10 * gib}}},
+		// mean 67.5%, every dir inside its band and below 99%; but a,
+		// with a reserve of 10, must stay below 100 - 2*10 = 80
+		{name: "high water clamped below twice the reserve", cfg: BalanceConfig{HighWater: 0.99, MaxDeviation: 0.5, MinMoveBytes: -1},
+			dirs: []DirLoad{
+				{Path: "a", Capacity: 100, Reserve: 10, Online: true, Partitions: partitions("t", repeat(17, 5)...)},
+				online("b", 100, partitions("u", repeat(10, 5)...)...)},
+			moves: []Move{
+				{Topic: "t", Partition: 0, From: "a", To: "b", Bytes: 5}}},
+		{name: "no reserve, the high water asked for", cfg: BalanceConfig{HighWater: 0.99, MaxDeviation: 0.5, MinMoveBytes: -1},
+			dirs: []DirLoad{
+				online("a", 100, partitions("t", repeat(17, 5)...)...),
+				online("b", 100, partitions("u", repeat(10, 5)...)...)},
+			moves: []Move{}},
+		{name: "a reserve larger than the capacity leaves no room", cfg: BalanceConfig{HighWater: 0.99, MaxDeviation: 0.5, MinMoveBytes: -1},
+			dirs: []DirLoad{
+				online("a", 100, partitions("t", repeat(8, 5)...)...),
+				{Path: "b", Capacity: 100, Reserve: 1 << 62, Online: true, Partitions: partitions("u", repeat(10, 5)...)}},
+			moves: []Move{{Topic: "u", Partition: 0, From: "b", To: "a", Bytes: 5}}},
 		// mean 78.3%: a is within 10% of it but above 80%
 		{name: "high-water violation fixed within deviation", dirs: []DirLoad{
 			online("a", 100*gib, partitions("t", repeat(17, 5*gib)...)...),

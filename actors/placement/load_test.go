@@ -79,6 +79,13 @@ func TestByLoad(t *testing.T) {
 			want: []string{"a", "a", "a"}},
 		{name: "invalid high water is the default", load: Load{HighWater: 7}, n: 1, dirs: []Dir{dir("a", 81), dir("b", 79)},
 			want: []string{"b"}},
+		// a's high water is 100 - 2*15 = 70 GiB, so it has no headroom
+		// left at 75, and b, below 99, does
+		{name: "high water below twice the reserve", load: Load{HighWater: 0.99}, n: 2, dirs: []Dir{
+			with(dir("a", 75), func(d *Dir) { d.Reserve = 15 * gib }), dir("b", 90)},
+			want: []string{"b", "b"}},
+		{name: "no reserve, the high water asked for", load: Load{HighWater: 0.99}, n: 1, dirs: []Dir{dir("a", 75), dir("b", 90)},
+			want: []string{"a"}},
 		{name: "zero partitions", dirs: []Dir{dir("a", 0)}, n: 0, want: []string{}},
 		{name: "zero partitions no dirs", n: 0, want: []string{}},
 		{name: "negative count", dirs: []Dir{dir("a", 0)}, n: -1, wantErr: ErrInvalidCount},
@@ -193,10 +200,10 @@ func TestDirsFor(t *testing.T) {
 			{Topic: "events", Partition: 0, Bytes: 30, Projected: 5},
 			{Topic: "orders", Partition: 2, Bytes: 1},
 		}},
-		{Path: "b", Capacity: 50, Draining: true},
+		{Path: "b", Capacity: 50, Draining: true, Reserve: 5},
 	}
 	require.Equal(t, []Dir{
 		{Path: "a", Partitions: 3, Bytes: 41, Online: true, Capacity: 100, Projected: 71, TopicPartitions: 2},
-		{Path: "b", Capacity: 50, Draining: true},
+		{Path: "b", Capacity: 50, Draining: true, Reserve: 5},
 	}, DirsFor(loads, "orders"))
 }

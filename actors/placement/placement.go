@@ -80,6 +80,10 @@ type Dir struct {
 	// Draining is true while the directory is being emptied (before its
 	// disk is removed); it then takes no new partitions under any policy.
 	Draining bool
+	// Reserve is the free space the directory keeps: its high-water mark
+	// is at most Capacity less twice Reserve (see reserveHigh). 0 means
+	// none.
+	Reserve int64
 	// Projected is the bytes its partitions are expected to hold (the sum of
 	// Projection over them). Load placement uses max(Projected, Bytes).
 	Projected int64
@@ -159,7 +163,8 @@ func noOnline(dirs []Dir) error {
 //
 //	headroom(d) / (TopicPartitions(d) + 1)
 //
-// where headroom(d) = Capacity*HighWater - max(Projected, Bytes). A directory
+// where headroom(d) = Capacity*HighWater - max(Projected, Bytes), the
+// high-water mark lowered to Capacity - 2*Reserve where that is less. A directory
 // with no headroom left (at or above the high-water mark) is chosen only when
 // every directory is; among those, the same quotient is taken over the free
 // bytes (Capacity - max(Projected, Bytes), at least 1). Exact ties go to the
@@ -202,7 +207,7 @@ func (l Load) Place(dirs []Dir, n int) ([]string, error) {
 	type cand struct {
 		index      int
 		capacity   int64
-		high       int64 // Capacity*HighWater
+		high       int64 // Capacity*HighWater, or less for a reserve
 		load       int64 // projected bytes
 		topic      int64 // TopicPartitions
 		partitions int
@@ -218,7 +223,7 @@ func (l Load) Place(dirs []Dir, n int) ([]string, error) {
 		cands = append(cands, cand{
 			index:      i,
 			capacity:   d.Capacity,
-			high:       highBytes(d.Capacity, hw),
+			high:       reserveHigh(d.Capacity, d.Reserve, hw),
 			load:       max(d.Projected, d.Bytes, 0),
 			topic:      int64(max(d.TopicPartitions, 0)),
 			partitions: d.Partitions,
@@ -277,6 +282,22 @@ func highBytes(capacity int64, fraction float64) int64 {
 		return capacity
 	}
 	return int64(h)
+}
+
+// reserveHigh is the high-water mark in bytes of a directory of capacity
+// bytes (> 0) that keeps reserve bytes free: capacity*fraction, but never
+// above capacity less twice the reserve. A directory under its reserve is
+// full and refuses appends, and one under twice its reserve is relieved at
+// once (see PlanRelief), so neither placement nor balancing fills one that
+// far, whatever high-water mark is asked for.
+func reserveHigh(capacity, reserve int64, fraction float64) int64 {
+	high := highBytes(capacity, fraction)
+	if reserve > 0 {
+		limit := capacity - min(reserve, capacity)
+		limit -= min(reserve, limit)
+		high = min(high, limit)
+	}
+	return high
 }
 
 // satAdd adds two non-negative int64s, saturating at the maximum.

@@ -218,9 +218,22 @@ func (g *globals) interrupts() (signals <-chan os.Signal, stop func()) {
 	return c, g.notify(c)
 }
 
-// signalContext is cancelled by SIGINT or SIGTERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// signalContext is cancelled by the first SIGINT or SIGTERM (as notify
+// relays them), or by stop.
+func (g *globals) signalContext() (ctx context.Context, stop context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals, stopSignals := g.interrupts()
+	go func() {
+		select {
+		case <-signals:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		stopSignals()
+		cancel()
+	}
 }
 
 // oneLine keeps an error to one line for the terminal.

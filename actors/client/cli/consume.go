@@ -74,13 +74,16 @@ standard error.`,
 				return err
 			}
 			defer c.Close()
-			ctx, stop := signalContext()
+			ctx, stop := g.signalContext()
 			defer stop()
 			t, err := describeTopic(ctx, c, topic)
 			if err != nil {
 				return err
 			}
-			consumer, err := c.NewConsumer(client.Reset(reset), client.OnOffsetReset(resetReporter(g.stderr)))
+			// Resets and fetch errors are told from the consumer's
+			// goroutine, and by nothing else.
+			consumer, err := c.NewConsumer(client.Reset(reset), client.OnOffsetReset(resetReporter(g.stderr)),
+				client.OnFetchError(fetchWarner(g.stderr, fetchWarnEvery, time.Now)))
 			if err != nil {
 				return err
 			}
@@ -220,6 +223,43 @@ func resetReporter(w io.Writer) func(client.OffsetReset) {
 	}
 }
 
+// fetchWarnEvery is how often, at most, consume warns of each partition
+// it cannot read.
+const fetchWarnEvery = 5 * time.Second
+
+// fetchWarner returns an OnFetchError callback that warns on w, in one
+// line, of a partition that cannot be read and is being retried: at its
+// first failure, and then at most once every interval while it fails, by
+// the clock now, so that a consumer never waits in silence nor floods the
+// terminal. A failure after the interval has passed warns again. The
+// consumer calls it from its own goroutine.
+func fetchWarner(w io.Writer, every time.Duration, now func() time.Time) func(client.FetchError) {
+	var mu sync.Mutex
+	last := map[client.TopicPartition]time.Time{}
+	return func(e client.FetchError) {
+		tp := client.TopicPartition{Topic: e.Topic, Partition: e.Partition}
+		t := now()
+		mu.Lock()
+		at, warned := last[tp]
+		if warned && t.Sub(at) < every {
+			mu.Unlock()
+			return
+		}
+		last[tp] = t
+		mu.Unlock()
+		fmt.Fprintln(w, formatFetchError(e))
+	}
+}
+
+// formatFetchError says which partition cannot be read, and why.
+func formatFetchError(e client.FetchError) string {
+	where := ""
+	if e.Offset >= 0 {
+		where = fmt.Sprintf(" at offset %d", e.Offset)
+	}
+	return fmt.Sprintf("depot: warning: cannot read %s partition %d%s, retrying: %s", e.Topic, e.Partition, where, oneLine(e.Err))
+}
+
 // formatReset says where a partition's offset moved and why.
 func formatReset(r client.OffsetReset) string {
 	why := fmt.Sprintf("past the end (%d), --reset %s", r.HighWatermark, r.Policy)
@@ -303,7 +343,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, write func
 		return err
 	}
 	defer c.Close()
-	ctx, stop := signalContext()
+	ctx, stop := g.signalContext()
 	defer stop()
 	if _, err := describeTopic(ctx, c, topic); err != nil {
 		return err
@@ -327,7 +367,7 @@ func consumeGroup(g *globals, topic, group, offset string, count int, write func
 		}
 	}
 	gc, err = c.NewGroupConsumer(group, []string{topic}, client.ResetOffset(reset), client.AutoCommit(0), client.OnRevoked(commitRevoked),
-		client.OnOffsetReset(resetReporter(stderr)))
+		client.OnOffsetReset(resetReporter(stderr)), client.OnFetchError(fetchWarner(stderr, fetchWarnEvery, time.Now)))
 	if err != nil {
 		return err
 	}

@@ -4,16 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/node"
 )
@@ -176,4 +181,79 @@ func TestConsumeOffsetOutOfRange(t *testing.T) {
 		_, _, err := depot(t, "", append(args, b(addr))...)
 		require.True(t, node.IsUsage(err), "%v: %v", args, err)
 	}
+}
+
+// A partition that cannot be read is warned of at its first failure, then
+// at most once an interval while it keeps failing; each partition on its
+// own.
+func TestFetchWarnerRepeatsAtMostEveryInterval(t *testing.T) {
+	var out bytes.Buffer
+	start := time.Unix(1000, 0)
+	var now time.Time
+	warn := fetchWarner(&out, 5*time.Second, func() time.Time { return now })
+	offline := &client.Error{Code: messages.ErrorCode_KAFKA_STORAGE_ERROR, Message: "partition t-0 is offline: I/O error\nin /data"}
+	for _, f := range []struct {
+		at        time.Duration
+		partition int32
+		offset    int64
+	}{{0, 0, -1}, {time.Second, 1, 7}, {2 * time.Second, 0, -1}, {4900 * time.Millisecond, 0, 3}, {5 * time.Second, 0, 3}, {5100 * time.Millisecond, 0, 3}, {12 * time.Second, 0, 3}} {
+		now = start.Add(f.at)
+		warn(client.FetchError{Topic: "t", Partition: f.partition, Offset: f.offset, Err: offline})
+	}
+	require.Equal(t, ""+
+		"depot: warning: cannot read t partition 0, retrying: partition t-0 is offline: I/O error; in /data\n"+
+		"depot: warning: cannot read t partition 1 at offset 7, retrying: partition t-0 is offline: I/O error; in /data\n"+
+		"depot: warning: cannot read t partition 0 at offset 3, retrying: partition t-0 is offline: I/O error; in /data\n"+
+		"depot: warning: cannot read t partition 0 at offset 3, retrying: partition t-0 is offline: I/O error; in /data\n",
+		out.String())
+}
+
+// consume of a partition that is offline warns on stderr, in one line
+// naming the partition and the broker's error, instead of waiting in
+// silence; it goes on until interrupted.
+func TestConsumeWarnsOfAnOfflinePartition(t *testing.T) {
+	fsys := disk.NewErrorFS(disk.NewMemFS())
+	n, err := node.Start(node.Config{DataDir: "/data", FS: fsys, Listen: "127.0.0.1:0", Logger: actortest.Logger(t, logrus.FatalLevel)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Stop() })
+	addr := n.Address()
+	_, errOut, err := depot(t, "", "topic", "create", "t", b(addr))
+	require.NoError(t, err, errOut)
+	_, errOut, err = depot(t, numberedLines(0, 3), "produce", "t", b(addr))
+	require.NoError(t, err, errOut)
+
+	// An I/O error in the partition's next append takes its dir offline.
+	fsys.InjectWritesOnly(true)
+	fsys.InjectSticky(true)
+	fsys.InjectAt(1)
+	_, _, err = depot(t, "lost\n", "produce", "t", "--delivery-timeout", "1s", b(addr))
+	require.Error(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.Eventually(t, func() bool {
+		r, err := actors.Request[*messages.DescribeLogDirsResponse](ctx, n.System().Root, n.Placement(), &messages.DescribeLogDirsRequest{}, time.Second)
+		return err == nil && slices.ContainsFunc(r.Dirs, func(d *messages.LogDirInfo) bool { return d.State == "offline" })
+	}, 10*time.Second, 20*time.Millisecond)
+	fsys.InjectAt(0) // the file system is sound again; the dir stays offline
+
+	stdout := &watchedWriter{seen: make(chan struct{})}
+	stderr := &watchedWriter{want: "\n", seen: make(chan struct{})}
+	interrupts := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- depotIO(t, strings.NewReader(""), stdout, stderr, interrupts, "consume", "t", b(addr))
+	}()
+	select {
+	case <-stderr.seen:
+	case err := <-done:
+		t.Fatalf("consume ended before warning: %v", err)
+	case <-ctx.Done():
+		t.Fatal("consume waited in silence")
+	}
+	interrupts <- os.Interrupt
+	require.NoError(t, <-done)
+	require.Empty(t, stdout.String())
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	require.Len(t, lines, 1, "one warning a partition in %v", fetchWarnEvery)
+	require.Regexp(t, `^depot: warning: cannot read t partition 0, retrying: partition t-0 is offline: .*injected`, lines[0])
 }
