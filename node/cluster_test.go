@@ -356,3 +356,26 @@ func TestClusterRefusesStrangers(t *testing.T) {
 	defer n.Stop()
 	require.ErrorContains(t, n.WaitRegistered(ctx), "held by a live node")
 }
+
+// A quorum's voters are those its log was started with: a restart that
+// names others is refused with both lists, and so is a single node's old
+// data dir given to a quorum of more than one.
+func TestClusterVotersAreFixed(t *testing.T) {
+	addrs := freeAddrs(t, 2)
+	cfg := testConfig(t, t.TempDir())
+	cfg.Listen, cfg.HTTP = addrs[0], ""
+	n := startNode(t, cfg)
+	require.NoError(t, n.Stop())
+
+	cfg.Controllers = []Voter{{ID: 1, Address: addrs[0]}, {ID: 2, Address: addrs[1]}}
+	_, err := Start(cfg)
+	require.ErrorContains(t, err, "the voters given (1,2) are not those of the metadata log")
+	require.ErrorContains(t, err, "(1)")
+
+	// The same data dir as a version before the quorum left it: its
+	// metadata log, no raft log.
+	require.NoError(t, os.RemoveAll(filepath.Join(cfg.DataDir, "meta", "raft")))
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.DataDir, "meta", "00000000000000000000.log"), nil, 0o644))
+	_, err = Start(cfg)
+	require.ErrorContains(t, err, "can seed only a quorum of one")
+}

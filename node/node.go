@@ -213,6 +213,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		SaveClusterID:     n.saveClusterID,
 		LogDirs:           dirPaths,
 		PartitionManager:  n.manager,
+		Placement:         n.placement,
 		TickInterval:      cfg.Quorum.TickInterval,
 		ElectionTicks:     cfg.Quorum.ElectionTicks,
 		HeartbeatInterval: cfg.Quorum.HeartbeatInterval,
@@ -222,6 +223,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	}), actors.MetadataActorName)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
+	}
+	if open, err := actors.Request[*controller.Registration](context.Background(), root, n.metadata, &controller.CheckOpen{}, startTimeout); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	} else if open.Err != nil {
+		return nil, fmt.Errorf("node: %w", open.Err)
 	}
 	if err := n.startPartitions(); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -59,6 +60,9 @@ const (
 	// DefaultChangeWait is how long a change waits for an active controller
 	// to be known before it is answered NOT_CONTROLLER.
 	DefaultChangeWait = 5 * time.Second
+	// waitLogInterval is how often a node without an active controller says
+	// what it waits for.
+	waitLogInterval = 5 * time.Second
 	// snapshotChunkBytes bounds the chunks a snapshot travels in, well
 	// under gRPC's 4 MiB message limit.
 	snapshotChunkBytes = 512 << 10
@@ -102,6 +106,10 @@ type Config struct {
 	LogDirs map[string]string
 	// PartitionManager starts and stops partition actors on this node.
 	PartitionManager *actor.PID
+	// Placement is the node's placement actor, asked for the node's bytes
+	// and write rate, which heartbeats carry for the load-aware replica
+	// assignment. Nil reports none.
+	Placement *actor.PID
 	// ManagerTimeout bounds each request to the partition manager. Default
 	// DefaultManagerTimeout (10 s).
 	ManagerTimeout time.Duration
@@ -176,6 +184,10 @@ func NewProps(cfg Config) *actor.Props {
 	}, logger)
 }
 
+// CheckOpen asks whether the controller opened the metadata log; it is
+// answered with a *Registration whose Err is why it did not.
+type CheckOpen struct{}
+
 // tick is the controller's timer message.
 type tick struct{}
 
@@ -208,6 +220,9 @@ type controllerActor struct {
 
 	// leader is the raft leader as last seen, 0 for none.
 	leader uint64
+	// noLeaderSince is when the quorum was last seen without a leader, and
+	// waitLogged when that was last logged.
+	noLeaderSince, waitLogged time.Time
 	// changes are the changes asked of this node as the active
 	// controller, in order, waiting for inflight, the one proposed, to be
 	// applied.
@@ -277,6 +292,8 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 		a.onHeartbeat(ctx, m)
 	case *AwaitRegistration:
 		a.onAwaitRegistration(ctx)
+	case *CheckOpen:
+		ctx.Respond(&Registration{Err: a.failed})
 	case *ControlledShutdown:
 		timeout := m.Timeout
 		if timeout <= 0 {
@@ -315,6 +332,11 @@ func (a *controllerActor) onStarted(ctx actor.Context) {
 	a.replaying = true
 	a.ready(ctx)
 	a.replaying = false
+	if err := a.checkVoters(); err != nil {
+		a.failed = err
+		a.logger.WithError(err).Error("metadata log not served")
+		return
+	}
 	if len(a.cfg.Voters) == 1 && a.cfg.Voters[a.cfg.NodeID] != "" {
 		// A quorum of one need not wait an election timeout.
 		if err := a.peer.Campaign(); err != nil {
@@ -344,7 +366,7 @@ func (a *controllerActor) open() error {
 		}
 		if old {
 			if len(a.cfg.Voters) != 1 || !isVoter {
-				return fmt.Errorf("controller: %s holds the metadata of a single node, which can seed only a quorum of one: start this node alone first, then add nodes", a.cfg.Dir)
+				return fmt.Errorf("controller: %s holds the metadata of a single node, which can seed only a quorum of one: start it without --controllers, or naming only itself; other nodes join it as brokers", a.cfg.Dir)
 			}
 			image, records, err := readLegacyLog(a.cfg.FS, a.cfg.Dir, a.legacyDir, a.logger.WithField("dir", a.cfg.Dir))
 			if err != nil {
@@ -361,7 +383,7 @@ func (a *controllerActor) open() error {
 		}
 		slices.Sort(voters)
 	}
-	a.peer, err = quorum.NewPeer(quorum.Config{
+	peer, err := quorum.NewPeer(quorum.Config{
 		ID:            uint64(a.cfg.NodeID),
 		Storage:       storage,
 		Voters:        voters,
@@ -374,7 +396,34 @@ func (a *controllerActor) open() error {
 	if err != nil {
 		return fmt.Errorf("controller: metadata log %s: %w", raftDir, err)
 	}
+	a.peer = peer
 	return nil
+}
+
+// checkVoters compares the voters given with those of the metadata log, as
+// applied at start.
+func (a *controllerActor) checkVoters() error {
+	if _, isVoter := a.cfg.Voters[a.cfg.NodeID]; !isVoter {
+		return nil
+	}
+	given := make([]uint64, 0, len(a.cfg.Voters))
+	for id := range a.cfg.Voters {
+		given = append(given, uint64(id))
+	}
+	slices.Sort(given)
+	if stored := a.peer.Voters(); len(stored) > 0 && !slices.Equal(stored, given) {
+		return fmt.Errorf("controller: the voters given (%s) are not those of the metadata log in %s (%s): a quorum's voters are not changed by a flag", idList(given), a.cfg.Dir, idList(stored))
+	}
+	return nil
+}
+
+// idList is ids as "1,2,3".
+func idList(ids []uint64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprint(id)
+	}
+	return strings.Join(parts, ",")
 }
 
 func (a *controllerActor) close(ctx actor.Context) {
@@ -419,8 +468,33 @@ func (a *controllerActor) onTick(ctx actor.Context) {
 	}
 	a.peer.Tick()
 	a.ready(ctx)
+	a.logWaiting()
 	a.retryWaiting(ctx)
 	a.lifecycleTick(ctx)
+}
+
+// logWaiting says, every few seconds while the quorum has no leader, what
+// the node waits for.
+func (a *controllerActor) logWaiting() {
+	now := a.cfg.Now()
+	if a.leader != 0 {
+		a.noLeaderSince = time.Time{}
+		return
+	}
+	if a.noLeaderSince.IsZero() {
+		a.noLeaderSince, a.waitLogged = now, now
+		return
+	}
+	if now.Sub(a.waitLogged) < waitLogInterval {
+		return
+	}
+	a.waitLogged = now
+	voters := make([]string, 0, len(a.cfg.Voters))
+	for _, id := range slices.Sorted(maps.Keys(a.cfg.Voters)) {
+		voters = append(voters, fmt.Sprintf("%d@%s", id, a.cfg.Voters[id]))
+	}
+	a.logger.WithFields(logrus.Fields{"voters": strings.Join(voters, ","), "for": now.Sub(a.noLeaderSince).Round(time.Second)}).
+		Warn("waiting for the controller quorum to elect a leader: a majority of the voters must be up and reach each other")
 }
 
 // step hands a message of another node's raft to ours.

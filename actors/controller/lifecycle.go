@@ -72,6 +72,10 @@ type lifecycle struct {
 	// duplicateSince is when the registration was first refused for a
 	// node id held by a live node.
 	duplicateSince time.Time
+	// bytes and growth are the node's stored bytes and write rate, as its
+	// placement actor last told them, for the next heartbeat.
+	bytes  int64
+	growth float64
 
 	// sessions are the nodes' sessions, on the active controller.
 	sessions map[int32]*session
@@ -168,7 +172,8 @@ func (a *controllerActor) sendLifecycle(ctx actor.Context, now time.Time) {
 	}
 	var req any
 	if l.registered {
-		req = &messages.NodeHeartbeatRequest{NodeId: a.cfg.NodeID, Incarnation: l.incarnation, Applied: a.applied}
+		req = &messages.NodeHeartbeatRequest{NodeId: a.cfg.NodeID, Incarnation: l.incarnation, Applied: a.applied, Bytes: l.bytes, Growth: l.growth}
+		a.refreshLoad(ctx)
 	} else {
 		dirs := slices.Sorted(maps.Keys(a.dirPaths))
 		req = &messages.RegisterNodeRequest{
@@ -232,6 +237,28 @@ func (a *controllerActor) onLifecycleAnswer(ctx actor.Context, m *lifecycleAnswe
 		// Heartbeat at once: it unfences the node once it caught up.
 		a.sendLifecycle(ctx, a.cfg.Now())
 	}
+}
+
+// refreshLoad asks the placement actor for the node's bytes and write rate,
+// for the next heartbeat.
+func (a *controllerActor) refreshLoad(ctx actor.Context) {
+	if a.cfg.Placement == nil {
+		return
+	}
+	future := ctx.RequestFuture(a.cfg.Placement, &messages.DescribeLogDirsRequest{}, lifecycleRequestTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		r, ok := res.(*messages.DescribeLogDirsResponse)
+		if err != nil || !ok {
+			return
+		}
+		var bytes int64
+		var growth float64
+		for _, d := range r.GetDirs() {
+			bytes += d.GetBytes()
+			growth += d.GetWriteBytesPerS()
+		}
+		a.life.bytes, a.life.growth = bytes, growth
+	})
 }
 
 // onClusterNamed checks the cluster's id against the node's data dir.

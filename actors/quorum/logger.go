@@ -10,15 +10,17 @@ import (
 // raftLogger is raft.Logger over a logrus entry, so raft logs where the
 // node's actor logs and never through raft's process-wide default. Fatal
 // logs at Error and panics rather than exit the process: the Peer turns the
-// panic into an error that fails it.
+// panic into an error that fails it. Raft's Info lines (every vote, every
+// election round) log at Debug: the controller logs the changes of leader
+// and configuration that matter at Info itself.
 type raftLogger struct{ entry *logrus.Entry }
 
 var _ raft.Logger = raftLogger{}
 
 func (l raftLogger) Debug(v ...any)                 { l.entry.Debug(v...) }
 func (l raftLogger) Debugf(format string, v ...any) { l.entry.Debugf(format, v...) }
-func (l raftLogger) Info(v ...any)                  { l.entry.Info(v...) }
-func (l raftLogger) Infof(format string, v ...any)  { l.entry.Infof(format, v...) }
+func (l raftLogger) Info(v ...any)                  { l.entry.Debug(v...) }
+func (l raftLogger) Infof(format string, v ...any)  { l.entry.Debugf(format, v...) }
 func (l raftLogger) Warning(v ...any)               { l.entry.Warn(v...) }
 func (l raftLogger) Warningf(format string, v ...any) {
 	l.entry.Warnf(format, v...)
