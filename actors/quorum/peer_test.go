@@ -54,6 +54,7 @@ func singleNode(t *testing.T, fsys disk.FS, snapshotEvery uint64, logger *logrus
 
 func TestPeerLogsThroughItsLogger(t *testing.T) {
 	l, hook := logtest.NewNullLogger()
+	l.SetLevel(logrus.DebugLevel)
 	p, _, _ := singleNode(t, disk.NewMemFS(), 0, logrus.NewEntry(l).WithField("node", 1))
 	require.True(t, p.IsLeader())
 	var raftLines, leaderChanged bool
@@ -61,6 +62,7 @@ func TestPeerLogsThroughItsLogger(t *testing.T) {
 		require.Equal(t, 1, e.Data["node"])
 		if e.Message == "1 became leader at term 2" {
 			raftLines = true
+			require.Equal(t, logrus.DebugLevel, e.Level, "raft's info lines log at debug")
 		}
 		if e.Message == "raft leader changed" {
 			leaderChanged = true
