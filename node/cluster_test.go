@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -378,4 +379,25 @@ func TestClusterVotersAreFixed(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(cfg.DataDir, "meta", "00000000000000000000.log"), nil, 0o644))
 	_, err = Start(cfg)
 	require.ErrorContains(t, err, "can seed only a quorum of one")
+}
+
+func FuzzParseVoters(f *testing.F) {
+	for _, s := range []string{"1@127.0.0.1:7070,2@127.0.0.1:7080", "1@h:1", "", "@", "1@", "x@127.0.0.1:1", "1@127.0.0.1:99999", " 3@[::1]:7070 , "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		voters, err := ParseVoters(s)
+		if err != nil {
+			require.Nil(t, voters)
+			return
+		}
+		require.NotEmpty(t, voters)
+		parts := make([]string, len(voters))
+		for i, v := range voters {
+			parts[i] = v.String()
+		}
+		again, err := ParseVoters(strings.Join(parts, ","))
+		require.NoError(t, err, "what it parsed reads back")
+		require.Equal(t, voters, again)
+	})
 }

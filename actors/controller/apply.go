@@ -79,6 +79,7 @@ func (s *stateMachine) Restore(data []byte) error {
 
 // afterApply keeps what derives from the image in step with it.
 func (a *controllerActor) afterApply(before *metadata.Image) {
+	a.dirty = true
 	if id := a.image.ClusterID(); id != "" && before.ClusterID() == "" {
 		a.onClusterNamed(id)
 	}

@@ -84,6 +84,8 @@ func (a *controllerActor) isLeader() bool {
 // answer sends resp to the sender of a request, if it has one.
 func (a *controllerActor) answer(ctx actor.Context, sender *actor.PID, resp proto.Message) {
 	if sender != nil && resp != nil {
+		// A client that reads after its change reads the change.
+		a.publish(ctx)
 		a.sendTo(ctx, sender, resp, nil)
 	}
 }
@@ -187,6 +189,7 @@ func (a *controllerActor) failAll(code messages.ErrorCode, msg string) {
 // retries), and a node that took it starts as the active controller.
 func (a *controllerActor) onLeaderChange(ctx actor.Context, old, leader uint64) {
 	a.leader = leader
+	a.dirty = true
 	a.logger.WithFields(logrus.Fields{"leader": leader, "was": old}).Info("controller leader changed")
 	if old == uint64(a.cfg.NodeID) {
 		a.failAll(messages.ErrorCode_NOT_CONTROLLER, fmt.Sprintf("node %d is no longer the active controller", a.cfg.NodeID))

@@ -180,7 +180,7 @@ func NewProps(cfg Config) *actor.Props {
 	cfg = cfg.withDefaults()
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "metadata", "node": cfg.NodeID})
 	return actors.Props(func() actor.Actor {
-		return &controllerActor{cfg: cfg, logger: logger}
+		return &reader{cfg: cfg, logger: logger}
 	}, logger)
 }
 
@@ -220,6 +220,8 @@ type controllerActor struct {
 
 	// leader is the raft leader as last seen, 0 for none.
 	leader uint64
+	// dirty is set when what reads need changed since it was published.
+	dirty bool
 	// noLeaderSince is when the quorum was last seen without a leader, and
 	// waitLogged when that was last logged.
 	noLeaderSince, waitLogged time.Time
@@ -274,7 +276,7 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 	case *remote.EndpointTerminatedEvent:
 		a.onEndpointLost(ctx, m.Address)
 	case *messages.MetadataRequest:
-		ctx.Respond(a.metadata(m))
+		ctx.Respond(describe(a.image, a.dirPaths, a.cfg.NodeID, a.clusterInfo(), m))
 	case *messages.ClusterInfoRequest:
 		ctx.Respond(a.clusterInfo())
 	case *messages.CreateTopicRequest:
@@ -555,6 +557,7 @@ func (a *controllerActor) ready(ctx actor.Context) {
 	a.proposeNext(ctx)
 	a.runActs(ctx)
 	a.answerWaiters(ctx)
+	a.publish(ctx)
 }
 
 // send delivers a raft message to its node's controller; snapshots go in
@@ -655,8 +658,9 @@ func (a *controllerActor) view() metadata.View {
 // that name them.
 func (a *controllerActor) learnDirs(assignments []*messages.PartitionAssignment) {
 	for _, p := range assignments {
-		if p.GetNodeId() == a.cfg.NodeID && p.GetDirId() != "" && p.GetLogDir() != "" {
+		if p.GetNodeId() == a.cfg.NodeID && p.GetDirId() != "" && p.GetLogDir() != "" && a.dirPaths[p.GetDirId()] != p.GetLogDir() {
 			a.dirPaths[p.GetDirId()] = p.GetLogDir()
+			a.dirty = true
 		}
 	}
 }
@@ -679,18 +683,6 @@ func (a *controllerActor) brokers() []*messages.Broker {
 		out = append(out, &messages.Broker{NodeId: n.ID, Address: n.Address, Rack: n.Rack, Fenced: n.Fenced, Voter: voter, KafkaAddress: n.KafkaAddress})
 	}
 	return out
-}
-
-// metadata answers a MetadataRequest from the image: every topic sorted by
-// name, or the named ones in the order asked, an unknown or invalid name
-// with its error.
-func (a *controllerActor) metadata(m *messages.MetadataRequest) *messages.MetadataResponse {
-	return &messages.MetadataResponse{
-		Brokers:      a.brokers(),
-		ControllerId: a.controllerID(),
-		ClusterId:    a.image.ClusterID(),
-		Topics:       a.image.Describe(m.GetTopics(), a.view()),
-	}
 }
 
 // clusterInfo answers a ClusterInfoRequest: the nodes, and the quorum as

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -643,4 +644,58 @@ func TestMetadataReadsLogDirPaths(t *testing.T) {
 	// A restart reads the same.
 	h.restart()
 	require.True(t, proto.Equal(md, h.metadata("orders")))
+}
+
+// stallFS holds every Sync of a file under dir while stalled is set, as a
+// disk that takes its time would.
+type stallFS struct {
+	disk.FS
+	dir     string
+	stalled atomic.Bool
+	release chan struct{}
+}
+
+func (s *stallFS) OpenFile(name string, flag int, perm os.FileMode) (disk.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &stallFile{File: f, fs: s}, nil
+}
+
+type stallFile struct {
+	disk.File
+	fs *stallFS
+}
+
+func (f *stallFile) Sync() error {
+	if f.fs.stalled.Load() && strings.HasPrefix(f.Name(), f.fs.dir) {
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+// Metadata reads are answered while the controller waits for its disk: a
+// change stalled in its fsync holds up no read.
+func TestMetadataReadsDoNotWaitForTheDisk(t *testing.T) {
+	h := newMetaHarness(t)
+	h.stop()
+	fsys := &stallFS{FS: disk.OS, dir: h.cfg.Dir, release: make(chan struct{})}
+	h.cfg.FS = fsys
+	require.NoError(t, h.start())
+	resp := h.create("before", 1, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+
+	fsys.stalled.Store(true)
+	pending := h.system.Root.RequestFuture(h.pid, &messages.CreateTopicRequest{Name: "stalled", Partitions: 1}, metadataTestTimeout)
+	for range 10 {
+		md := h.metadata()
+		require.Equal(t, []string{"before"}, topicNames(md), "the stalled change is not applied")
+	}
+	fsys.stalled.Store(false)
+	close(fsys.release)
+	res, err := pending.Result()
+	require.NoError(t, err)
+	requireNoError(t, res.(*messages.CreateTopicResponse).GetError(), res.(*messages.CreateTopicResponse).GetErrorMessage())
+	require.Equal(t, []string{"before", "stalled"}, topicNames(h.metadata()))
 }
