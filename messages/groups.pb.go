@@ -27,8 +27,12 @@ const (
 // FindCoordinatorRequest asks any node where a group's actor lives: on the
 // node leading the group's partition of __consumer_offsets.
 type FindCoordinatorRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GroupId string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// forwarded is set by a coordinator that passed the request on to the
+	// node leading the group's __consumer_offsets partition: that node
+	// answers it, whatever it believes.
+	Forwarded     bool `protobuf:"varint,2,opt,name=forwarded,proto3" json:"forwarded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -68,6 +72,13 @@ func (x *FindCoordinatorRequest) GetGroupId() string {
 		return x.GroupId
 	}
 	return ""
+}
+
+func (x *FindCoordinatorRequest) GetForwarded() bool {
+	if x != nil {
+		return x.Forwarded
+	}
+	return false
 }
 
 type FindCoordinatorResponse struct {
@@ -1400,9 +1411,10 @@ var File_groups_proto protoreflect.FileDescriptor
 
 const file_groups_proto_rawDesc = "" +
 	"\n" +
-	"\fgroups.proto\x12\x05depot\x1a\vdepot.proto\"3\n" +
+	"\fgroups.proto\x12\x05depot\x1a\vdepot.proto\"Q\n" +
 	"\x16FindCoordinatorRequest\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xb8\x01\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1c\n" +
+	"\tforwarded\x18\x02 \x01(\bR\tforwarded\"\xb8\x01\n" +
 	"\x17FindCoordinatorResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x17\n" +

@@ -18,6 +18,7 @@ import (
 	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/actors/group"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -400,4 +401,31 @@ func FuzzParseVoters(f *testing.F) {
 		require.NoError(t, err, "what it parsed reads back")
 		require.Equal(t, voters, again)
 	})
+}
+
+// A group's coordinator is the node that leads its partition of
+// __consumer_offsets, whichever node is asked.
+func TestClusterGroupCoordinator(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ask := func(id int32, group string) *messages.FindCoordinatorResponse {
+		n := c.nodes[id]
+		return request[*messages.FindCoordinatorResponse](t, n, n.Groups(), &messages.FindCoordinatorRequest{GroupId: group})
+	}
+	// The first request creates __consumer_offsets.
+	ask(1, "warm-up")
+	require.Eventually(t, func() bool {
+		md := request[*messages.MetadataResponse](t, c.nodes[1], c.nodes[1].Metadata(), &messages.MetadataRequest{Topics: []string{group.OffsetsTopic}})
+		if md.Topics[0].Error != messages.ErrorCode_NONE {
+			return false
+		}
+		for _, g := range []string{"billing", "audit", "search", "mail"} {
+			leader := md.Topics[0].Partitions[group.OffsetsPartitionFor(g, int32(len(md.Topics[0].Partitions)))].LeaderAddress
+			for id := range c.nodes {
+				if r := ask(id, g); r.Error != messages.ErrorCode_NONE || r.Address != leader {
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond)
 }

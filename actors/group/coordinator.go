@@ -485,6 +485,14 @@ func (c *groupCoordinator) onFindCoordinator(ctx actor.Context, m *messages.Find
 		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_INVALID_GROUP_ID, ErrorMessage: "group id is empty"})
 		return
 	}
+	// The coordinator of a group is the node that leads the group's
+	// partition of __consumer_offsets, as in Kafka: another node passes
+	// the request on to it.
+	if p := c.partitionOf(m.GroupId); p != nil && p.pid.Address != c.cfg.Address && p.pid.Address != "" && !m.Forwarded {
+		ctx.RequestWithCustomSender(actor.NewPID(p.pid.Address, actors.GroupCoordinatorName),
+			&messages.FindCoordinatorRequest{GroupId: m.GroupId, Forwarded: true}, ctx.Sender())
+		return
+	}
 	if _, err := c.child(ctx, m.GroupId); err != nil {
 		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: messages.ErrorText(err)})
 		return
