@@ -285,6 +285,8 @@ func TestBinaryClusterLeaderKilled(t *testing.T) {
 	killed := time.Now()
 	leader, _ := c.agreedLeader(10*electionTimeout, old, nil)
 	elected := time.Since(killed)
+	// A new controller grants every node a full session (9 s by default)
+	// before it fences anyone, the dead controller's node among them.
 	_, _ = c.agreedLeader(30*time.Second, old, map[int32]string{old: "fenced"})
 	fenced := time.Since(killed)
 	t.Logf("node %d killed: node %d leads after %v, node %d fenced after %v (election timeout %v)",
