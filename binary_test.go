@@ -48,8 +48,26 @@ func depotBinary(t *testing.T) string {
 // process is a depot command running as its own process.
 type process struct {
 	cmd            *exec.Cmd
-	stdout, stderr *bytes.Buffer
+	stdout, stderr *output
 	done           chan struct{}
+}
+
+// output is what a process wrote: safe to read while it still writes.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
 }
 
 // spawn starts the depot binary with args; the test's end stops it by its
@@ -63,7 +81,7 @@ func spawn(t *testing.T, stdin string, args ...string) *process {
 func spawnReading(t *testing.T, stdin io.Reader, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(depotBinary(t), args...)
-	p := &process{cmd: cmd, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &process{cmd: cmd, stdout: &output{}, stderr: &output{}, done: make(chan struct{})}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, p.stdout, p.stderr
 	cmd.Env = append(os.Environ(), "DEPOT_BROKERS=")
 	require.NoError(t, cmd.Start())

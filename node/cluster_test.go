@@ -43,7 +43,7 @@ func freeAddrs(t testing.TB, n int) []string {
 
 // testCluster is nodes in one process that form one cluster.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	voters []Voter
 	cfgs   map[int32]Config
 	nodes  map[int32]*Node
@@ -61,7 +61,13 @@ var fastQuorum = QuorumSettings{
 
 // newTestCluster starts voters nodes, the quorum, and waits until each is
 // registered and unfenced.
-func newTestCluster(t *testing.T, voters int) *testCluster {
+func newTestCluster(t testing.TB, voters int) *testCluster {
+	t.Helper()
+	return newTestClusterWith(t, voters, fastQuorum)
+}
+
+// newTestClusterWith is newTestCluster with the quorum settings given.
+func newTestClusterWith(t testing.TB, voters int, quorum QuorumSettings) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, cfgs: map[int32]Config{}, nodes: map[int32]*Node{}}
 	for i, addr := range freeAddrs(t, voters) {
@@ -70,7 +76,7 @@ func newTestCluster(t *testing.T, voters int) *testCluster {
 	for _, v := range c.voters {
 		cfg := testConfig(t, t.TempDir())
 		cfg.NodeID, cfg.Listen, cfg.HTTP = v.ID, v.Address, ""
-		cfg.Controllers, cfg.Quorum = c.voters, fastQuorum
+		cfg.Controllers, cfg.Quorum = c.voters, quorum
 		c.cfgs[v.ID] = cfg
 	}
 	var wg sync.WaitGroup

@@ -94,6 +94,7 @@ func TestCommandFlagsSetConfig(t *testing.T) {
 		{[]string{"--balance-high-water", "0.9"}, func(c *Config) { c.Balance.HighWater = 0.9 }},
 		{[]string{"--move-throttle", "1GiB"}, func(c *Config) { c.Balance.ThrottleBytesPerS = 1 << 30 }},
 		{[]string{"--move-throttle", "0"}, func(c *Config) { c.Balance.ThrottleBytesPerS = -1 }},
+		{[]string{"--metadata-snapshot-every", "50"}, func(c *Config) { c.Quorum.SnapshotEvery = 50 }},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			want := DefaultConfig()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/depot-dev/depot/actors/controller"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/group"
 	"github.com/depot-dev/depot/actors/metadata"
@@ -149,6 +150,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GroupMetadataInterval == 0 {
 		c.GroupMetadataInterval = group.DefaultGroupMetadataInterval
+	}
+	if c.Quorum.SnapshotEvery == 0 {
+		c.Quorum.SnapshotEvery = controller.DefaultSnapshotEvery
 	}
 	return c
 }
