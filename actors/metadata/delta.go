@@ -161,7 +161,10 @@ func (d *Delta) replayDir(r *messages.PartitionDirRecord) {
 	}
 	for i := range t.Partitions {
 		p := &t.Partitions[i]
-		if j := slices.Index(p.Replicas, r.GetNodeId()); p.Partition == r.GetPartition() && j >= 0 {
+		if p.Partition != r.GetPartition() {
+			continue
+		}
+		if j := slices.Index(p.Replicas, r.GetNodeId()); j >= 0 {
 			p.Dirs[j] = d.dirID(r.GetNodeId(), r.GetDirId(), r.GetLogDir())
 		}
 	}
