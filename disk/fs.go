@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"errors"
 	"io"
 	"os"
 )
@@ -53,4 +54,22 @@ type FS interface {
 	Stat(name string) (os.FileInfo, error)
 	// SyncDir makes the directory's entries (creates, renames, removes) durable.
 	SyncDir(name string) error
+}
+
+// ReadFile returns the whole content of the file name on fsys.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, size)
+	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		return nil, err
+	}
+	return b, nil
 }

@@ -27,15 +27,7 @@ func (s *stateMachine) Apply(index uint64, data []byte) {
 		a.logger.WithError(err).WithField("index", index).Error("metadata log entry does not decode; skipped")
 		return
 	}
-	delta := metadata.NewDelta(a.image, a.legacyDir)
-	for _, rec := range batch.GetRecords() {
-		if err := delta.Replay(rec); err != nil {
-			a.logger.WithError(err).Warn("metadata record not replayed as written")
-		}
-	}
-	before := a.image
-	a.image = delta.Apply()
-	a.afterApply(before)
+	delta := a.replay(a.image, batch.GetRecords())
 	outcome := &actOutcome{}
 	// The founding entry of a quorum seeded by a single node's metadata
 	// brings topics whose partitions that node starts itself, each where
@@ -63,8 +55,18 @@ func (s *stateMachine) Restore(data []byte) error {
 	if err := proto.Unmarshal(data, &batch); err != nil {
 		return fmt.Errorf("%w: snapshot does not decode: %w", ErrMetadataLog, err)
 	}
-	delta := metadata.NewDelta(metadata.Empty(), a.legacyDir)
-	for _, rec := range batch.GetRecords() {
+	before := a.image
+	a.replay(metadata.Empty(), batch.GetRecords())
+	a.queueActs(metadata.Diff(before, a.image, a.cfg.NodeID), &actOutcome{})
+	a.logger.WithFields(logrus.Fields{"topics": len(a.image.TopicNames()), "nodes": len(a.image.Nodes())}).Info("metadata restored from a snapshot")
+	return nil
+}
+
+// replay folds recs into a delta over base, logging what it could not
+// take, makes the result the image, and returns the delta.
+func (a *controllerActor) replay(base *metadata.Image, recs []*messages.MetadataRecord) *metadata.Delta {
+	delta := metadata.NewDelta(base, a.legacyDir)
+	for _, rec := range recs {
 		if err := delta.Replay(rec); err != nil {
 			a.logger.WithError(err).Warn("metadata record not replayed as written")
 		}
@@ -72,9 +74,7 @@ func (s *stateMachine) Restore(data []byte) error {
 	before := a.image
 	a.image = delta.Apply()
 	a.afterApply(before)
-	a.queueActs(metadata.Diff(before, a.image, a.cfg.NodeID), &actOutcome{})
-	a.logger.WithFields(logrus.Fields{"topics": len(a.image.TopicNames()), "nodes": len(a.image.Nodes())}).Info("metadata restored from a snapshot")
-	return nil
+	return delta
 }
 
 // afterApply keeps what derives from the image in step with it.

@@ -138,7 +138,7 @@ func EnsureDirID(fsys disk.FS, path string, nodeID int32) (string, error) {
 // error and is left as it is: the directory may belong to another node.
 func EnsureMetaProperties(fsys disk.FS, path string, nodeID int32) (MetaProperties, error) {
 	file := filepath.Join(path, MetaPropertiesFile)
-	data, err := readFile(fsys, file)
+	data, err := disk.ReadFile(fsys, file)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		mp := MetaProperties{Version: metaPropertiesVersion, NodeID: nodeID, DirectoryID: NewDirID()}
@@ -174,22 +174,4 @@ func SetClusterID(fsys disk.FS, path string, nodeID int32, clusterID string) err
 		return fmt.Errorf("disks: writing %s: %w", filepath.Join(path, MetaPropertiesFile), err)
 	}
 	return nil
-}
-
-// readFile returns the content of name.
-func readFile(fsys disk.FS, name string) ([]byte, error) {
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	data := make([]byte, size)
-	if _, err := f.ReadAt(data, 0); err != nil {
-		return nil, err
-	}
-	return data, nil
 }

@@ -59,7 +59,7 @@ type DisksState struct {
 func ReadDisksState(fsys disk.FS, dataDir string) (DisksState, error) {
 	var st DisksState
 	path := filepath.Join(dataDir, DisksStateFile)
-	data, err := readFile(fsys, path)
+	data, err := disk.ReadFile(fsys, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
 	}

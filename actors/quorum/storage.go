@@ -253,28 +253,10 @@ func makeDir(fsys disk.FS, dir string) error {
 
 func (s *Storage) path(name string) string { return path.Join(s.dir, name) }
 
-// readFile returns the bytes of the file at p.
-func readFile(fsys disk.FS, p string) ([]byte, error) {
-	f, err := fsys.OpenFile(p, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, size)
-	if n, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
-		return nil, err
-	}
-	return b, nil
-}
-
 // readSnapshot reads and checks the snapshot file of index.
 func (s *Storage) readSnapshot(index uint64) (*raftpb.Snapshot, error) {
 	p := s.path(snapshotFileName(index))
-	b, err := readFile(s.fsys, p)
+	b, err := disk.ReadFile(s.fsys, p)
 	if err != nil {
 		return nil, fmt.Errorf("quorum: read snapshot: %w", err)
 	}
@@ -301,7 +283,7 @@ type walFile struct {
 // readWAL reads the WAL file holding entries from first on.
 func (s *Storage) readWAL(first uint64) (walFile, error) {
 	p := s.path(walFileName(first))
-	b, err := readFile(s.fsys, p)
+	b, err := disk.ReadFile(s.fsys, p)
 	if err != nil {
 		return walFile{}, fmt.Errorf("quorum: read WAL: %w", err)
 	}
