@@ -137,3 +137,32 @@ func TestAllowanceRefusalChangesNoProducerState(t *testing.T) {
 	status := f.request(t, &messages.PartitionStatusRequest{}).(*messages.PartitionStatusResponse)
 	require.Equal(t, int64(2), status.LogEndOffset, "both batches in the log, the refused one once")
 }
+
+// A producer new to the partition whose first batch is refused for want of
+// room gets its next batch, in flight behind the first, refused as out of
+// order even once the dir allows more: taken, it would leave a gap before
+// it that the first batch's retry could never fill, and the producer would
+// retry that batch, out of order, until its delivery timeout. Sent again in
+// order, both are appended.
+func TestAllowanceRefusalKeepsANewProducersOrder(t *testing.T) {
+	f := newAllowanceFixture(t)
+	token := f.report(t, func(r *disks.PartitionReport) bool { return r.Awaiting }).Token
+	f.system.Root.Send(f.pid, &disks.DirAllowance{Token: token, Seq: 1, Limited: true, Ceiling: 0})
+	produce := func(batch []byte) *messages.ProduceResponse {
+		t.Helper()
+		return f.request(t, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: batch}).(*messages.ProduceResponse)
+	}
+	first, second := idempotentBatch(t, 0, "first"), idempotentBatch(t, 1, "second")
+	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, produce(first).Error)
+	f.report(t, func(r *disks.PartitionReport) bool { return r.Wanted > 0 })
+	// The dir's answer to the ask comes before the second batch.
+	f.system.Root.Send(f.pid, &disks.DirAllowance{Token: token, Seq: 2, Limited: true, Ceiling: 1 << 20})
+	require.Equal(t, messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER, produce(second).Error)
+
+	retried := produce(first)
+	require.Equal(t, messages.ErrorCode_NONE, retried.Error, retried.ErrorMessage)
+	require.Zero(t, retried.BaseOffset)
+	next := produce(second)
+	require.Equal(t, messages.ErrorCode_NONE, next.Error, next.ErrorMessage)
+	require.Equal(t, int64(1), next.BaseOffset)
+}
