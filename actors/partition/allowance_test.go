@@ -26,7 +26,9 @@ type allowanceFixture struct {
 	reports chan *disks.PartitionReport
 }
 
-func newAllowanceFixture(t *testing.T) *allowanceFixture {
+// newAllowanceFixture starts the partition, with tick as its tick interval
+// when one is given.
+func newAllowanceFixture(t *testing.T, tick ...time.Duration) *allowanceFixture {
 	t.Helper()
 	f := &allowanceFixture{system: actortest.System(t), dir: t.TempDir(), reports: make(chan *disks.PartitionReport, 256)}
 	logDir := f.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -34,10 +36,14 @@ func newAllowanceFixture(t *testing.T) *allowanceFixture {
 			f.reports <- r
 		}
 	}))
-	f.pid = f.system.Root.Spawn(NewPartitionProps(PartitionConfig{
+	cfg := PartitionConfig{
 		Topic: "t", FS: disk.OS, LogDir: f.dir, Config: topic.DefaultConfig(), Transport: remote.NewTransport(),
 		LogDirActor: logDir, Logger: logrus.NewEntry(actortest.Logger(t, logrus.WarnLevel)),
-	}))
+	}
+	if len(tick) > 0 {
+		cfg.TickInterval = tick[0]
+	}
+	f.pid = f.system.Root.Spawn(NewPartitionProps(cfg))
 	return f
 }
 
@@ -165,4 +171,35 @@ func TestAllowanceRefusalKeepsANewProducersOrder(t *testing.T) {
 	next := produce(second)
 	require.Equal(t, messages.ErrorCode_NONE, next.Error, next.ErrorMessage)
 	require.Equal(t, int64(1), next.BaseOffset)
+}
+
+// A produce request waiting for the first allowance is answered
+// REQUEST_TIMED_OUT, retriable, once past its timeout, though the dir never
+// answers: an answer lost parks no produce for ever. Meanwhile each tick's
+// report asks the dir again. What waits behind the request answered is
+// taken in order once the allowance comes: refused as out of order, then
+// appended after the retry.
+func TestStashedProduceTimesOutWithoutAnAllowance(t *testing.T) {
+	f := newAllowanceFixture(t, 10*time.Millisecond)
+	first := f.report(t, func(r *disks.PartitionReport) bool { return r.Awaiting })
+	expiring := f.system.Root.RequestFuture(f.pid, &messages.ProduceRequest{Topic: "t", Acks: 1, TimeoutMs: 50, Records: idempotentBatch(t, 0, "first")}, moveTestTimeout)
+	waiting := f.system.Root.RequestFuture(f.pid, &messages.ProduceRequest{Topic: "t", Acks: 1, TimeoutMs: 60_000, Records: idempotentBatch(t, 1, "second")}, moveTestTimeout)
+	again := f.report(t, func(r *disks.PartitionReport) bool { return r.Awaiting })
+	require.Same(t, first.Token, again.Token, "the same incarnation asks again")
+
+	res, err := expiring.Result()
+	require.NoError(t, err)
+	expired := res.(*messages.ProduceResponse)
+	require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, expired.Error)
+	require.Contains(t, expired.ErrorMessage, "log dir "+f.dir+" has not allowed appends yet")
+
+	f.system.Root.Send(f.pid, &disks.DirAllowance{Token: first.Token, Seq: 1, Limited: true, Ceiling: 1 << 20})
+	res, err = waiting.Result()
+	require.NoError(t, err)
+	require.Equal(t, messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER, res.(*messages.ProduceResponse).Error)
+	for seq, value := range []string{"first", "second"} {
+		resp := f.request(t, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: idempotentBatch(t, int32(seq), value)}).(*messages.ProduceResponse)
+		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+		require.Equal(t, int64(seq), resp.BaseOffset)
+	}
 }

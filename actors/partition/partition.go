@@ -946,6 +946,7 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
+	a.expireStash(ctx)
 	if err := a.log.MaybeRoll(); err != nil {
 		a.logger.WithError(err).Error("roll failed")
 	}
@@ -957,7 +958,8 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 }
 
 // applyRetention deletes the segments past retention and reports the
-// partition's size, with no flush in flight.
+// partition's size, with no flush in flight. The report asks again for an
+// allowance that has not come (see dirAllowance).
 func (a *partitionActor) applyRetention(ctx actor.Context) {
 	if a.log == nil {
 		return
