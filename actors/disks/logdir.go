@@ -171,11 +171,13 @@ type partitionState struct {
 	// token, ceiling and pending are the partition's allowance in a dir
 	// with a declared capacity (see DirAllowance): the token of its
 	// incarnation, the ceiling it acknowledged (-1 none), and the one
-	// sent to it as pendingSeq and not yet acknowledged (-1 none).
+	// sent to it as pendingSeq and not yet acknowledged (-1 none), which
+	// sent is.
 	token      *AllowanceToken
 	ceiling    int64
 	pending    int64
 	pendingSeq uint64
+	sent       *DirAllowance
 }
 
 func newPartitionState(report PartitionReport) *partitionState {

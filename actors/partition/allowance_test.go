@@ -203,3 +203,42 @@ func TestStashedProduceTimesOutWithoutAnAllowance(t *testing.T) {
 		require.Equal(t, int64(seq), resp.BaseOffset)
 	}
 }
+
+// An allowance lost between a log dir and its partition holds no produce
+// for ever: the partition's next tick report asks again, and the dir sends
+// the allowance again. A proxy between them drops the dir's first.
+func TestLostAllowanceIsSentAgain(t *testing.T) {
+	system := actortest.System(t)
+	logger := logrus.NewEntry(actortest.Logger(t, logrus.WarnLevel))
+	dirPath := t.TempDir()
+	dir := system.Root.Spawn(disks.NewLogDirProps(disks.LogDirConfig{
+		Path: dirPath, FS: disk.OS, Capacity: 16 << 20, Reserve: disks.Reserve{Bytes: 1 << 20},
+		UsageInterval: time.Hour, CheckpointInterval: time.Hour, Logger: logger,
+	}))
+	var partition *actor.PID
+	dropped := 0
+	proxy := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *disks.PartitionReport:
+			partition = m.PID
+			r := *m
+			r.PID = ctx.Self()
+			ctx.Send(dir, &r)
+		case *disks.DirAllowance:
+			if dropped == 0 {
+				dropped++
+				return
+			}
+			ctx.Send(partition, m)
+		}
+	}))
+	pid := system.Root.Spawn(NewPartitionProps(PartitionConfig{
+		Topic: "t", FS: disk.OS, LogDir: dirPath, Config: topic.DefaultConfig(), Transport: remote.NewTransport(),
+		LogDirActor: proxy, TickInterval: 20 * time.Millisecond, Logger: logger,
+	}))
+	res, err := system.Root.RequestFuture(pid, &messages.ProduceRequest{Topic: "t", Acks: 1, TimeoutMs: 60_000, Records: idempotentBatch(t, 0, "first")}, moveTestTimeout).Result()
+	require.NoError(t, err)
+	resp := res.(*messages.ProduceResponse)
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	require.Zero(t, resp.BaseOffset)
+}
