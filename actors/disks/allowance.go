@@ -41,8 +41,7 @@ func (a *logDirActor) noteAllowance(ctx actor.Context, p *partitionState, m *Par
 		ctx.Send(m.PID, p.sent)
 	}
 	if (a.limit < 0 || a.state == LogDirOffline) && m.Awaiting && m.PID != nil {
-		a.allowanceSeq++
-		ctx.Send(m.PID, &DirAllowance{Token: m.Token, Seq: a.allowanceSeq})
+		ctx.Send(m.PID, &DirAllowance{Token: m.Token, Seq: a.nextAllowanceSeq()})
 	}
 }
 
@@ -76,10 +75,10 @@ func (a *logDirActor) allocate(ctx actor.Context) {
 			continue
 		}
 		p := parts[i]
-		a.allowanceSeq++
-		p.pending, p.pendingSeq = ceiling, a.allowanceSeq
+		seq := a.nextAllowanceSeq()
+		p.pending, p.pendingSeq = ceiling, seq
 		p.sent = &DirAllowance{
-			Token: p.token, Seq: a.allowanceSeq, Limited: true, Ceiling: ceiling,
+			Token: p.token, Seq: seq, Limited: true, Ceiling: ceiling,
 			Free: free, Capacity: a.cfg.Capacity, Reserve: reserve,
 		}
 		ctx.Send(p.report.PID, p.sent)
@@ -88,4 +87,9 @@ func (a *logDirActor) allocate(ctx actor.Context) {
 		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free of its declared capacity %d, which keeps a reserve of %d", a.cfg.Path, max(free, 0), a.cfg.Capacity, reserve))
 		a.reportUsage(ctx)
 	}
+}
+
+// nextAllowanceSeq numbers the next DirAllowance sent.
+func (a *logDirActor) nextAllowanceSeq() uint64 {
+	return a.allowanceSeq.Add(1)
 }

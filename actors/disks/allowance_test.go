@@ -67,3 +67,47 @@ func TestLogDirSendsALostAllowanceAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, allowances, "nothing more once taken")
 }
+
+// A log dir actor restarted after a failure numbers its allowances on from
+// the last one sent: a partition takes one only with a Seq above the last
+// it took, so it would ignore those numbered afresh, while its reports of
+// that last would read as acknowledging them, and it would refuse appends
+// past its old ceiling for ever.
+func TestRestartedLogDirNumbersAllowancesOn(t *testing.T) {
+	system := actortest.System(t)
+	allowances := make(chan *DirAllowance, 64)
+	partition := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*DirAllowance); ok {
+			allowances <- m
+		}
+	}))
+	dir := system.Root.Spawn(NewLogDirProps(LogDirConfig{
+		Path: t.TempDir(), FS: disk.OS, Capacity: 1 << 20, Reserve: Reserve{Bytes: 1 << 10},
+		UsageInterval: time.Hour, CheckpointInterval: time.Hour, Logger: logrus.NewEntry(actortest.Logger(t, logrus.ErrorLevel)),
+	}))
+	next := func() *DirAllowance {
+		t.Helper()
+		select {
+		case m := <-allowances:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("no allowance")
+			return nil
+		}
+	}
+	tp := disk.TopicPartition{Topic: "t", Partition: 0}
+	var token *AllowanceToken
+	var taken uint64
+	// A new incarnation of the partition each time, each answered.
+	for range 3 {
+		token = &AllowanceToken{}
+		system.Root.Send(dir, &PartitionReport{TP: tp, PID: partition, Token: token, Awaiting: true})
+		taken = next().Seq
+	}
+
+	process, ok := system.ProcessRegistry.Get(dir)
+	require.True(t, ok)
+	process.SendSystemMessage(dir, &actor.Restart{})
+	system.Root.Send(dir, &PartitionReport{TP: tp, PID: partition, Token: token, AllowanceSeq: taken})
+	require.Greater(t, next().Seq, taken)
+}
