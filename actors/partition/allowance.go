@@ -82,7 +82,9 @@ func (a *partitionActor) expireStash(ctx actor.Context) {
 			kept = append(kept, s)
 			continue
 		}
-		a.refusedRecords(s.request.Records)
+		if !a.core.ValidateProduce(s.request.Acks, s.request.Records).Refused() {
+			a.refusedRecords(s.request.Records)
+		}
 		if s.sender != nil && s.request.Acks != 0 {
 			ctx.Send(s.sender, &messages.ProduceResponse{
 				Topic: s.request.Topic, Partition: s.request.Partition, CorrelationId: s.request.CorrelationId,

@@ -242,3 +242,14 @@ func TestLostAllowanceIsSentAgain(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 	require.Zero(t, resp.BaseOffset)
 }
+
+// A malformed produce request waiting for the first allowance times out as
+// any other: its records are read only once valid.
+func TestMalformedStashedProduceTimesOut(t *testing.T) {
+	f := newAllowanceFixture(t, 10*time.Millisecond)
+	f.report(t, func(r *disks.PartitionReport) bool { return r.Awaiting })
+	for _, records := range [][]byte{{1, 2, 3}, make([]byte, wire.HeaderSize)} {
+		resp := f.request(t, &messages.ProduceRequest{Topic: "t", Acks: 1, TimeoutMs: 20, Records: records}).(*messages.ProduceResponse)
+		require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, resp.Error)
+	}
+}

@@ -462,7 +462,10 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 // (see state.Partition.Refused).
 func (a *partitionActor) refusedRecords(records []byte) {
 	for rest := records; len(rest) > 0; {
-		size, _ := wire.PeekSize(rest) // validated
+		size, err := wire.PeekSize(rest) // validated
+		if err != nil || size > len(rest) {
+			return
+		}
 		if h, err := wire.ParseHeader(rest[:size]); err == nil {
 			a.core.Refused(&h)
 		}
