@@ -13,7 +13,12 @@ import (
 
 // noteAllowance takes what a partition's report says of its allowance: a
 // new incarnation (its token) starts with none, an acknowledged ceiling
-// is in force, and a stopped partition appends no more. A partition that
+// is in force, and a stopped partition appends no more. A report that has
+// not taken the allowance pending gets it again, as it was: it may have
+// been lost, and until it is taken the partition gets no other (see
+// PlanAllowances), so that one lost would leave it waiting for its first,
+// or refusing appends, for ever; a copy of one that was not lost is
+// ignored, as its Seq is no longer above the last taken. A partition that
 // waits for its first allowance in a dir with no declared capacity is told
 // at once that it has no limit.
 func (a *logDirActor) noteAllowance(ctx actor.Context, p *partitionState, m *PartitionReport) {
@@ -23,18 +28,20 @@ func (a *logDirActor) noteAllowance(ctx actor.Context, p *partitionState, m *Par
 	if p.token != m.Token {
 		// Whatever was sent to the incarnation before is ignored by this
 		// one: it counts no more.
-		p.token, p.ceiling, p.pending, p.pendingSeq = m.Token, -1, -1, 0
+		p.token, p.ceiling, p.pending, p.pendingSeq, p.sent = m.Token, -1, -1, 0, nil
 	}
 	if p.pendingSeq != 0 && m.AllowanceSeq >= p.pendingSeq {
-		p.ceiling, p.pending, p.pendingSeq = p.pending, -1, 0
+		p.ceiling, p.pending, p.pendingSeq, p.sent = p.pending, -1, 0, nil
 	}
 	if m.Closed {
-		p.token, p.ceiling, p.pending, p.pendingSeq = nil, -1, -1, 0
+		p.token, p.ceiling, p.pending, p.pendingSeq, p.sent = nil, -1, -1, 0, nil
 		return
 	}
+	if p.sent != nil && m.PID != nil {
+		ctx.Send(m.PID, p.sent)
+	}
 	if (a.limit < 0 || a.state == LogDirOffline) && m.Awaiting && m.PID != nil {
-		a.allowanceSeq++
-		ctx.Send(m.PID, &DirAllowance{Token: m.Token, Seq: a.allowanceSeq})
+		ctx.Send(m.PID, &DirAllowance{Token: m.Token, Seq: a.nextAllowanceSeq()})
 	}
 }
 
@@ -68,15 +75,21 @@ func (a *logDirActor) allocate(ctx actor.Context) {
 			continue
 		}
 		p := parts[i]
-		a.allowanceSeq++
-		p.pending, p.pendingSeq = ceiling, a.allowanceSeq
-		ctx.Send(p.report.PID, &DirAllowance{
-			Token: p.token, Seq: a.allowanceSeq, Limited: true, Ceiling: ceiling,
+		seq := a.nextAllowanceSeq()
+		p.pending, p.pendingSeq = ceiling, seq
+		p.sent = &DirAllowance{
+			Token: p.token, Seq: seq, Limited: true, Ceiling: ceiling,
 			Free: free, Capacity: a.cfg.Capacity, Reserve: reserve,
-		})
+		}
+		ctx.Send(p.report.PID, p.sent)
 	}
 	if plan.Short && !a.full && free <= 2*reserve {
 		a.setFull(ctx, fmt.Sprintf("log dir %s is full: %d bytes free of its declared capacity %d, which keeps a reserve of %d", a.cfg.Path, max(free, 0), a.cfg.Capacity, reserve))
 		a.reportUsage(ctx)
 	}
+}
+
+// nextAllowanceSeq numbers the next DirAllowance sent.
+func (a *logDirActor) nextAllowanceSeq() uint64 {
+	return a.allowanceSeq.Add(1)
 }

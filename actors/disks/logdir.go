@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -171,11 +172,13 @@ type partitionState struct {
 	// token, ceiling and pending are the partition's allowance in a dir
 	// with a declared capacity (see DirAllowance): the token of its
 	// incarnation, the ceiling it acknowledged (-1 none), and the one
-	// sent to it as pendingSeq and not yet acknowledged (-1 none).
+	// sent to it as pendingSeq and not yet acknowledged (-1 none), which
+	// sent is.
 	token      *AllowanceToken
 	ceiling    int64
 	pending    int64
 	pendingSeq uint64
+	sent       *DirAllowance
 }
 
 func newPartitionState(report PartitionReport) *partitionState {
@@ -203,9 +206,13 @@ type logDirActor struct {
 	everyFull string
 	// limit is what the partitions of a dir with a declared capacity may
 	// hold together, its capacity less its reserve; -1 for a dir without.
-	// allowanceSeq numbers the DirAllowances sent.
+	// allowanceSeq numbers the DirAllowances sent. It is the props', so
+	// that an actor restarted after a failure numbers on: a partition
+	// takes an allowance only with a Seq above the last it took, so it
+	// would ignore those numbered afresh, while its reports of that last
+	// Seq would read as acknowledging them.
 	limit        int64
-	allowanceSeq uint64
+	allowanceSeq *atomic.Uint64
 	dirty        bool
 	usageSoon    bool // a usage report is due after usageDelay
 	recovered    recoveryTotals
@@ -237,8 +244,9 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 		}
 	}
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "logdir", "dir": cfg.Path})
+	allowanceSeq := new(atomic.Uint64)
 	return actors.Props(func() actor.Actor {
-		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, limit: -1, logger: logger}
+		a := &logDirActor{cfg: cfg, partitions: map[disk.TopicPartition]*partitionState{}, state: LogDirOnline, limit: -1, allowanceSeq: allowanceSeq, logger: logger}
 		if cfg.Draining {
 			a.state = LogDirDraining
 		}

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -13,8 +14,11 @@ import (
 // it (disks.DirAllowance). A partition with a log-dir actor takes no
 // append before the dir's first allowance: its produce requests wait in
 // stash meanwhile, in order, so that a dir with a declared capacity has
-// counted every byte its partitions may append. Owned by the partition
-// actor.
+// counted every byte its partitions may append. Each tick's report asks
+// again (Awaiting) while none has come, and a request that waits past its
+// timeout is answered REQUEST_TIMED_OUT, which its producer retries, so
+// that an answer lost on the way holds no produce for ever. Owned by the
+// partition actor.
 type dirAllowance struct {
 	// token names this incarnation of the partition in this dir; a move
 	// to another dir takes a new one.
@@ -32,10 +36,12 @@ type dirAllowance struct {
 	stash  []stashedProduce
 }
 
-// stashedProduce is a produce request waiting for the first allowance.
+// stashedProduce is a produce request waiting for the first allowance,
+// until expires: its timeout, or defaultGatherTimeout when it names none.
 type stashedProduce struct {
 	sender  *actor.PID
 	request *messages.ProduceRequest
+	expires time.Time
 }
 
 // newAllowance starts the partition's allowance in its current log dir:
@@ -51,8 +57,45 @@ func (a *partitionActor) stashProduce(ctx actor.Context, m *messages.ProduceRequ
 	if !a.allowance.awaiting || a.log == nil {
 		return false
 	}
-	a.allowance.stash = append(a.allowance.stash, stashedProduce{sender: ctx.Sender(), request: m})
+	timeout := time.Duration(m.TimeoutMs) * time.Millisecond
+	if timeout <= 0 {
+		timeout = defaultGatherTimeout
+	}
+	a.allowance.stash = append(a.allowance.stash, stashedProduce{sender: ctx.Sender(), request: m, expires: a.now().Add(timeout)})
 	return true
+}
+
+// expireStash answers the produce requests that have waited for the first
+// allowance past their timeout with REQUEST_TIMED_OUT, retriable, and keeps
+// the others waiting in order. What a producer had in flight behind one
+// answered so is refused as out of order when the allowance comes, so that
+// its retry is appended first (see state.Partition.Refused).
+func (a *partitionActor) expireStash(ctx actor.Context) {
+	al := &a.allowance
+	if len(al.stash) == 0 {
+		return
+	}
+	now := a.now()
+	kept := al.stash[:0]
+	for _, s := range al.stash {
+		if now.Before(s.expires) {
+			kept = append(kept, s)
+			continue
+		}
+		if !a.core.ValidateProduce(s.request.Acks, s.request.Records).Refused() {
+			a.refusedRecords(s.request.Records)
+		}
+		if s.sender != nil && s.request.Acks != 0 {
+			ctx.Send(s.sender, &messages.ProduceResponse{
+				Topic: s.request.Topic, Partition: s.request.Partition, CorrelationId: s.request.CorrelationId,
+				BaseOffset: -1, LogAppendTimeMs: -1, Error: messages.ErrorCode_REQUEST_TIMED_OUT,
+				ErrorMessage: a.refused(fmt.Sprintf("log dir %s has not allowed appends yet", a.cfg.LogDir)),
+			})
+		}
+		a.cfg.Transport.Release(s.request)
+	}
+	clear(al.stash[len(kept):])
+	al.stash = kept
 }
 
 // onDirAllowance takes an allowance meant for this incarnation and newer

@@ -391,12 +391,14 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		// Retriable: the producer's retry is a new append once the dir
 		// has room, and nothing of this one changed producer state.
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.dirFull
+		a.refusedRecords(m.Records)
 		answer()
 		return
 	}
 	if refusal := a.allowanceRefusal(ctx, len(m.Records)); refusal != "" {
 		// As retriable, and as harmless to producer state.
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, refusal
+		a.refusedRecords(m.Records)
 		answer()
 		return
 	}
@@ -422,6 +424,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		res, err := a.log.AppendValidated(batch, h)
 		if err != nil {
 			resp.Error, resp.ErrorMessage = a.appendError(ctx, err)
+			a.core.Refused(&h)
 			break
 		}
 		appended = true
@@ -452,6 +455,22 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		return
 	}
 	answer()
+}
+
+// refusedRecords tells the core of each batch of records, a valid produce
+// request's, that it was refused with a retriable error and not appended
+// (see state.Partition.Refused).
+func (a *partitionActor) refusedRecords(records []byte) {
+	for rest := records; len(rest) > 0; {
+		size, err := wire.PeekSize(rest) // validated
+		if err != nil || size > len(rest) {
+			return
+		}
+		if h, err := wire.ParseHeader(rest[:size]); err == nil {
+			a.core.Refused(&h)
+		}
+		rest = rest[size:]
+	}
 }
 
 // appendError classifies an append failure.
@@ -930,6 +949,7 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	if a.log == nil {
 		return
 	}
+	a.expireStash(ctx)
 	if err := a.log.MaybeRoll(); err != nil {
 		a.logger.WithError(err).Error("roll failed")
 	}
@@ -941,7 +961,8 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 }
 
 // applyRetention deletes the segments past retention and reports the
-// partition's size, with no flush in flight.
+// partition's size, with no flush in flight. The report asks again for an
+// allowance that has not come (see dirAllowance).
 func (a *partitionActor) applyRetention(ctx actor.Context) {
 	if a.log == nil {
 		return

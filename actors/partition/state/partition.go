@@ -55,6 +55,10 @@ type BatchCheck struct {
 type Partition struct {
 	maxMessageBytes int32
 	producers       Producers
+	// awaited holds, for each producer with no batch here that had a batch
+	// refused (see Refused), the first such batch: until it is appended,
+	// no later batch of the producer is.
+	awaited map[int64]awaitedBatch
 
 	logStartOffset int64
 	logEndOffset   int64
@@ -67,7 +71,14 @@ type Partition struct {
 // NewPartition returns the state of a partition whose batches may be up to
 // maxMessageBytes (max.message.bytes) each, before its log is opened.
 func NewPartition(maxMessageBytes int32) *Partition {
-	return &Partition{maxMessageBytes: maxMessageBytes, producers: Producers{}}
+	return &Partition{maxMessageBytes: maxMessageBytes, producers: Producers{}, awaited: map[int64]awaitedBatch{}}
+}
+
+// awaitedBatch is the epoch and base sequence of a batch refused to a
+// producer the partition knows nothing of yet.
+type awaitedBatch struct {
+	epoch    int16
+	sequence int32
 }
 
 // Opened sets the offsets of a log just opened (or reopened after a move):
@@ -140,13 +151,41 @@ func (p *Partition) ValidateProduce(acks int32, records []byte) Refusal {
 }
 
 // CheckBatch decides what to do with one batch of a valid produce request,
-// from the state of its producer (see Producers.Check).
+// from the state of its producer (see Producers.Check), and refuses as out
+// of order a batch behind one of its producer's that was refused and is
+// still awaited (see Refused).
 func (p *Partition) CheckBatch(h *wire.Header) BatchCheck {
 	code, dup := p.producers.Check(h)
+	if a, ok := p.awaited[h.ProducerID]; ok && code == messages.ErrorCode_NONE && dup == nil &&
+		a.epoch == h.ProducerEpoch && sequenceAfter(h.BaseSequence, a.sequence) {
+		code = messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER
+	}
 	if code != messages.ErrorCode_NONE {
 		return BatchCheck{Refusal: refuse(code, "producer %d epoch %d sequence %d refused", h.ProducerID, h.ProducerEpoch, h.BaseSequence)}
 	}
 	return BatchCheck{Duplicate: dup}
+}
+
+// Refused takes a batch of a valid produce request that was not appended
+// and was answered with an error its producer retries: the log dir had no
+// room for it, or it waited too long for an allowance. A producer the
+// partition knows must send its next sequence, so its retry comes before
+// anything later. One it does not know yet may start at any sequence (its
+// batches may all have left the log by retention), so a later batch it had
+// in flight behind the refused one would be appended ahead of it, and the
+// retry, then out of order, refused for ever. So, until a batch of it is
+// appended, such a producer's batches after the first refused one are
+// refused as out of order: it sends them again, in order, after the one
+// refused first, or numbered anew from it once it gives that one up.
+func (p *Partition) Refused(h *wire.Header) {
+	if h.ProducerID < 0 || p.producers.Known(h.ProducerID) {
+		return
+	}
+	if a, ok := p.awaited[h.ProducerID]; ok && (a.epoch > h.ProducerEpoch ||
+		a.epoch == h.ProducerEpoch && !sequenceAfter(a.sequence, h.BaseSequence)) {
+		return
+	}
+	p.awaited[h.ProducerID] = awaitedBatch{epoch: h.ProducerEpoch, sequence: h.BaseSequence}
 }
 
 // Appended takes a batch the log appended, h with the base offset it was
@@ -155,6 +194,7 @@ func (p *Partition) CheckBatch(h *wire.Header) BatchCheck {
 // is alone in its in-sync set.
 func (p *Partition) Appended(h *wire.Header, size int) (readable int) {
 	p.producers.Update(h)
+	delete(p.awaited, h.ProducerID)
 	p.logEndOffset = h.NextOffset()
 	before := p.highWatermark
 	p.updateHighWatermark()

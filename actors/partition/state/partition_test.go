@@ -132,6 +132,62 @@ func TestCheckBatch(t *testing.T) {
 	}
 }
 
+// A batch refused with a retriable error to a producer the partition does
+// not know holds back that producer's later batches, which would otherwise
+// be taken at any sequence ahead of it, until it or an earlier one is
+// appended; a known producer's own sequence checks already keep its order.
+func TestRefusedBatchKeepsItsProducersOrder(t *testing.T) {
+	const outOfOrder = messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER
+	type step struct {
+		refuse, append *wire.Header
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		batch *wire.Header
+		code  messages.ErrorCode
+	}{
+		{name: "later batch of an unknown producer", steps: []step{{refuse: idempotentHeader(0, 0)}},
+			batch: idempotentHeader(0, 3), code: outOfOrder},
+		{name: "the refused batch again", steps: []step{{refuse: idempotentHeader(0, 0)}},
+			batch: idempotentHeader(0, 0)},
+		{name: "an earlier batch", steps: []step{{refuse: idempotentHeader(0, 6)}},
+			batch: idempotentHeader(0, 3)},
+		{name: "the earliest refused holds", steps: []step{{refuse: idempotentHeader(0, 6)}, {refuse: idempotentHeader(0, 3)}, {refuse: idempotentHeader(0, 9)}},
+			batch: idempotentHeader(0, 6), code: outOfOrder},
+		{name: "next once the refused batch is appended", steps: []step{{refuse: idempotentHeader(0, 0)}, {append: idempotentHeader(0, 0)}},
+			batch: idempotentHeader(0, 3)},
+		{name: "a known producer's next", steps: []step{{append: idempotentHeader(0, 0)}, {refuse: idempotentHeader(0, 3)}},
+			batch: idempotentHeader(0, 3)},
+		{name: "a known producer's gap", steps: []step{{append: idempotentHeader(0, 0)}, {refuse: idempotentHeader(0, 3)}},
+			batch: idempotentHeader(0, 6), code: outOfOrder},
+		{name: "another epoch", steps: []step{{refuse: idempotentHeader(0, 0)}},
+			batch: idempotentHeader(1, 3)},
+		{name: "an older epoch refused after", steps: []step{{refuse: idempotentHeader(1, 0)}, {refuse: idempotentHeader(0, 0)}},
+			batch: idempotentHeader(1, 3), code: outOfOrder},
+		{name: "across the wrap", steps: []step{{refuse: idempotentHeader(0, 1<<31-3)}},
+			batch: idempotentHeader(0, 0), code: outOfOrder},
+		{name: "another producer", steps: []step{{refuse: &wire.Header{ProducerID: 8, BaseSequence: 0, LastOffsetDelta: 2, RecordCount: 3}}},
+			batch: idempotentHeader(0, 3)},
+		{name: "no producer id", steps: []step{{refuse: &wire.Header{ProducerID: -1}}},
+			batch: &wire.Header{ProducerID: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := NewPartition(1 << 20)
+			for _, s := range tc.steps {
+				if s.refuse != nil {
+					p.Refused(s.refuse)
+					continue
+				}
+				s.append.BaseOffset = p.LogEndOffset()
+				require.False(t, p.CheckBatch(s.append).Refused())
+				p.Appended(s.append, 100)
+			}
+			require.Equal(t, tc.code, p.CheckBatch(tc.batch).Code)
+		})
+	}
+}
+
 // The offsets move with what the driver reports: the high watermark with
 // the log end (the leader alone is in sync), the acknowledged offset with
 // the fsyncs, and the log start only up.

@@ -60,6 +60,12 @@ func (s Producers) Check(h *wire.Header) (messages.ErrorCode, *Batch) {
 	return messages.ErrorCode_NONE, nil
 }
 
+// Known reports whether the partition holds a batch of producer id.
+func (s Producers) Known(id int64) bool {
+	_, ok := s[id]
+	return ok
+}
+
 // Update records an appended batch whose header is h.
 func (s Producers) Update(h *wire.Header) {
 	if h.ProducerID < 0 {
@@ -88,4 +94,14 @@ func nextSequence(seq int32) int32 {
 		return 0
 	}
 	return seq + 1
+}
+
+// sequenceAfter reports whether sequence a comes after b, within half the
+// sequence space: sequences wrap at 2^31.
+func sequenceAfter(a, b int32) bool {
+	d := int64(a) - int64(b)
+	if d < 0 {
+		d += 1 << 31
+	}
+	return d > 0 && d < 1<<30
 }
