@@ -214,7 +214,18 @@ func TestClusterOfThree(t *testing.T) {
 	c := newTestCluster(t, 3)
 	leader := c.leader()
 	require.Contains(t, []int32{1, 2, 3}, leader)
-	info := c.info(1)
+	// Each node registered itself; node 1 learns of the others' unfencing
+	// as it applies the log.
+	var info *messages.ClusterInfoResponse
+	require.Eventually(t, func() bool {
+		info = c.info(1)
+		for _, n := range info.GetNodes() {
+			if n.GetFenced() {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
 	require.NotEmpty(t, info.GetClusterId())
 	require.Len(t, info.GetNodes(), 3)
 	for _, n := range info.GetNodes() {
