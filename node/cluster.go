@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,13 +113,7 @@ func (c Config) quorumOfOne() bool {
 // has joined one; directories that disagree are an error.
 func clusterID(props map[string]disks.MetaProperties) (string, error) {
 	id := ""
-	paths := slices.Sorted(func(yield func(string) bool) {
-		for p := range props {
-			if !yield(p) {
-				return
-			}
-		}
-	})
+	paths := slices.Sorted(maps.Keys(props))
 	first := ""
 	for _, path := range paths {
 		mp := props[path]

@@ -643,13 +643,17 @@ func (a *controllerActor) nodesAt(addr string) []int32 {
 }
 
 // view is how the image describes partitions from this node.
-func (a *controllerActor) view() metadata.View {
+func (a *controllerActor) view() metadata.View { return dirView(a.cfg.NodeID, a.dirPaths) }
+
+// dirView describes the directories of node self by the paths dirPaths
+// gives their ids; another node's directories have no path here.
+func dirView(self int32, dirPaths map[string]string) metadata.View {
 	return metadata.View{
 		DirPath: func(nodeID int32, id string) string {
-			if nodeID != a.cfg.NodeID {
+			if nodeID != self {
 				return ""
 			}
-			return a.dirPaths[id]
+			return dirPaths[id]
 		},
 	}
 }

@@ -74,12 +74,6 @@ func (a *controllerActor) publish(ctx actor.Context) {
 // name, or the named ones in the order asked, an unknown or invalid name
 // with its error.
 func describe(image *metadata.Image, dirPaths map[string]string, nodeID int32, info *messages.ClusterInfoResponse, m *messages.MetadataRequest) *messages.MetadataResponse {
-	view := metadata.View{DirPath: func(node int32, id string) string {
-		if node != nodeID {
-			return ""
-		}
-		return dirPaths[id]
-	}}
 	var brokers []*messages.Broker
 	for _, b := range info.GetNodes() {
 		if _, ok := image.Node(b.GetNodeId()); ok {
@@ -90,6 +84,6 @@ func describe(image *metadata.Image, dirPaths map[string]string, nodeID int32, i
 		Brokers:      brokers,
 		ControllerId: info.GetControllerLeader(),
 		ClusterId:    image.ClusterID(),
-		Topics:       image.Describe(m.GetTopics(), view),
+		Topics:       image.Describe(m.GetTopics(), dirView(nodeID, dirPaths)),
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"maps"
 	"slices"
-	"sort"
 
 	"github.com/depot-dev/depot/messages"
 )
@@ -181,9 +180,7 @@ func (im *Image) Records() []*messages.MetadataRecord {
 			out = append(out, fenceRecord(n.ID, false))
 		}
 	}
-	names := im.TopicNames()
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range im.TopicNames() {
 		t := im.topics[name]
 		record := &messages.TopicRecord{Name: t.Name, TopicId: t.ID, Configs: maps.Clone(t.Configs), Internal: t.Internal}
 		var dirs []*messages.MetadataRecord
