@@ -30,47 +30,52 @@ const (
 type ErrorCode int32
 
 const (
-	ErrorCode_NONE                         ErrorCode = 0
-	ErrorCode_UNKNOWN_SERVER_ERROR         ErrorCode = 1
-	ErrorCode_OFFSET_OUT_OF_RANGE          ErrorCode = 2
-	ErrorCode_CORRUPT_MESSAGE              ErrorCode = 3
-	ErrorCode_UNKNOWN_TOPIC_OR_PARTITION   ErrorCode = 4
-	ErrorCode_INVALID_FETCH_SIZE           ErrorCode = 5
-	ErrorCode_NOT_LEADER_OR_FOLLOWER       ErrorCode = 6
-	ErrorCode_REQUEST_TIMED_OUT            ErrorCode = 7
-	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS ErrorCode = 14
-	ErrorCode_COORDINATOR_NOT_AVAILABLE    ErrorCode = 15
-	ErrorCode_NOT_COORDINATOR              ErrorCode = 16
-	ErrorCode_MESSAGE_TOO_LARGE            ErrorCode = 10
-	ErrorCode_INVALID_TOPIC                ErrorCode = 17
-	ErrorCode_RECORD_LIST_TOO_LARGE        ErrorCode = 18
-	ErrorCode_NOT_ENOUGH_REPLICAS          ErrorCode = 19
-	ErrorCode_INVALID_REQUIRED_ACKS        ErrorCode = 21
-	ErrorCode_ILLEGAL_GENERATION           ErrorCode = 22
-	ErrorCode_INCONSISTENT_GROUP_PROTOCOL  ErrorCode = 23
-	ErrorCode_INVALID_GROUP_ID             ErrorCode = 24
-	ErrorCode_UNKNOWN_MEMBER_ID            ErrorCode = 25
-	ErrorCode_INVALID_SESSION_TIMEOUT      ErrorCode = 26
-	ErrorCode_REBALANCE_IN_PROGRESS        ErrorCode = 27
-	ErrorCode_TOPIC_ALREADY_EXISTS         ErrorCode = 36
-	ErrorCode_INVALID_PARTITIONS           ErrorCode = 37
-	ErrorCode_INVALID_REPLICATION_FACTOR   ErrorCode = 38
-	ErrorCode_INVALID_CONFIG               ErrorCode = 40
-	ErrorCode_INVALID_REQUEST              ErrorCode = 42
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER    ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH       ErrorCode = 47
-	ErrorCode_BROKER_NOT_AVAILABLE         ErrorCode = 8
-	ErrorCode_STALE_CONTROLLER_EPOCH       ErrorCode = 11
-	ErrorCode_NOT_CONTROLLER               ErrorCode = 41
-	ErrorCode_KAFKA_STORAGE_ERROR          ErrorCode = 56
-	ErrorCode_LOG_DIR_NOT_FOUND            ErrorCode = 57
-	ErrorCode_UNKNOWN_PRODUCER_ID          ErrorCode = 59
-	ErrorCode_NON_EMPTY_GROUP              ErrorCode = 68
-	ErrorCode_GROUP_ID_NOT_FOUND           ErrorCode = 69
-	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
-	ErrorCode_FENCED_INSTANCE_ID           ErrorCode = 82
-	ErrorCode_INCONSISTENT_CLUSTER_ID      ErrorCode = 104
+	ErrorCode_NONE                             ErrorCode = 0
+	ErrorCode_UNKNOWN_SERVER_ERROR             ErrorCode = 1
+	ErrorCode_OFFSET_OUT_OF_RANGE              ErrorCode = 2
+	ErrorCode_CORRUPT_MESSAGE                  ErrorCode = 3
+	ErrorCode_UNKNOWN_TOPIC_OR_PARTITION       ErrorCode = 4
+	ErrorCode_INVALID_FETCH_SIZE               ErrorCode = 5
+	ErrorCode_NOT_LEADER_OR_FOLLOWER           ErrorCode = 6
+	ErrorCode_REQUEST_TIMED_OUT                ErrorCode = 7
+	ErrorCode_COORDINATOR_LOAD_IN_PROGRESS     ErrorCode = 14
+	ErrorCode_COORDINATOR_NOT_AVAILABLE        ErrorCode = 15
+	ErrorCode_NOT_COORDINATOR                  ErrorCode = 16
+	ErrorCode_MESSAGE_TOO_LARGE                ErrorCode = 10
+	ErrorCode_INVALID_TOPIC                    ErrorCode = 17
+	ErrorCode_RECORD_LIST_TOO_LARGE            ErrorCode = 18
+	ErrorCode_NOT_ENOUGH_REPLICAS              ErrorCode = 19
+	ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND ErrorCode = 20
+	ErrorCode_INVALID_REQUIRED_ACKS            ErrorCode = 21
+	ErrorCode_ILLEGAL_GENERATION               ErrorCode = 22
+	ErrorCode_INCONSISTENT_GROUP_PROTOCOL      ErrorCode = 23
+	ErrorCode_INVALID_GROUP_ID                 ErrorCode = 24
+	ErrorCode_UNKNOWN_MEMBER_ID                ErrorCode = 25
+	ErrorCode_INVALID_SESSION_TIMEOUT          ErrorCode = 26
+	ErrorCode_REBALANCE_IN_PROGRESS            ErrorCode = 27
+	ErrorCode_TOPIC_ALREADY_EXISTS             ErrorCode = 36
+	ErrorCode_INVALID_PARTITIONS               ErrorCode = 37
+	ErrorCode_INVALID_REPLICATION_FACTOR       ErrorCode = 38
+	ErrorCode_INVALID_CONFIG                   ErrorCode = 40
+	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER     ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER        ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
+	ErrorCode_BROKER_NOT_AVAILABLE             ErrorCode = 8
+	ErrorCode_STALE_CONTROLLER_EPOCH           ErrorCode = 11
+	ErrorCode_NOT_CONTROLLER                   ErrorCode = 41
+	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
+	ErrorCode_LOG_DIR_NOT_FOUND                ErrorCode = 57
+	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
+	ErrorCode_NON_EMPTY_GROUP                  ErrorCode = 68
+	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
+	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE     ErrorCode = 76
+	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
+	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
+	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
+	ErrorCode_INVALID_UPDATE_VERSION           ErrorCode = 95
+	ErrorCode_INELIGIBLE_REPLICA               ErrorCode = 107
+	ErrorCode_INCONSISTENT_CLUSTER_ID          ErrorCode = 104
 	// LEADER_NOT_AVAILABLE is Kafka's 5, whose number INVALID_FETCH_SIZE
 	// took here first: a partition whose replicas are all fenced.
 	ErrorCode_LEADER_NOT_AVAILABLE          ErrorCode = 1005
@@ -95,6 +100,7 @@ var (
 		17:   "INVALID_TOPIC",
 		18:   "RECORD_LIST_TOO_LARGE",
 		19:   "NOT_ENOUGH_REPLICAS",
+		20:   "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
 		21:   "INVALID_REQUIRED_ACKS",
 		22:   "ILLEGAL_GENERATION",
 		23:   "INCONSISTENT_GROUP_PROTOCOL",
@@ -119,55 +125,64 @@ var (
 		68:   "NON_EMPTY_GROUP",
 		69:   "GROUP_ID_NOT_FOUND",
 		76:   "UNSUPPORTED_COMPRESSION_TYPE",
+		74:   "FENCED_LEADER_EPOCH",
+		75:   "UNKNOWN_LEADER_EPOCH",
 		82:   "FENCED_INSTANCE_ID",
+		95:   "INVALID_UPDATE_VERSION",
+		107:  "INELIGIBLE_REPLICA",
 		104:  "INCONSISTENT_CLUSTER_ID",
 		1005: "LEADER_NOT_AVAILABLE",
 		101:  "DUPLICATE_BROKER_REGISTRATION",
 	}
 	ErrorCode_value = map[string]int32{
-		"NONE":                          0,
-		"UNKNOWN_SERVER_ERROR":          1,
-		"OFFSET_OUT_OF_RANGE":           2,
-		"CORRUPT_MESSAGE":               3,
-		"UNKNOWN_TOPIC_OR_PARTITION":    4,
-		"INVALID_FETCH_SIZE":            5,
-		"NOT_LEADER_OR_FOLLOWER":        6,
-		"REQUEST_TIMED_OUT":             7,
-		"COORDINATOR_LOAD_IN_PROGRESS":  14,
-		"COORDINATOR_NOT_AVAILABLE":     15,
-		"NOT_COORDINATOR":               16,
-		"MESSAGE_TOO_LARGE":             10,
-		"INVALID_TOPIC":                 17,
-		"RECORD_LIST_TOO_LARGE":         18,
-		"NOT_ENOUGH_REPLICAS":           19,
-		"INVALID_REQUIRED_ACKS":         21,
-		"ILLEGAL_GENERATION":            22,
-		"INCONSISTENT_GROUP_PROTOCOL":   23,
-		"INVALID_GROUP_ID":              24,
-		"UNKNOWN_MEMBER_ID":             25,
-		"INVALID_SESSION_TIMEOUT":       26,
-		"REBALANCE_IN_PROGRESS":         27,
-		"TOPIC_ALREADY_EXISTS":          36,
-		"INVALID_PARTITIONS":            37,
-		"INVALID_REPLICATION_FACTOR":    38,
-		"INVALID_CONFIG":                40,
-		"INVALID_REQUEST":               42,
-		"OUT_OF_ORDER_SEQUENCE_NUMBER":  45,
-		"DUPLICATE_SEQUENCE_NUMBER":     46,
-		"INVALID_PRODUCER_EPOCH":        47,
-		"BROKER_NOT_AVAILABLE":          8,
-		"STALE_CONTROLLER_EPOCH":        11,
-		"NOT_CONTROLLER":                41,
-		"KAFKA_STORAGE_ERROR":           56,
-		"LOG_DIR_NOT_FOUND":             57,
-		"UNKNOWN_PRODUCER_ID":           59,
-		"NON_EMPTY_GROUP":               68,
-		"GROUP_ID_NOT_FOUND":            69,
-		"UNSUPPORTED_COMPRESSION_TYPE":  76,
-		"FENCED_INSTANCE_ID":            82,
-		"INCONSISTENT_CLUSTER_ID":       104,
-		"LEADER_NOT_AVAILABLE":          1005,
-		"DUPLICATE_BROKER_REGISTRATION": 101,
+		"NONE":                             0,
+		"UNKNOWN_SERVER_ERROR":             1,
+		"OFFSET_OUT_OF_RANGE":              2,
+		"CORRUPT_MESSAGE":                  3,
+		"UNKNOWN_TOPIC_OR_PARTITION":       4,
+		"INVALID_FETCH_SIZE":               5,
+		"NOT_LEADER_OR_FOLLOWER":           6,
+		"REQUEST_TIMED_OUT":                7,
+		"COORDINATOR_LOAD_IN_PROGRESS":     14,
+		"COORDINATOR_NOT_AVAILABLE":        15,
+		"NOT_COORDINATOR":                  16,
+		"MESSAGE_TOO_LARGE":                10,
+		"INVALID_TOPIC":                    17,
+		"RECORD_LIST_TOO_LARGE":            18,
+		"NOT_ENOUGH_REPLICAS":              19,
+		"NOT_ENOUGH_REPLICAS_AFTER_APPEND": 20,
+		"INVALID_REQUIRED_ACKS":            21,
+		"ILLEGAL_GENERATION":               22,
+		"INCONSISTENT_GROUP_PROTOCOL":      23,
+		"INVALID_GROUP_ID":                 24,
+		"UNKNOWN_MEMBER_ID":                25,
+		"INVALID_SESSION_TIMEOUT":          26,
+		"REBALANCE_IN_PROGRESS":            27,
+		"TOPIC_ALREADY_EXISTS":             36,
+		"INVALID_PARTITIONS":               37,
+		"INVALID_REPLICATION_FACTOR":       38,
+		"INVALID_CONFIG":                   40,
+		"INVALID_REQUEST":                  42,
+		"OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
+		"DUPLICATE_SEQUENCE_NUMBER":        46,
+		"INVALID_PRODUCER_EPOCH":           47,
+		"BROKER_NOT_AVAILABLE":             8,
+		"STALE_CONTROLLER_EPOCH":           11,
+		"NOT_CONTROLLER":                   41,
+		"KAFKA_STORAGE_ERROR":              56,
+		"LOG_DIR_NOT_FOUND":                57,
+		"UNKNOWN_PRODUCER_ID":              59,
+		"NON_EMPTY_GROUP":                  68,
+		"GROUP_ID_NOT_FOUND":               69,
+		"UNSUPPORTED_COMPRESSION_TYPE":     76,
+		"FENCED_LEADER_EPOCH":              74,
+		"UNKNOWN_LEADER_EPOCH":             75,
+		"FENCED_INSTANCE_ID":               82,
+		"INVALID_UPDATE_VERSION":           95,
+		"INELIGIBLE_REPLICA":               107,
+		"INCONSISTENT_CLUSTER_ID":          104,
+		"LEADER_NOT_AVAILABLE":             1005,
+		"DUPLICATE_BROKER_REGISTRATION":    101,
 	}
 )
 
@@ -563,9 +578,14 @@ type FetchRequest struct {
 	// batch), in offset order, every one but the last with more set. The node
 	// reads the next chunk while the previous one travels, so one request
 	// keeps the path from disk to consumer busy.
-	ChunkBytes    int32 `protobuf:"varint,8,opt,name=chunk_bytes,json=chunkBytes,proto3" json:"chunk_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ChunkBytes int32 `protobuf:"varint,8,opt,name=chunk_bytes,json=chunkBytes,proto3" json:"chunk_bytes,omitempty"`
+	// current_leader_epoch is the leader epoch the consumer's metadata
+	// gives the partition: an older one than the partition's is refused
+	// with FENCED_LEADER_EPOCH, a newer one with UNKNOWN_LEADER_EPOCH.
+	// Unset, it is not checked.
+	CurrentLeaderEpoch *int32 `protobuf:"varint,9,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -654,6 +674,13 @@ func (x *FetchRequest) GetChunkBytes() int32 {
 	return 0
 }
 
+func (x *FetchRequest) GetCurrentLeaderEpoch() int32 {
+	if x != nil && x.CurrentLeaderEpoch != nil {
+		return *x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
 type FetchResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -666,7 +693,9 @@ type FetchResponse struct {
 	CorrelationId  int64                  `protobuf:"varint,8,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	Offset         int64                  `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`
 	// more is set on every chunk of a chunked fetch but the last.
-	More          bool `protobuf:"varint,10,opt,name=more,proto3" json:"more,omitempty"`
+	More bool `protobuf:"varint,10,opt,name=more,proto3" json:"more,omitempty"`
+	// leader_epoch is the answering leader's epoch.
+	LeaderEpoch   int32 `protobuf:"varint,11,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -769,6 +798,13 @@ func (x *FetchResponse) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *FetchResponse) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
 }
 
 // ListOffsetsRequest asks for an offset by timestamp: -2 earliest, -1 latest,
@@ -2092,7 +2128,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\x12*\n" +
-	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\xfc\x01\n" +
+	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\xcc\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2102,7 +2138,9 @@ const file_depot_proto_rawDesc = "" +
 	"\vmax_wait_ms\x18\x06 \x01(\x05R\tmaxWaitMs\x12%\n" +
 	"\x0ecorrelation_id\x18\a \x01(\x03R\rcorrelationId\x12\x1f\n" +
 	"\vchunk_bytes\x18\b \x01(\x05R\n" +
-	"chunkBytes\"\xce\x02\n" +
+	"chunkBytes\x125\n" +
+	"\x14current_leader_epoch\x18\t \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
+	"\x15_current_leader_epoch\"\xf1\x02\n" +
 	"\rFetchResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
@@ -2114,7 +2152,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\x12\x16\n" +
 	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04more\x18\n" +
-	" \x01(\bR\x04more\"f\n" +
+	" \x01(\bR\x04more\x12!\n" +
+	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"f\n" +
 	"\x12ListOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1c\n" +
@@ -2226,7 +2265,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xe2\b\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xef\t\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -2243,7 +2282,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x12\x11\n" +
 	"\rINVALID_TOPIC\x10\x11\x12\x19\n" +
 	"\x15RECORD_LIST_TOO_LARGE\x10\x12\x12\x17\n" +
-	"\x13NOT_ENOUGH_REPLICAS\x10\x13\x12\x19\n" +
+	"\x13NOT_ENOUGH_REPLICAS\x10\x13\x12$\n" +
+	" NOT_ENOUGH_REPLICAS_AFTER_APPEND\x10\x14\x12\x19\n" +
 	"\x15INVALID_REQUIRED_ACKS\x10\x15\x12\x16\n" +
 	"\x12ILLEGAL_GENERATION\x10\x16\x12\x1f\n" +
 	"\x1bINCONSISTENT_GROUP_PROTOCOL\x10\x17\x12\x14\n" +
@@ -2267,8 +2307,12 @@ const file_depot_proto_rawDesc = "" +
 	"\x13UNKNOWN_PRODUCER_ID\x10;\x12\x13\n" +
 	"\x0fNON_EMPTY_GROUP\x10D\x12\x16\n" +
 	"\x12GROUP_ID_NOT_FOUND\x10E\x12 \n" +
-	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x16\n" +
-	"\x12FENCED_INSTANCE_ID\x10R\x12\x1b\n" +
+	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x17\n" +
+	"\x13FENCED_LEADER_EPOCH\x10J\x12\x18\n" +
+	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12\x1a\n" +
+	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
+	"\x12INELIGIBLE_REPLICA\x10k\x12\x1b\n" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x19\n" +
 	"\x14LEADER_NOT_AVAILABLE\x10\xed\a\x12!\n" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10eB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
@@ -2349,6 +2393,7 @@ func file_depot_proto_init() {
 	if File_depot_proto != nil {
 		return
 	}
+	file_depot_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
