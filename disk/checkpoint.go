@@ -90,6 +90,15 @@ func WriteCheckpoint(fsys FS, path string, offsets map[TopicPartition]int64) err
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(fsys, path, b)
+}
+
+// writeFileAtomic replaces the file at path with b as WriteCheckpoint
+// does: path+".tmp" written and synced, renamed over path, the directory
+// synced. The errors of the open, the write and the rename are marked
+// with ErrNoSpace when the file system had no room for them; those of the
+// syncs never are.
+func writeFileAtomic(fsys FS, path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -150,35 +159,14 @@ func ReadCheckpoint(fsys FS, path string) (map[TopicPartition]int64, error) {
 // int64, both non-negative; a partition appears once. Anything else gives
 // a *CorruptionError (without Path) at the byte where the damage starts.
 func DecodeCheckpoint(b []byte) (map[TopicPartition]int64, error) {
-	pos := 0
-	// line returns the next line without its '\n' and its start.
-	line := func(what string) ([]byte, int, error) {
-		start := pos
-		i := bytes.IndexByte(b[pos:], '\n')
-		if i < 0 {
-			return nil, start, corruptf(int64(len(b)), "checkpoint ends inside or before the %s line", what)
-		}
-		pos += i + 1
-		return b[start : start+i], start, nil
-	}
-	l, at, err := line("version")
+	r := checkpointLines{b: b}
+	count, err := r.header()
 	if err != nil {
 		return nil, err
-	}
-	if v, ok := parseDecimal(l, math.MaxInt32); !ok || v != CheckpointVersion {
-		return nil, corruptf(int64(at), "checkpoint version %q is not %d", l, CheckpointVersion)
-	}
-	l, at, err = line("count")
-	if err != nil {
-		return nil, err
-	}
-	count, ok := parseDecimal(l, math.MaxInt64)
-	if !ok {
-		return nil, corruptf(int64(at), "checkpoint count %q is not a number", l)
 	}
 	offsets := map[TopicPartition]int64{}
 	for i := int64(0); i < count; i++ {
-		l, at, err = line("entry")
+		l, at, err := r.next("entry")
 		if err != nil {
 			return nil, err
 		}
@@ -191,10 +179,57 @@ func DecodeCheckpoint(b []byte) (map[TopicPartition]int64, error) {
 		}
 		offsets[tp] = off
 	}
-	if pos != len(b) {
-		return nil, corruptf(int64(pos), "%d bytes after the %d checkpoint entries", len(b)-pos, count)
+	if err := r.end(count); err != nil {
+		return nil, err
 	}
 	return offsets, nil
+}
+
+// checkpointLines reads the lines of checkpoint text, each ending in '\n'.
+type checkpointLines struct {
+	b   []byte
+	pos int
+}
+
+// next returns the next line without its '\n', and the byte where it
+// starts; what names the line for the error of text that ends first.
+func (r *checkpointLines) next(what string) ([]byte, int, error) {
+	start := r.pos
+	i := bytes.IndexByte(r.b[r.pos:], '\n')
+	if i < 0 {
+		return nil, start, corruptf(int64(len(r.b)), "checkpoint ends inside or before the %s line", what)
+	}
+	r.pos += i + 1
+	return r.b[start : start+i], start, nil
+}
+
+// header reads the version line, which must be CheckpointVersion, and the
+// count line, and returns the count.
+func (r *checkpointLines) header() (int64, error) {
+	l, at, err := r.next("version")
+	if err != nil {
+		return 0, err
+	}
+	if v, ok := parseDecimal(l, math.MaxInt32); !ok || v != CheckpointVersion {
+		return 0, corruptf(int64(at), "checkpoint version %q is not %d", l, CheckpointVersion)
+	}
+	l, at, err = r.next("count")
+	if err != nil {
+		return 0, err
+	}
+	count, ok := parseDecimal(l, math.MaxInt64)
+	if !ok {
+		return 0, corruptf(int64(at), "checkpoint count %q is not a number", l)
+	}
+	return count, nil
+}
+
+// end checks that nothing follows the count entries read.
+func (r *checkpointLines) end(count int64) error {
+	if r.pos != len(r.b) {
+		return corruptf(int64(r.pos), "%d bytes after the %d checkpoint entries", len(r.b)-r.pos, count)
+	}
+	return nil
 }
 
 // parseCheckpointEntry parses "topic partition offset" and on error

@@ -298,3 +298,84 @@ func TestSegmentFileName(t *testing.T) {
 		})
 	}
 }
+
+func TestEpochCheckpointRoundTrip(t *testing.T) {
+	tests := []struct {
+		name    string
+		entries []disk.EpochEntry
+		text    string
+	}{
+		{"empty", []disk.EpochEntry{}, "0\n0\n"},
+		{"one", []disk.EpochEntry{{Epoch: 0, StartOffset: 0}}, "0\n1\n0 0\n"},
+		{"Kafka's", []disk.EpochEntry{{0, 0}, {1, 5}, {3, 10}}, "0\n3\n0 0\n1 5\n3 10\n"},
+		{"an epoch without batches", []disk.EpochEntry{{2, 6}, {3, 6}}, "0\n2\n2 6\n3 6\n"},
+		{"largest", []disk.EpochEntry{{math.MaxInt32, math.MaxInt64}}, "0\n1\n2147483647 9223372036854775807\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := disk.AppendEpochCheckpoint([]byte("x"), tc.entries)
+			require.NoError(t, err)
+			require.Equal(t, "x"+tc.text, string(b))
+			got, err := disk.ParseEpochCheckpoint([]byte(tc.text))
+			require.NoError(t, err)
+			require.Equal(t, tc.entries, got)
+		})
+	}
+}
+
+func TestAppendEpochCheckpointRejectsBadEntries(t *testing.T) {
+	for _, entries := range [][]disk.EpochEntry{
+		{{-1, 0}},
+		{{0, -1}},
+		{{1, 0}, {1, 5}},
+		{{2, 0}, {1, 5}},
+		{{1, 5}, {2, 4}},
+	} {
+		b, err := disk.AppendEpochCheckpoint([]byte("x"), entries)
+		require.ErrorIs(t, err, disk.ErrInvalidEpoch, "%v", entries)
+		require.Equal(t, "x", string(b), "%v: dst unchanged", entries)
+	}
+}
+
+func TestParseEpochCheckpointDamage(t *testing.T) {
+	tests := []struct {
+		name   string
+		data   string
+		offset int64
+	}{
+		{"empty file", "", 0},
+		{"no newline after version", "0", 1},
+		{"wrong version", "1\n0\n", 0},
+		{"missing count", "0\n", 2},
+		{"count not a number", "0\nx\n", 2},
+		{"negative count", "0\n-1\n", 2},
+		{"fewer entries than count", "0\n2\n0 0\n", 8},
+		{"more entries than count", "0\n1\n0 0\n1 5\n", 8},
+		{"entry without newline", "0\n1\n0 0", 7},
+		{"trailing garbage", "0\n0\n\n", 4},
+		{"one field", "0\n1\n0\n", 4},
+		{"three fields", "0\n1\n0 0 0\n", 6},
+		{"two spaces", "0\n1\n0  0\n", 6},
+		{"tab", "0\n1\n0\t0\n", 4},
+		{"negative epoch", "0\n1\n-1 0\n", 4},
+		{"epoch beyond int32", "0\n1\n2147483648 0\n", 4},
+		{"epoch with leading zero", "0\n1\n01 0\n", 4},
+		{"negative start offset", "0\n1\n0 -1\n", 6},
+		{"start offset beyond int64", "0\n1\n0 9223372036854775808\n", 6},
+		{"start offset with sign", "0\n1\n0 +5\n", 6},
+		{"epoch repeated", "0\n2\n1 0\n1 5\n", 8},
+		{"epoch goes back", "0\n2\n2 0\n1 5\n", 8},
+		{"start offset goes back", "0\n2\n1 5\n2 4\n", 8},
+		{"CRLF line", "0\n1\n0 0\r\n", 6},
+		{"huge count, no entries", "0\n9223372036854775807\n", 22},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := disk.ParseEpochCheckpoint([]byte(tc.data))
+			var ce *disk.CorruptionError
+			require.True(t, errors.As(err, &ce), "got %v", err)
+			require.Equal(t, tc.offset, ce.Offset, "%v", err)
+			require.Empty(t, ce.Path)
+		})
+	}
+}

@@ -60,6 +60,7 @@
 //	    recovery-point-offset-checkpoint
 //	    log-start-offset-checkpoint
 //	    orders-0/
+//	        leader-epoch-checkpoint
 //	        00000000000000000000.log
 //	        00000000000000000000.index
 //	        00000000000000000000.timeindex
@@ -122,4 +123,25 @@
 // old file, and the directory synced (WriteCheckpoint). A missing file
 // reads as empty; anything else malformed is a *CorruptionError carrying
 // the path and the byte position of the damage.
+//
+// # Leader-epoch checkpoint (leader-epoch-checkpoint)
+//
+// Each partition directory may hold Kafka's leader-epoch checkpoint, the
+// partition's leader-epoch cache: for each leader epoch, the offset at
+// which it began. It is text in the same framing, one line per epoch,
+// oldest first:
+//
+//	0         version, always 0
+//	3         count N of the entries that follow
+//	0 0       epoch, start offset separated by one space
+//	1 5
+//	3 10
+//
+// Epochs are non-negative int32s and strictly increase; start offsets are
+// non-negative int64s and never decrease (two epochs start at the same
+// offset when the first of them holds no batch). Numbers are decimal
+// without sign or leading zeros. The file is replaced atomically as the
+// other checkpoints are (ParseEpochCheckpoint, AppendEpochCheckpoint).
+// This layout is Kafka's (LeaderEpochCheckpointFile) and is never to
+// change.
 package disk

@@ -32,6 +32,9 @@ var (
 	// never wraps it, whatever its errno: written data may have been lost,
 	// and the log fails.
 	ErrNoSpace = errors.New("disk: no space left")
+	// ErrInvalidEpoch is returned for leader-epoch entries out of order or
+	// with a negative epoch or start offset.
+	ErrInvalidEpoch = errors.New("disk: invalid leader epoch entry")
 	// ErrFlushInFlight is returned by a call that would close or remove a
 	// segment file while a FlushJob may still be syncing it, and by a
 	// second StartFlush before the first is finished.

@@ -99,6 +99,36 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 	})
 }
 
+func FuzzParseEpochCheckpoint(f *testing.F) {
+	f.Add([]byte("0\n0\n"))
+	f.Add([]byte("0\n3\n0 0\n1 5\n3 10\n"))
+	f.Add([]byte("0\n2\n2 6\n3 6\n"))
+	f.Add([]byte("0\n2\n3 6\n2 7\n"))
+	f.Add([]byte("0\n1\n2147483647 9223372036854775807\n"))
+	f.Add([]byte("0\n2\n0 0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, err := disk.ParseEpochCheckpoint(b)
+		if err != nil {
+			requireCorruption(t, err, len(b))
+			return
+		}
+		for i, e := range entries {
+			require.GreaterOrEqual(t, e.Epoch, int32(0))
+			require.GreaterOrEqual(t, e.StartOffset, int64(0))
+			if i > 0 {
+				require.Greater(t, e.Epoch, entries[i-1].Epoch)
+				require.GreaterOrEqual(t, e.StartOffset, entries[i-1].StartOffset)
+			}
+		}
+		out, err := disk.AppendEpochCheckpoint(nil, entries)
+		require.NoError(t, err, "what parses must encode")
+		again, err := disk.ParseEpochCheckpoint(out)
+		require.NoError(t, err)
+		require.Equal(t, entries, again)
+		require.True(t, bytes.Equal(b, out), "the text has one spelling")
+	})
+}
+
 func FuzzParsePartitionDirName(f *testing.F) {
 	for _, s := range []string{"orders-0", "my-topic-12", "a--1", "orders-03", "orders-", "-1", "x-2147483648", "..-1", ""} {
 		f.Add(s)
