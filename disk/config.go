@@ -100,10 +100,13 @@ type Options struct {
 	// 0 if unknown. Segments entirely below it are deleted on Open.
 	LogStartOffset int64
 	// LeaderEpoch is the partition's leader epoch: the highest partition
-	// leader epoch a batch of the log may carry. Append refuses a batch
-	// above it, and recovery takes one above it for damage, since the CRC
-	// does not cover the field. NoLeaderEpoch until the partition has one;
-	// the zero value allows epoch 0.
+	// leader epoch a batch of the log may carry, raised to the latest
+	// epoch of the leader-epoch checkpoint if that is higher, and later by
+	// Log.AssignEpoch and Log.SetLeaderEpoch. Append refuses a batch above
+	// it, and recovery takes one above it for damage, since the CRC does
+	// not cover the field (but not when the checkpoint is missing: see
+	// Open). NoLeaderEpoch until the partition has one; the zero value
+	// allows epoch 0.
 	LeaderEpoch int32
 	// Now is the clock for segment.ms, retention.ms and flush.ms. Default time.Now.
 	Now func() time.Time

@@ -33,8 +33,12 @@ var (
 	// and the log fails.
 	ErrNoSpace = errors.New("disk: no space left")
 	// ErrInvalidEpoch is returned for leader-epoch entries out of order or
-	// with a negative epoch or start offset.
+	// with a negative epoch or start offset, and by Log.AssignEpoch for an
+	// epoch below the latest of the log. Nothing is changed.
 	ErrInvalidEpoch = errors.New("disk: invalid leader epoch entry")
+	// ErrOffsetMismatch is returned by Log.AppendAsFollower for a batch
+	// whose base offset is not the log end offset. Nothing is appended.
+	ErrOffsetMismatch = errors.New("disk: batch base offset is not the log end offset")
 	// ErrFlushInFlight is returned by a call that would close or remove a
 	// segment file while a FlushJob may still be syncing it, and by a
 	// second StartFlush before the first is finished.

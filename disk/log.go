@@ -20,7 +20,8 @@ var ErrNotOneBatch = errors.New("disk: append wants exactly one batch")
 // Log is a partition's log, Kafka's LocalLog: a directory of segments
 // ordered by base offset, the last of them active (appended to). It owns
 // offsets: the log start offset, the log end offset, and the recovery point
-// below which everything is synced.
+// below which everything is synced; and the partition's leader-epoch
+// cache, Kafka's LeaderEpochFileCache, with its checkpoint file.
 //
 // Not safe for concurrent use: the owning partition actor serialises all
 // calls. It starts no goroutines; time arrives through Options.Now, and
@@ -36,6 +37,12 @@ type Log struct {
 	startOffset   int64
 	recoveryPoint int64
 	leaderEpoch   int32 // see Options.LeaderEpoch
+	// epochs is the leader-epoch cache (see epochcache.go), as the
+	// checkpoint holds it unless epochsStale; epochsOnDisk reports
+	// whether the checkpoint file exists.
+	epochs       []EpochEntry
+	epochsOnDisk bool
+	epochsStale  bool
 	// dirDirty is set when segment files were created since the directory
 	// was last synced.
 	dirDirty      bool
@@ -203,13 +210,15 @@ func segmentFor(segments []*segment, offset int64) int {
 // if the batch would take the active segment past segment.bytes or the
 // segment is older than segment.ms, writes it with one Write call, adds
 // index entries every index.interval.bytes, and flushes as flush.messages
-// and flush.ms ask.
+// and flush.ms ask. A batch whose epoch is above LatestEpoch (and not
+// past the partition's) first assigns its epoch at EndOffset, as
+// AssignEpoch does: a leader normally did so when it took the partition.
 //
 // When the file system has no room for any of it (the batch, its index
-// entries, the new segment's files, the flush's index writes), the append
-// is undone, the log left as it was, files and all, and the error wraps
-// ErrNoSpace: the log is not failed, and the same append, given room,
-// gets the same offset.
+// entries, the new segment's files, the flush's index writes, the
+// leader-epoch checkpoint), the append is undone, the log left as it was,
+// files and all, and the error wraps ErrNoSpace: the log is not failed,
+// and the same append, given room, gets the same offset.
 func (l *Log) Append(batch []byte) (AppendResult, error) {
 	if err := l.checkWrite(); err != nil {
 		return AppendResult{}, err
@@ -218,7 +227,7 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, fmt.Errorf("disk: append: %w", err)
 	}
-	return l.append(batch, h)
+	return l.append(batch, h, false)
 }
 
 // AppendValidated is Append for a batch the caller has already checked with
@@ -229,16 +238,70 @@ func (l *Log) AppendValidated(batch []byte, h wire.Header) (AppendResult, error)
 	if err := l.checkWrite(); err != nil {
 		return AppendResult{}, err
 	}
-	return l.append(batch, h)
+	return l.append(batch, h, false)
 }
 
-func (l *Log) append(batch []byte, h wire.Header) (AppendResult, error) {
+// AppendAsFollower appends a batch of the partition's leader as it is, byte
+// for byte, as a follower (or a move's future log) does: its offsets and
+// its leader epoch are the leader's. The caller has checked it with
+// wire.Validate, whose header is h. Its base offset must be EndOffset, or
+// the error wraps ErrOffsetMismatch and nothing is appended. A batch whose
+// epoch is above LatestEpoch first assigns its epoch at its base offset
+// (AssignEpoch), which raises the partition's epoch to it. Rolls, indexes,
+// flushes and a full file system are as for Append; the epoch assigned is
+// undone with the batch.
+func (l *Log) AppendAsFollower(batch []byte, h wire.Header) (AppendResult, error) {
+	if err := l.checkWrite(); err != nil {
+		return AppendResult{}, err
+	}
+	return l.append(batch, h, true)
+}
+
+// append appends batch, whose header is h; asFollower keeps its offsets
+// and assigns its epoch whatever the partition's.
+func (l *Log) append(batch []byte, h wire.Header, asFollower bool) (AppendResult, error) {
 	if h.Size() != len(batch) {
 		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes followed by %d more", ErrNotOneBatch, h.Size(), len(batch)-h.Size())
 	}
-	if err := l.checkLeaderEpoch(&h); err != nil {
-		return AppendResult{}, fmt.Errorf("disk: append: %w", err)
+	if asFollower && h.BaseOffset != l.EndOffset() {
+		return AppendResult{}, fmt.Errorf("%w: batch at offset %d, %s ends at %d", ErrOffsetMismatch, h.BaseOffset, l.dir, l.EndOffset())
 	}
+	if !asFollower {
+		if err := l.checkLeaderEpoch(&h); err != nil {
+			return AppendResult{}, fmt.Errorf("disk: append: %w", err)
+		}
+	}
+	if err := l.saveStaleEpochs(); err != nil {
+		return AppendResult{}, err
+	}
+	em := l.markEpochs()
+	if h.LeaderEpoch >= 0 && h.LeaderEpoch > l.LatestEpoch() {
+		// The epoch goes into the checkpoint, durably, before the batch
+		// is written, and is taken back if the batch is undone: so no
+		// batch on disk, however a crash finds the files, carries an
+		// epoch above the checkpoint's latest, and recovery, which takes
+		// such a batch for damage, never cuts an appended one. Assigned
+		// after the write instead, a kill between the two would leave
+		// the batch in the file (the page cache outlives the process)
+		// and the checkpoint without its epoch, and the next Open would
+		// cut the batch and everything after it.
+		if err := l.assignEpoch(h.LeaderEpoch, l.EndOffset()); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	res, err := l.write(batch, h, !asFollower)
+	if err != nil && errors.Is(err, ErrNoSpace) {
+		if uerr := l.undoEpochs(em); uerr != nil {
+			return AppendResult{}, uerr
+		}
+	}
+	return res, err
+}
+
+// write appends batch at EndOffset, rewriting its base offset to it when
+// rewrite is set (else it is EndOffset already), rolling and flushing as
+// Append describes; a full file system's error undoes it.
+func (l *Log) write(batch []byte, h wire.Header, rewrite bool) (AppendResult, error) {
 	m := l.mark()
 	seg := l.active()
 	base := seg.nextOffset
@@ -249,8 +312,10 @@ func (l *Log) append(batch []byte, h wire.Header) (AppendResult, error) {
 		}
 		seg = l.active()
 	}
-	wire.SetBaseOffset(batch, base)
-	h.BaseOffset = base
+	if rewrite {
+		wire.SetBaseOffset(batch, base)
+		h.BaseOffset = base
+	}
 	position, err := seg.append(batch, &h, l.config.IndexIntervalBytes, l.now().UnixMilli())
 	if err != nil {
 		return AppendResult{}, l.undo(m, err)
@@ -891,7 +956,10 @@ func (l *Log) searchTimestamp(seg *segment, ts int64) (int64, int64, error) {
 // indexes are cut, and the recovery point comes down with the end. When no
 // batch at or above StartOffset would remain, the log is emptied and starts
 // again at min(offset, StartOffset), as Kafka's truncateFullyAndStartAt.
-// The truncation is durable when TruncateTo returns.
+// The leader-epoch cache loses the epochs that start at or after offset
+// (Kafka's truncateFromEnd). The truncation is durable when TruncateTo
+// returns; should the file system have no room to rewrite the
+// leader-epoch checkpoint, the next append rewrites it first.
 func (l *Log) TruncateTo(offset int64) error {
 	if err := l.checkRemove(); err != nil {
 		return err
@@ -899,6 +967,18 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.EndOffset() {
 		return nil
 	}
+	if err := l.truncateTo(offset); err != nil {
+		return err
+	}
+	if entries, changed := dropEpochsFrom(l.epochs, offset); changed {
+		return l.updateEpochs(entries)
+	}
+	return nil
+}
+
+// truncateTo is TruncateTo's cut of the segments, for an offset below
+// EndOffset.
+func (l *Log) truncateTo(offset int64) error {
 	if l.startOffset >= l.EndOffset() {
 		return l.truncateFully(offset)
 	}
@@ -1017,6 +1097,11 @@ func (l *Log) dropOldest(n int) error {
 // DeleteBefore returns nil: the start offset is raised all the same. The
 // segment goes at the next DeleteBefore, or at MaybeRoll and
 // ApplyRetention, once there is room.
+//
+// The leader-epoch cache loses the epochs that end at or below the new
+// start offset, and the last epoch to begin below it begins there
+// instead (Kafka's truncateFromStart). Without room to rewrite the
+// checkpoint, the next append rewrites it first.
 func (l *Log) DeleteBefore(offset int64) error {
 	if err := l.checkRemove(); err != nil {
 		return err
@@ -1025,6 +1110,15 @@ func (l *Log) DeleteBefore(offset int64) error {
 		return fmt.Errorf("%w: delete before %d past the end %d of %s", ErrOffsetOutOfRange, offset, l.EndOffset(), l.dir)
 	}
 	l.startOffset = max(l.startOffset, offset)
+	if err := l.deleteBelowStart(); err != nil {
+		return err
+	}
+	return l.epochsFromStart()
+}
+
+// deleteBelowStart is DeleteBefore's removal of the segments below the
+// start offset.
+func (l *Log) deleteBelowStart() error {
 	if err := l.dropOldest(l.belowStart()); err != nil {
 		return err
 	}
@@ -1063,8 +1157,9 @@ func (l *Log) activeBelowStart() bool {
 // one: those entirely below the start offset, those whose largest timestamp
 // is more than retention.ms before Now, then more while the log is larger
 // than retention.bytes (a log exactly at the limit keeps them all). It
-// raises StartOffset to the first remaining segment. It needs no room, so
-// it goes on, and frees room, on a full file system.
+// raises StartOffset to the first remaining segment, and the leader-epoch
+// cache with it as DeleteBefore does. It needs no room, so it goes on, and
+// frees room, on a full file system.
 func (l *Log) ApplyRetention() (int, error) {
 	if err := l.checkRemove(); err != nil {
 		return 0, err
@@ -1089,16 +1184,23 @@ func (l *Log) ApplyRetention() (int, error) {
 	if n > 0 {
 		l.logger.WithField("segments", n).Info("retention deleted segments")
 	}
-	return n, l.dropOldest(n)
+	if err := l.dropOldest(n); err != nil {
+		return n, err
+	}
+	return n, l.epochsFromStart()
 }
 
 // Close syncs the log and closes its files; later calls return ErrClosed.
+// Every change of the leader-epoch cache is in its checkpoint already,
+// but for one left stale for lack of room (see TruncateTo), which Close
+// rewrites.
 //
-// On a full file system the index entries still in memory may find no
-// room: Close then fsyncs the .log files all the same, so no batch is lost
-// to an OS crash, leaves the recovery point where it was, and returns an
-// error wrapping ErrNoSpace; the next Open validates the log from the
-// recovery point and rebuilds what the indexes lack.
+// On a full file system the index entries still in memory, or that
+// checkpoint, may find no room: Close then fsyncs the .log files all the
+// same, so no batch is lost to an OS crash, leaves the recovery point
+// where it was, and returns an error wrapping ErrNoSpace; the next Open
+// validates the log from the recovery point and rebuilds what the indexes
+// lack.
 func (l *Log) Close() error {
 	if l.closed {
 		return ErrClosed
@@ -1111,6 +1213,9 @@ func (l *Log) Close() error {
 		err = l.Sync()
 		if errors.Is(err, ErrNoSpace) {
 			err = l.syncLogs(err)
+		}
+		if err == nil {
+			err = l.saveStaleEpochs()
 		}
 		// The indexes, left unsynced by group commits, are made durable
 		// for the next clean open.

@@ -3,6 +3,7 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"testing"
@@ -608,6 +609,9 @@ func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 	})
 	t.Run("tail segment cut at a leader epoch past the partition's", func(t *testing.T) {
 		fs, opts := build(t)
+		// The checkpoint of a partition whose leader epochs were all
+		// truncated away: it has none.
+		require.NoError(t, fs.WriteFile("/p/"+LeaderEpochCheckpointFile, []byte("0\n0\n")))
 		f, err := fs.OpenFile("/p/"+SegmentFileName(12, ".log"), os.O_RDWR, 0)
 		require.NoError(t, err)
 		_, err = f.WriteAt([]byte{0x7f}, size+12) // epoch 0x7fffffff, where the partition has none
@@ -617,6 +621,26 @@ func TestCorruptionOnRecoveryAndRead(t *testing.T) {
 		l := openLog(t, fs, "/p", opts)
 		require.Equal(t, int64(14), l.EndOffset())
 		requireReadable(t, l)
+		require.Empty(t, l.Epochs())
+		b, err := fs.ReadFile("/p/" + LeaderEpochCheckpointFile)
+		require.NoError(t, err)
+		require.Equal(t, "0\n0\n", string(b))
+	})
+	t.Run("tail segment kept at a leader epoch past the partition's without a checkpoint", func(t *testing.T) {
+		fs, opts := build(t)
+		f, err := fs.OpenFile("/p/"+SegmentFileName(12, ".log"), os.O_RDWR, 0)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte{0x7f}, 2*size+12) // the last batch's epoch: 0x7fffffff
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		opts.RecoveryPoint = 13
+		l := openLog(t, fs, "/p", opts)
+		require.Equal(t, int64(18), l.EndOffset(), "without a checkpoint no epoch is damage")
+		requireReadable(t, l)
+		require.Equal(t, []EpochEntry{{math.MaxInt32, 16}}, l.Epochs(), "rebuilt from the headers")
+		b, err := fs.ReadFile("/p/" + LeaderEpochCheckpointFile)
+		require.NoError(t, err)
+		require.Equal(t, "0\n1\n2147483647 16\n", string(b))
 	})
 	t.Run("clean tail trusted", func(t *testing.T) {
 		fs, opts := build(t)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +50,21 @@ const scanChunk = 1 << 20
 //     ending before it is emptied to start there;
 //   - an empty directory gives one empty segment at opts.LogStartOffset.
 //
+// The leader-epoch cache is read from the partition's
+// leader-epoch-checkpoint, and the batches validated must not carry an
+// epoch above the latest of its epochs or opts.LeaderEpoch, whichever is
+// higher. When the checkpoint is missing or damaged (a log written before
+// its partition had leader epochs, a file removed by hand), no epoch is
+// taken for damage and the cache is rebuilt from the batch headers once
+// recovery is done; a damaged one is logged at Warn (a missing one only
+// when the rebuilt cache is not empty). The epochs that start past the end
+// of the recovered log are dropped, and those that start at its end too
+// when recovery cut a torn tail there, unless the end is the start offset
+// (Kafka's truncateFromEnd); those below the start offset as DeleteBefore
+// drops them, a log emptied at opts.LogStartOffset included. A changed
+// cache, or one rebuilt with any epoch, is written back: a log none of
+// whose batches carries an epoch keeps an empty cache and no file.
+//
 // Everything recovered is synced before Open returns, so RecoveryPoint is
 // then EndOffset.
 //
@@ -58,6 +75,7 @@ const scanChunk = 1 << 20
 // was rebuilding, which frees their room and makes the next Open rebuild
 // them. The batches are left as they were, but for a torn tail that was
 // cut, as any recovery cuts it; the caller opens again once there is room.
+// So does one that must rewrite the leader-epoch checkpoint.
 func Open(fs FS, dir string, opts Options) (*Log, error) {
 	opts.setDefaults()
 	started := time.Now()
@@ -76,7 +94,11 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 		logger:      opts.Logger.WithField("dir", dir),
 	}
 	l.lastFlushTime = l.now().UnixMilli()
-	err := l.load(opts)
+	checkpointed, rebuild, err := l.readEpochs()
+	if err != nil {
+		return nil, err
+	}
+	err = l.load(opts)
 	if err == nil {
 		// Only the active segment keeps its index entries in memory.
 		for _, s := range l.segments[:len(l.segments)-1] {
@@ -84,6 +106,9 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 				break
 			}
 		}
+	}
+	if err == nil {
+		err = l.recoverEpochs(opts, checkpointed, rebuild)
 	}
 	if err != nil {
 		for _, s := range l.segments {
@@ -266,6 +291,79 @@ func (l *Log) load(opts Options) error {
 		return err
 	}
 	l.failed = nil
+	return nil
+}
+
+// readEpochs reads the leader-epoch checkpoint into the cache, before
+// recovery, and sets the leader epoch recovery checks batches against:
+// the checkpoint's latest or the options', whichever is higher. A missing
+// or damaged checkpoint (logged at Warn) gives an empty cache to be
+// rebuilt from the batches (rebuild), and no epoch is taken for damage.
+// It returns the entries read, and fails only on an I/O error.
+func (l *Log) readEpochs() ([]EpochEntry, bool, error) {
+	entries, found, err := readEpochCheckpoint(l.fs, l.dir)
+	var ce *CorruptionError
+	switch {
+	case errors.As(err, &ce):
+		l.logger.WithFields(logrus.Fields{"file": epochCheckpointPath(l.dir), "error": err.Error()}).
+			Warn("recovery: leader-epoch checkpoint unreadable; rebuilding it from the batch headers")
+	case err != nil:
+		return nil, false, err
+	}
+	l.epochsOnDisk = found
+	if !found || err != nil {
+		l.leaderEpoch = math.MaxInt32
+		return nil, true, nil
+	}
+	l.epochs = entries
+	l.leaderEpoch = max(l.leaderEpoch, latestEpoch(entries))
+	return entries, false, nil
+}
+
+// recoverEpochs brings the leader-epoch cache in line with the recovered
+// log, as Open describes, rebuilding it from the batch headers when
+// rebuild is set, and writes back a cache that changed from checkpointed,
+// the entries read, or that was rebuilt with any entry.
+func (l *Log) recoverEpochs(opts Options, checkpointed []EpochEntry, rebuild bool) error {
+	file := epochCheckpointPath(l.dir)
+	entries := l.epochs
+	if rebuild {
+		var err error
+		entries, err = l.epochsFromHeaders()
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			l.logger.WithFields(logrus.Fields{"file": file, "error": err.Error()}).
+				Warn("recovery: a damaged batch header stopped the rebuilding of the leader-epoch cache; later epochs are missing from it")
+		} else if err != nil {
+			return err
+		}
+		if len(entries) > 0 {
+			l.logger.WithFields(logrus.Fields{"file": file, "epochs": len(entries)}).
+				Warn("recovery: leader-epoch cache rebuilt from the batch headers")
+		}
+	}
+	end := l.EndOffset()
+	if (l.recovery.BytesTruncated > 0 || l.recovery.SegmentsDeleted > 0) && end > l.startOffset {
+		entries, _ = dropEpochsFrom(entries, end)
+	} else {
+		// An epoch at the log start goes on there, and is the epoch of
+		// the batches below it that a segment may still hold.
+		entries, _ = dropEpochsFrom(entries, end+1)
+	}
+	entries, _ = startEpochsAt(entries, l.startOffset)
+	l.epochs = entries
+	l.leaderEpoch = max(opts.LeaderEpoch, latestEpoch(entries))
+	if rebuild && len(entries) == 0 || !rebuild && slices.Equal(entries, checkpointed) {
+		return nil
+	}
+	if !rebuild {
+		l.logger.WithFields(logrus.Fields{"file": file, "end_offset": end, "start_offset": l.startOffset, "epochs": len(entries)}).
+			Info("recovery: leader epochs outside the log dropped")
+	}
+	if err := writeEpochCheckpoint(l.fs, l.dir, entries); err != nil {
+		return err
+	}
+	l.epochsOnDisk = true
 	return nil
 }
 
