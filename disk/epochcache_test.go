@@ -393,10 +393,12 @@ func TestTruncateToDropsEpochs(t *testing.T) {
 		want   []EpochEntry
 	}{
 		{40, epochs(0, 5, 2, 15, 5, 30)},
-		{31, epochs(0, 5, 2, 15, 5, 30)},
+		{35, epochs(0, 5, 2, 15, 5, 30)},
+		{33, epochs(0, 5, 2, 15)}, // the first batch of epoch 5 goes whole
+		{31, epochs(0, 5, 2, 15)},
 		{30, epochs(0, 5, 2, 15)},
 		{20, epochs(0, 5, 2, 15)},
-		{16, epochs(0, 5, 2, 15)},
+		{16, epochs(0, 5)},
 		{15, epochs(0, 5)},
 		{5, epochs()},
 		{0, epochs()},
@@ -1017,10 +1019,11 @@ func runEpochModel(t *testing.T, seed uint64, steps int) {
 		case p < 62:
 			op = "truncate"
 			offset := l.StartOffset() + rng.Int64N(l.EndOffset()-l.StartOffset()+2)
-			if offset < l.EndOffset() {
-				model, _ = dropEpochsFrom(model, offset)
-			}
+			truncates := offset < l.EndOffset()
 			require.NoError(t, l.TruncateTo(offset))
+			if truncates {
+				model, _ = dropEpochsFrom(model, l.EndOffset())
+			}
 		case p < 67:
 			op = "delete before"
 			offset := l.StartOffset() + rng.Int64N(l.EndOffset()-l.StartOffset()+1)

@@ -956,9 +956,10 @@ func (l *Log) searchTimestamp(seg *segment, ts int64) (int64, int64, error) {
 // indexes are cut, and the recovery point comes down with the end. When no
 // batch at or above StartOffset would remain, the log is emptied and starts
 // again at min(offset, StartOffset), as Kafka's truncateFullyAndStartAt.
-// The leader-epoch cache loses the epochs that start at or after offset
-// (Kafka's truncateFromEnd). The truncation is durable when TruncateTo
-// returns; should the file system have no room to rewrite the
+// The leader-epoch cache loses the epochs that start at or after the new
+// end (Kafka's truncateFromEnd): those at or after offset, and one whose
+// first batch held offset and went. The truncation is durable when
+// TruncateTo returns; should the file system have no room to rewrite the
 // leader-epoch checkpoint, the next append rewrites it first.
 func (l *Log) TruncateTo(offset int64) error {
 	if err := l.checkRemove(); err != nil {
@@ -970,7 +971,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.truncateTo(offset); err != nil {
 		return err
 	}
-	if entries, changed := dropEpochsFrom(l.epochs, offset); changed {
+	if entries, changed := dropEpochsFrom(l.epochs, l.EndOffset()); changed {
 		return l.updateEpochs(entries)
 	}
 	return nil
