@@ -23,16 +23,19 @@ import (
 //  1. The future log <target>/<topic>-<partition>.future is opened at the
 //     base offset of the source's first batch.
 //  2. copyStep messages copy up to moveChunkBytes of stored batches at a
-//     time from the source to the future, which must assign every batch
-//     the offset it has in the source. Produce and fetch are served
-//     between steps, from the source.
+//     time from the source to the future, which appends them as a
+//     follower does, byte for byte: offsets and leader epochs as in the
+//     source, so the future's leader-epoch cache fills as the source's
+//     did. Produce and fetch are served between steps, from the source.
 //  3. In the step that finds the future caught up, with no message in
-//     between: the future is synced, the source closed and renamed to
-//     <topic>-<partition>.delete (S2), the future renamed to
-//     <topic>-<partition> (S3) and reopened as the partition's log, and the
-//     old copy removed (S4). Each rename is made durable (directory synced)
-//     before the next step; RecoverMoves documents how start-up finishes or
-//     undoes a move a crash interrupted at any point.
+//     between: the future takes the source's leader epochs as they are
+//     (those with no batch, that no copy brings, included) and is synced,
+//     the source closed and renamed to <topic>-<partition>.delete (S2),
+//     the future renamed to <topic>-<partition> (S3) and reopened as the
+//     partition's log, and the old copy removed (S4). Each rename is made
+//     durable (directory synced) before the next step; RecoverMoves
+//     documents how start-up finishes or undoes a move a crash interrupted
+//     at any point.
 //
 // A failure before S3 leaves the partition where it was and removes the
 // future; once the future has been renamed into place the move has
@@ -62,8 +65,8 @@ const (
 	moveStepS4 = "S4"
 )
 
-// errMoveOffsets is a future log assigning a batch another offset than the
-// source has for it: the copy would not be the same log.
+// errMoveOffsets is a batch of the source that does not start where the
+// future log ends: the copy would not be the same log.
 var errMoveOffsets = errors.New("partition: future log offsets differ from the source's")
 
 // copyStep makes a moving partition copy its next chunk. id names the move,
@@ -260,17 +263,16 @@ func (a *partitionActor) copyChunk(mv *partitionMove) error {
 		return err
 	}
 	mv.buffer = data[:0]
+	// The iterator checks each batch's CRC, which reads from the source
+	// do not, before the future takes it as validated.
 	var it wire.BatchIterator
-	it.SkipCRC = true // Append checks it
 	it.Reset(data)
 	for it.Next() {
-		want := it.Header().BaseOffset
-		res, err := mv.future.Append(it.Batch())
-		if err != nil {
+		if _, err := mv.future.AppendAsFollower(it.Batch(), it.Header()); err != nil {
+			if errors.Is(err, disk.ErrOffsetMismatch) {
+				return fmt.Errorf("%w: %w", errMoveOffsets, err)
+			}
 			return err
-		}
-		if res.BaseOffset != want {
-			return fmt.Errorf("%w: batch at %d became %d", errMoveOffsets, want, res.BaseOffset)
 		}
 		mv.copied += int64(len(it.Batch()))
 	}
@@ -279,6 +281,23 @@ func (a *partitionActor) copyChunk(mv *partitionMove) error {
 	}
 	if len(it.Rest()) > 0 {
 		return fmt.Errorf("%w: %d bytes of a partial batch read from the source", errMoveOffsets, len(it.Rest()))
+	}
+	return nil
+}
+
+// truncateFuture truncates the future log of a running move to offset
+// when it holds more, as the partition truncates its log as a follower:
+// the future must hold no batch the source no longer has, and copies on
+// from offset. The leader epochs that start at or after offset go with
+// the batches. Without a move it does nothing. An error fails the future
+// log, and the caller ends the move.
+func (a *partitionActor) truncateFuture(offset int64) error {
+	mv := a.move
+	if mv == nil || mv.future.EndOffset() <= offset {
+		return nil
+	}
+	if err := mv.future.TruncateTo(offset); err != nil {
+		return fmt.Errorf("truncating future log %s to %d: %w", mv.future.Dir(), offset, err)
 	}
 	return nil
 }
@@ -320,6 +339,10 @@ func (a *partitionActor) abortMove(ctx actor.Context, code messages.ErrorCode, m
 func (a *partitionActor) swapMove(ctx actor.Context) {
 	mv := a.move
 	fs := a.cfg.FS
+	if err := mv.future.SetEpochs(a.log.Epochs()); err != nil {
+		a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("giving the future log the source's leader epochs: %v", err))
+		return
+	}
 	if err := mv.future.Sync(); err != nil {
 		a.abortMove(ctx, messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("syncing future log: %v", err))
 		return

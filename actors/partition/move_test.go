@@ -511,3 +511,113 @@ func TestMoveSurvivesActorRestart(t *testing.T) {
 	require.Equal(t, values, f.readAll(t))
 	require.Empty(t, f.entries(t, f.dirs[0]))
 }
+
+// epochBatch is a batch of values as a leader of epoch epoch sends it, at
+// base offset base.
+func epochBatch(t *testing.T, epoch int32, base int64, values ...string) []byte {
+	t.Helper()
+	b, err := encodeBatch(values...)
+	require.NoError(t, err)
+	wire.SetLeaderEpoch(b, epoch)
+	wire.SetBaseOffset(b, base)
+	return b
+}
+
+// appendAsFollower appends batches to log as a follower does.
+func appendAsFollower(t *testing.T, log *disk.Log, batches ...[]byte) {
+	t.Helper()
+	for _, b := range batches {
+		h, err := wire.Validate(b)
+		require.NoError(t, err)
+		_, err = log.AppendAsFollower(b, h)
+		require.NoError(t, err)
+	}
+}
+
+// A move keeps the batches' leader epochs byte for byte and the source's
+// leader-epoch cache, with an epoch that holds no batch.
+func TestMoveKeepsLeaderEpochs(t *testing.T) {
+	f := newMoveFixture(t, 300, nil)
+	f.stop(t)
+	source := PartitionDir(f.dirs[0], "orders", 0)
+	log, err := disk.Open(f.fs, source, disk.Options{Config: f.config.Log, LeaderEpoch: disk.NoLeaderEpoch})
+	require.NoError(t, err)
+	batches := [][]byte{
+		epochBatch(t, disk.NoLeaderEpoch, 0, "a", "b"),
+		epochBatch(t, 0, 2, "c"),
+		epochBatch(t, 0, 3, "d", "e"),
+		epochBatch(t, 3, 5, "f"),
+		epochBatch(t, 3, 6, "g", "h", "i"),
+	}
+	appendAsFollower(t, log, batches...)
+	require.NoError(t, log.AssignEpoch(5, 9), "a leader that took the partition and appended nothing")
+	want := []disk.EpochEntry{{Epoch: 0, StartOffset: 2}, {Epoch: 3, StartOffset: 5}, {Epoch: 5, StartOffset: 9}}
+	require.Equal(t, want, log.Epochs())
+	require.GreaterOrEqual(t, len(log.Segments()), 2, "the copy crosses segments")
+	require.NoError(t, log.Close())
+
+	f.start(t, f.dirs[0], 9)
+	resp := f.move(t, 0)
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	require.Equal(t, []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}, f.readAll(t))
+	f.stop(t)
+
+	moved, err := disk.Open(f.fs, PartitionDir(f.dirs[1], "orders", 0), disk.Options{Config: f.config.Log, LeaderEpoch: disk.NoLeaderEpoch, RecoveryPoint: 9})
+	require.NoError(t, err)
+	require.Equal(t, want, moved.Epochs())
+	got, err := moved.Read(0, 1<<20, nil)
+	require.NoError(t, err)
+	var stored []byte
+	for _, b := range batches {
+		stored = append(stored, b...)
+	}
+	require.Equal(t, stored, got, "the batches are the source's, byte for byte")
+	epoch, end := moved.EndOffsetForEpoch(3)
+	require.Equal(t, int32(3), epoch)
+	require.Equal(t, int64(9), end)
+	require.NoError(t, moved.Close())
+}
+
+func TestTruncateFuture(t *testing.T) {
+	a := &partitionActor{}
+	require.NoError(t, a.truncateFuture(3), "no move, nothing to do")
+
+	fs := disk.NewMemFS()
+	future, err := disk.Open(fs, "/d/orders-0.future", disk.Options{Config: disk.DefaultConfig(), LeaderEpoch: disk.NoLeaderEpoch})
+	require.NoError(t, err)
+	appendAsFollower(t, future,
+		epochBatch(t, 0, 0, "a", "b"),
+		epochBatch(t, 0, 2, "c"),
+		epochBatch(t, 2, 3, "d", "e"),
+		epochBatch(t, 4, 5, "f"),
+	)
+	a.move = &partitionMove{future: future}
+	for _, tt := range []struct {
+		offset int64
+		end    int64
+		epochs []disk.EpochEntry
+	}{
+		{8, 6, []disk.EpochEntry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 3}, {Epoch: 4, StartOffset: 5}}},
+		{6, 6, []disk.EpochEntry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 3}, {Epoch: 4, StartOffset: 5}}},
+		{5, 5, []disk.EpochEntry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 3}}},
+		{4, 3, []disk.EpochEntry{{Epoch: 0, StartOffset: 0}}},
+		{5, 3, []disk.EpochEntry{{Epoch: 0, StartOffset: 0}}},
+		{1, 0, []disk.EpochEntry{}},
+	} {
+		require.NoError(t, a.truncateFuture(tt.offset), "to %d", tt.offset)
+		require.Equal(t, tt.end, future.EndOffset(), "to %d", tt.offset)
+		if len(tt.epochs) == 0 {
+			require.Empty(t, future.Epochs(), "to %d", tt.offset)
+		} else {
+			require.Equal(t, tt.epochs, future.Epochs(), "to %d", tt.offset)
+		}
+	}
+	// The copy goes on from where the future ends.
+	appendAsFollower(t, future, epochBatch(t, 6, 0, "x"))
+	require.Equal(t, []disk.EpochEntry{{Epoch: 6, StartOffset: 0}}, future.Epochs())
+
+	require.NoError(t, future.Close())
+	err = a.truncateFuture(0)
+	require.ErrorIs(t, err, disk.ErrClosed, "a failed truncation is the caller's to handle")
+	require.Contains(t, err.Error(), "/d/orders-0.future")
+}
