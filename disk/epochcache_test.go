@@ -245,6 +245,10 @@ func TestAppendAsFollower(t *testing.T) {
 				require.Equal(t, int64(41), l.EndOffset())
 				require.NoError(t, l.Close())
 			}
+			l = openLog(t, fs, dir, opts)
+			require.NoError(t, l.Delete())
+			_, err = fs.Stat(path.Join(dir, LeaderEpochCheckpointFile))
+			require.ErrorIs(t, err, os.ErrNotExist, "the checkpoint goes with the directory")
 		})
 	}
 }
