@@ -1013,6 +1013,25 @@ func (l *Log) truncateTo(offset int64) error {
 	return l.syncDir()
 }
 
+// TruncateFullyAndStartAt deletes every segment and starts an empty log at
+// offset, as Kafka's truncateFullyAndStartAt: for a follower whose log
+// ends before its leader's log start. Durable when it returns.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if err := l.checkRemove(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
+	}
+	if err := l.truncateFully(offset); err != nil {
+		return err
+	}
+	if len(l.epochs) > 0 {
+		return l.updateEpochs(nil)
+	}
+	return nil
+}
+
 // truncateFully deletes every segment and starts an empty log at offset.
 // The new segment is made before the old ones go: in place when one of
 // them has offset for its base (its files are cut, which needs no room),

@@ -759,3 +759,27 @@ func TestAppendAllocatesNothing(t *testing.T) {
 	require.Equal(t, runs+1, l.active().timeIndex.Entries(), "a time index entry per append")
 	require.NoError(t, l.Close())
 }
+
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	fs := NewMemFS()
+	opts := testOptions(newClock(), nil)
+	opts.LeaderEpoch = 3
+	l := openLog(t, fs, "/p", opts)
+	for i := range 3 {
+		b := makeBatch(t, 2, 10, 1)
+		wire.SetLeaderEpoch(b, int32(i))
+		appendBatch(t, l, b)
+	}
+	require.Equal(t, int32(2), l.LatestEpoch())
+	require.Error(t, l.TruncateFullyAndStartAt(-1))
+	require.NoError(t, l.TruncateFullyAndStartAt(100))
+	require.Equal(t, int64(100), l.StartOffset())
+	require.Equal(t, int64(100), l.EndOffset())
+	require.Empty(t, l.Epochs(), "the epochs of what was emptied go with it")
+	require.NoError(t, l.Close())
+	opts.LogStartOffset = 100
+	l = openLog(t, fs, "/p", opts)
+	require.Equal(t, int64(100), l.EndOffset())
+	require.Empty(t, l.Epochs())
+	require.NoError(t, l.Close())
+}

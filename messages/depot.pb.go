@@ -1524,9 +1524,11 @@ type PartitionMetadata struct {
 	LeaderEpoch int32   `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// replica_dirs are each replica's log directory, as far as the
 	// answering node knows them.
-	ReplicaDirs   []*ReplicaDir `protobuf:"bytes,11,rep,name=replica_dirs,json=replicaDirs,proto3" json:"replica_dirs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReplicaDirs []*ReplicaDir `protobuf:"bytes,11,rep,name=replica_dirs,json=replicaDirs,proto3" json:"replica_dirs,omitempty"`
+	// partition_epoch goes up with every change of leader or ISR.
+	PartitionEpoch int32 `protobuf:"varint,12,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionMetadata) Reset() {
@@ -1634,6 +1636,13 @@ func (x *PartitionMetadata) GetReplicaDirs() []*ReplicaDir {
 		return x.ReplicaDirs
 	}
 	return nil
+}
+
+func (x *PartitionMetadata) GetPartitionEpoch() int32 {
+	if x != nil {
+		return x.PartitionEpoch
+	}
+	return 0
 }
 
 // ReplicaDir is the log directory of one replica of a partition.
@@ -2210,7 +2219,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12\x14\n" +
 	"\x05voter\x18\x05 \x01(\bR\x05voter\x12#\n" +
-	"\rkafka_address\x18\x06 \x01(\tR\fkafkaAddress\"\xee\x02\n" +
+	"\rkafka_address\x18\x06 \x01(\tR\fkafkaAddress\"\x97\x03\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12&\n" +
 	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12\x16\n" +
@@ -2224,7 +2233,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x03isr\x18\t \x03(\x05R\x03isr\x12!\n" +
 	"\fleader_epoch\x18\n" +
 	" \x01(\x05R\vleaderEpoch\x124\n" +
-	"\freplica_dirs\x18\v \x03(\v2\x11.depot.ReplicaDirR\vreplicaDirs\"v\n" +
+	"\freplica_dirs\x18\v \x03(\v2\x11.depot.ReplicaDirR\vreplicaDirs\x12'\n" +
+	"\x0fpartition_epoch\x18\f \x01(\x05R\x0epartitionEpoch\"v\n" +
 	"\n" +
 	"ReplicaDir\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\x05R\x04node\x12\x17\n" +

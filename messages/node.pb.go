@@ -43,8 +43,13 @@ type PartitionAssignment struct {
 	Isr            []int32 `protobuf:"varint,7,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	LeaderEpoch    int32   `protobuf:"varint,8,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32   `protobuf:"varint,9,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// leader and leader_address are the partition's leader and its node's
+	// actor address, given to a node that starts its replica; -1 and ""
+	// when it has none. Records keep the leader in node_id.
+	Leader        int32  `protobuf:"varint,10,opt,name=leader,proto3" json:"leader,omitempty"`
+	LeaderAddress string `protobuf:"bytes,11,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionAssignment) Reset() {
@@ -138,6 +143,20 @@ func (x *PartitionAssignment) GetPartitionEpoch() int32 {
 		return x.PartitionEpoch
 	}
 	return 0
+}
+
+func (x *PartitionAssignment) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *PartitionAssignment) GetLeaderAddress() string {
+	if x != nil {
+		return x.LeaderAddress
+	}
+	return ""
 }
 
 // StartPartitionsRequest asks a node's partition manager to start partition
@@ -1537,7 +1556,7 @@ var File_node_proto protoreflect.FileDescriptor
 const file_node_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"node.proto\x12\x05depot\x1a\vdepot.proto\"\x8c\x02\n" +
+	"node.proto\x12\x05depot\x1a\vdepot.proto\"\xcb\x02\n" +
 	"\x13PartitionAssignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
@@ -1547,7 +1566,10 @@ const file_node_proto_rawDesc = "" +
 	"\breplicas\x18\x06 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\a \x03(\x05R\x03isr\x12!\n" +
 	"\fleader_epoch\x18\b \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\t \x01(\x05R\x0epartitionEpoch\"\xd6\x01\n" +
+	"\x0fpartition_epoch\x18\t \x01(\x05R\x0epartitionEpoch\x12\x16\n" +
+	"\x06leader\x18\n" +
+	" \x01(\x05R\x06leader\x12%\n" +
+	"\x0eleader_address\x18\v \x01(\tR\rleaderAddress\"\xd6\x01\n" +
 	"\x16StartPartitionsRequest\x12:\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\n" +

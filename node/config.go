@@ -15,6 +15,7 @@ import (
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/group"
 	"github.com/depot-dev/depot/actors/metadata"
+	"github.com/depot-dev/depot/actors/partition"
 	"github.com/depot-dev/depot/disk"
 )
 
@@ -59,6 +60,10 @@ type Config struct {
 	// TickInterval is how often partitions apply retention and report.
 	// Default 10 s.
 	TickInterval time.Duration
+	// ReplicaLagMax is replica.lag.time.max.ms: a follower that has not
+	// caught up with its leader for this long leaves the ISR. Default
+	// partition.DefaultReplicaLagMax (10 s).
+	ReplicaLagMax time.Duration
 	// Policy places new partitions: "load" (default: by projected bytes
 	// against capacity, spread per topic) or "count" (Kafka's rule).
 	Policy string
@@ -129,6 +134,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
+	}
+	if c.ReplicaLagMax == 0 {
+		c.ReplicaLagMax = partition.DefaultReplicaLagMax
 	}
 	if c.TickInterval == 0 {
 		c.TickInterval = 10 * time.Second
@@ -207,6 +215,9 @@ func (c Config) validate() error {
 	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %v is negative", c.TickInterval))
+	}
+	if c.ReplicaLagMax < 0 {
+		errs = append(errs, fmt.Errorf("replica lag time %v is negative", c.ReplicaLagMax))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("node: invalid config: %w", errors.Join(errs...))

@@ -154,15 +154,17 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 
 	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
-		FS:           cfg.FS,
-		NodeID:       cfg.NodeID,
-		Transport:    n.transport,
-		LogDirs:      logDirPIDs,
-		DirIDs:       clone(n.dirIDs),
-		Placement:    actor.NewPID(n.address, actors.PlacementActorName),
-		Checkpoints:  checkpoints,
-		TickInterval: cfg.TickInterval,
-		Logger:       n.logger,
+		FS:            cfg.FS,
+		NodeID:        cfg.NodeID,
+		Transport:     n.transport,
+		LogDirs:       logDirPIDs,
+		DirIDs:        clone(n.dirIDs),
+		Placement:     actor.NewPID(n.address, actors.PlacementActorName),
+		Checkpoints:   checkpoints,
+		TickInterval:  cfg.TickInterval,
+		Controller:    actor.NewPID(n.address, actors.MetadataActorName),
+		ReplicaLagMax: cfg.ReplicaLagMax,
+		Logger:        n.logger,
 	}), actors.PartitionManagerName)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -478,7 +480,11 @@ func (n *Node) startPartitions() error {
 			if !holds {
 				continue
 			}
-			a := &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: dir}
+			a := &messages.PartitionAssignment{
+				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: dir,
+				Leader: p.Leader, LeaderAddress: p.LeaderAddress, Replicas: p.Replicas, Isr: p.Isr,
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+			}
 			if dir, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
 				a.LogDir, a.DirId = dir, n.dirIDs[dir]
 				if a.DirId != dir {

@@ -116,7 +116,14 @@ func (a *controllerActor) queueActs(changes metadata.LocalChanges, outcome *actO
 	}
 	for _, t := range changes.Created {
 		start := &messages.StartPartitionsRequest{Partitions: t.Assignments(a.cfg.NodeID), Configs: t.Config.Map()}
+		for _, p := range start.Partitions {
+			p.LeaderAddress = a.image.Address(p.Leader)
+		}
 		a.acts = append(a.acts, act{req: start, what: "start partitions", topic: t.Name, outcome: outcome})
+	}
+	if len(changes.Updated) > 0 {
+		update := &messages.UpdatePartitionsRequest{Partitions: changes.Updated}
+		a.acts = append(a.acts, act{req: update, what: "update partitions", topic: changes.Updated[0].Topic, outcome: outcome})
 	}
 }
 
@@ -199,6 +206,11 @@ func managerAnswer(res any, err error, what string) (messages.ErrorCode, string)
 		}
 		return messages.ErrorCode_NONE, ""
 	case *messages.StopPartitionsResponse:
+		if r.GetError() != messages.ErrorCode_NONE {
+			return r.GetError(), fmt.Sprintf("%s: %s", what, r.GetErrorMessage())
+		}
+		return messages.ErrorCode_NONE, ""
+	case *messages.UpdatePartitionsResponse:
 		if r.GetError() != messages.ErrorCode_NONE {
 			return r.GetError(), fmt.Sprintf("%s: %s", what, r.GetErrorMessage())
 		}

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -194,6 +195,9 @@ func (a *controllerActor) onLeaderChange(ctx actor.Context, old, leader uint64) 
 	if old == uint64(a.cfg.NodeID) {
 		a.failAll(messages.ErrorCode_NOT_CONTROLLER, fmt.Sprintf("node %d is no longer the active controller", a.cfg.NodeID))
 	}
+	if leader != 0 {
+		a.life.newController()
+	}
 	if leader != uint64(a.cfg.NodeID) {
 		a.retryWaiting(ctx)
 		return
@@ -246,6 +250,12 @@ func (a *controllerActor) build(req any) (recs []*messages.MetadataRecord, finis
 		return a.image.AssignDirs(m.GetAssignments()), finish, messages.ErrorCode_NONE, ""
 	case *messages.RegisterNodeRequest:
 		return a.buildRegister(m)
+	case *messages.AlterPartitionRequest:
+		rec, code, msg := a.image.AlterPartition(m)
+		if rec == nil {
+			return nil, finish, code, msg
+		}
+		return []*messages.MetadataRecord{rec}, finish, code, msg
 	case *fenceChange:
 		if m.fenced {
 			return a.image.Fence(m.node), finish, messages.ErrorCode_NONE, ""
@@ -305,6 +315,12 @@ func (a *controllerActor) response(req any, code messages.ErrorCode, msg string)
 		id := a.nextProducerID
 		a.nextProducerID++
 		return &messages.InitProducerIdResponse{ProducerId: id}
+	case *messages.AlterPartitionRequest:
+		resp := &messages.AlterPartitionResponse{Error: code, ErrorMessage: msg}
+		if p, ok := a.image.Partition(m.GetTopic(), m.GetPartition()); ok {
+			resp.LeaderEpoch, resp.PartitionEpoch, resp.Isr = p.LeaderEpoch, p.PartitionEpoch, slices.Clone(p.ISR)
+		}
+		return resp
 	}
 	return refusal(req, code, msg)
 }
@@ -337,6 +353,8 @@ func refusal(req any, code messages.ErrorCode, msg string) proto.Message {
 		return &messages.RegisterNodeResponse{Error: code, ErrorMessage: msg}
 	case *messages.NodeHeartbeatRequest:
 		return &messages.NodeHeartbeatResponse{Error: code, ErrorMessage: msg}
+	case *messages.AlterPartitionRequest:
+		return &messages.AlterPartitionResponse{Error: code, ErrorMessage: msg}
 	}
 	return nil
 }

@@ -250,7 +250,7 @@ type controllerActor struct {
 	life lifecycle
 
 	// outboxes send to other nodes, by address.
-	outboxes map[string]outboxRef
+	outboxes *actors.Outboxes
 	// endpoints is the subscription to lost remote endpoints.
 	endpoints *eventstream.Subscription
 
@@ -290,6 +290,8 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 		a.onChange(ctx, m)
 	case *messages.RegisterNodeRequest:
 		a.onChange(ctx, m)
+	case *messages.AlterPartitionRequest:
+		a.onChange(ctx, m)
 	case *messages.NodeHeartbeatRequest:
 		a.onHeartbeat(ctx, m)
 	case *AwaitRegistration:
@@ -315,7 +317,7 @@ func (a *controllerActor) onStarted(ctx actor.Context) {
 		a.dirPaths = map[string]string{}
 	}
 	a.assembler = quorum.NewAssembler(0)
-	a.outboxes = map[string]outboxRef{}
+	a.outboxes = actors.NewOutboxes(a.logger)
 	a.life = newLifecycle()
 	root, self := ctx.ActorSystem().Root, a.self
 	a.endpoints = ctx.ActorSystem().EventStream.Subscribe(func(evt any) {

@@ -46,6 +46,7 @@ type Registration struct {
 // lifecycleAnswer is the answer, or its absence, to one of the node's own
 // registration or heartbeat requests.
 type lifecycleAnswer struct {
+	seq       uint64
 	heartbeat bool
 	res       any
 	err       error
@@ -67,6 +68,8 @@ type lifecycle struct {
 	waiters  []*actor.PID
 	inFlight bool
 	lastSent time.Time
+	// sent numbers the requests sent: only the last one's answer counts.
+	sent uint64
 	// voter is the voter asked next while no leader is known.
 	voter int
 	// duplicateSince is when the registration was first refused for a
@@ -109,6 +112,14 @@ func (l *lifecycle) becameLeader(image *metadata.Image, now time.Time) {
 	for _, n := range image.Nodes() {
 		l.sessions[n.ID] = &session{incarnation: n.Incarnation, lastSeen: now}
 	}
+}
+
+// newController drops the registration or heartbeat in flight to a
+// controller that lost the lead, for the next tick to send one to the new
+// one at once: a request to a node that died waits out its timeout, longer
+// than a session, and the new controller would fence this node meanwhile.
+func (l *lifecycle) newController() {
+	l.inFlight, l.lastSent = false, time.Time{}
 }
 
 // lost records that node id's connection dropped.
@@ -182,10 +193,11 @@ func (a *controllerActor) sendLifecycle(ctx actor.Context, now time.Time) {
 		}
 	}
 	l.inFlight, l.lastSent = true, now
-	heartbeat := l.registered
+	l.sent++
+	heartbeat, seq := l.registered, l.sent
 	future := a.requestTo(ctx, target, req, lifecycleRequestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
-		a.onLifecycleAnswer(ctx, &lifecycleAnswer{heartbeat: heartbeat, res: res, err: err})
+		a.onLifecycleAnswer(ctx, &lifecycleAnswer{seq: seq, heartbeat: heartbeat, res: res, err: err})
 	})
 }
 
@@ -193,6 +205,9 @@ func (a *controllerActor) sendLifecycle(ctx actor.Context, now time.Time) {
 // heartbeat.
 func (a *controllerActor) onLifecycleAnswer(ctx actor.Context, m *lifecycleAnswer) {
 	l := &a.life
+	if m.seq != l.sent {
+		return // sent to a controller that lost the lead since
+	}
 	l.inFlight = false
 	if m.err != nil {
 		a.logger.WithError(m.err).Debug("the active controller did not answer")

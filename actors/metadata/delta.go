@@ -228,6 +228,10 @@ type LocalChanges struct {
 	// Deleted are the topics the delta deleted, with the partitions the
 	// node held.
 	Deleted []*Topic
+	// Updated are the partitions the node holds, of topics neither created
+	// nor deleted, whose leader, epochs, replicas or ISR changed, as their
+	// replicas act on them.
+	Updated []*messages.PartitionState
 }
 
 // LocalChanges tells what the delta changes for nodeID: the topics created
@@ -246,6 +250,41 @@ func (d *Delta) LocalChanges(nodeID int32) LocalChanges {
 		if after != nil && (!existed || replaced) && after.holds(nodeID) {
 			out.Created = append(out.Created, after)
 		}
+		if existed && after != nil && !replaced {
+			out.Updated = append(out.Updated, updated(d.after(), before, after, nodeID)...)
+		}
+	}
+	return out
+}
+
+// after is the image the delta leads to, for the addresses of leaders:
+// the delta's nodes over the image's.
+func (d *Delta) after() *Image {
+	return &Image{nodes: mergedNodes(d.image.nodes, d.nodes)}
+}
+
+func mergedNodes(base, changed map[int32]*Node) map[int32]*Node {
+	if len(changed) == 0 {
+		return base
+	}
+	out := maps.Clone(base)
+	maps.Copy(out, changed)
+	return out
+}
+
+// updated are the states of the partitions of topic after, held by nodeID,
+// that differ from before, the same topic.
+func updated(im *Image, before, after *Topic, nodeID int32) []*messages.PartitionState {
+	var out []*messages.PartitionState
+	for i := range after.Partitions {
+		p := &after.Partitions[i]
+		if !p.Holds(nodeID) && (i >= len(before.Partitions) || !before.Partitions[i].Holds(nodeID)) {
+			continue
+		}
+		if i < len(before.Partitions) && sameState(&before.Partitions[i], p) {
+			continue
+		}
+		out = append(out, im.State(after, p))
 	}
 	return out
 }

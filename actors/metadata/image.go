@@ -34,8 +34,8 @@ const (
 	// reserves: the metadata log is written once per block, not per id.
 	ProducerIDBlockSize = 1000
 	// MaxReplicationFactor is the largest replication factor a topic may
-	// be created with.
-	MaxReplicationFactor = 1
+	// be created with, as Kafka's (a short); the live nodes bound it first.
+	MaxReplicationFactor = 32767
 )
 
 // ErrRecord is wrapped by what Replay reports of a record it skipped or
@@ -159,7 +159,7 @@ func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, m
 			fmt.Sprintf("topic %q cannot have replication factor %d: it is at least 1", name, rf)
 	case rf > MaxReplicationFactor:
 		return topic.Config{}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
-			fmt.Sprintf("topic %q cannot have replication factor %d: partitions have one replica until replication is supported", name, rf)
+			fmt.Sprintf("topic %q cannot have replication factor %d: it is at most %d", name, rf, MaxReplicationFactor)
 	}
 	return config, messages.ErrorCode_NONE, ""
 }
@@ -279,12 +279,13 @@ func (im *Image) DescribeTopic(t *Topic, view View) *messages.TopicMetadata {
 	md.Partitions = make([]*messages.PartitionMetadata, len(t.Partitions))
 	for i, p := range t.Partitions {
 		pm := &messages.PartitionMetadata{
-			Partition:   p.Partition,
-			Leader:      p.Leader,
-			ActorName:   actorName(t.Name, p.Partition),
-			Replicas:    slices.Clone(p.Replicas),
-			Isr:         slices.Clone(p.ISR),
-			LeaderEpoch: p.LeaderEpoch,
+			Partition:      p.Partition,
+			Leader:         p.Leader,
+			ActorName:      actorName(t.Name, p.Partition),
+			Replicas:       slices.Clone(p.Replicas),
+			Isr:            slices.Clone(p.ISR),
+			LeaderEpoch:    p.LeaderEpoch,
+			PartitionEpoch: p.PartitionEpoch,
 		}
 		for j, r := range p.Replicas {
 			pm.ReplicaDirs = append(pm.ReplicaDirs, &messages.ReplicaDir{Node: r, DirId: p.Dirs[j], LogDir: view.DirPath(r, p.Dirs[j]), LogEndOffset: -1})
@@ -302,15 +303,39 @@ func (im *Image) DescribeTopic(t *Topic, view View) *messages.TopicMetadata {
 }
 
 // Assignments are the replicas of the topic's partitions that nodeID
-// holds, as its partition manager is asked to start them.
+// holds, as its partition manager is asked to start them, each with the
+// partition's leader, replicas, ISR and epochs.
 func (t *Topic) Assignments(nodeID int32) []*messages.PartitionAssignment {
 	var out []*messages.PartitionAssignment
 	for _, p := range t.Partitions {
 		if p.Holds(nodeID) {
-			out = append(out, &messages.PartitionAssignment{Topic: t.Name, Partition: p.Partition, NodeId: nodeID, DirId: p.Dir(nodeID)})
+			out = append(out, &messages.PartitionAssignment{
+				Topic: t.Name, Partition: p.Partition, NodeId: nodeID, DirId: p.Dir(nodeID),
+				Leader: p.Leader, Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+			})
 		}
 	}
 	return out
+}
+
+// State is the state of partition p of t for its replicas' nodes.
+func (im *Image) State(t *Topic, p *Partition) *messages.PartitionState {
+	s := &messages.PartitionState{
+		Topic: t.Name, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch, Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
+	}
+	if p.Leader != NoLeader {
+		s.LeaderAddress = im.Address(p.Leader)
+	}
+	return s
+}
+
+// sameState reports whether a and b give a replica the same leader,
+// epochs, replicas and ISR.
+func sameState(a, b *Partition) bool {
+	return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch &&
+		slices.Equal(a.Replicas, b.Replicas) && slices.Equal(a.ISR, b.ISR)
 }
 
 // actorName is actors.PartitionActorName, which this package does not

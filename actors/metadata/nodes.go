@@ -80,8 +80,10 @@ func RegisterNode(m *messages.RegisterNodeRequest) *messages.MetadataRecord {
 }
 
 // Fence returns the records that fence node id: the node's record, and a
-// change of every partition it leads to another live replica of its ISR,
-// or to NoLeader where there is none. The node stays in the ISR of a
+// change of every partition whose ISR has it: it leaves the ISR, and a
+// partition it leads gets another live replica of its ISR for leader, or,
+// where there is none, a live replica outside it when the topic allows an
+// unclean election, or NoLeader. The node stays in the ISR of a
 // partition it was the last member of, so that it can lead again without
 // losing what it acknowledged. Nil when the node is unknown or fenced.
 func (im *Image) Fence(id int32) []*messages.MetadataRecord {
@@ -101,6 +103,11 @@ func (im *Image) Fence(id int32) []*messages.MetadataRecord {
 		leader := p.Leader
 		if leader == id {
 			leader = im.electLeader(isr, id)
+			if leader == NoLeader {
+				if unclean := im.uncleanLeader(t, p, id); unclean != NoLeader {
+					leader, isr = unclean, []int32{unclean}
+				}
+			}
 		}
 		if leader != p.Leader || len(isr) != len(p.ISR) {
 			out = append(out, changeRecord(t.Name, p, leader, isr))
@@ -110,7 +117,8 @@ func (im *Image) Fence(id int32) []*messages.MetadataRecord {
 }
 
 // Unfence returns the records that unfence node id, and elect it leader of
-// the partitions that have none and have it in their ISR. Nil when the node
+// the partitions that have none and have it in their ISR, or, where the
+// topic allows an unclean election, hold a replica of it. Nil when the node
 // is unknown or not fenced.
 func (im *Image) Unfence(id int32) []*messages.MetadataRecord {
 	n, ok := im.nodes[id]
@@ -119,8 +127,14 @@ func (im *Image) Unfence(id int32) []*messages.MetadataRecord {
 	}
 	out := []*messages.MetadataRecord{fenceRecord(id, false)}
 	im.eachPartition(func(t *Topic, p *Partition) {
-		if p.Leader == NoLeader && slices.Contains(p.ISR, id) {
+		switch {
+		case p.Leader != NoLeader:
+		case slices.Contains(p.ISR, id):
 			out = append(out, changeRecord(t.Name, p, id, p.ISR))
+		case p.Holds(id) && t.Config.UncleanLeaderElection:
+			// No member of the ISR is back: an unclean election, which the
+			// topic allows, makes this replica the ISR.
+			out = append(out, changeRecord(t.Name, p, id, []int32{id}))
 		}
 	})
 	return out
@@ -227,8 +241,12 @@ func Diff(before, after *Image, nodeID int32) LocalChanges {
 	}
 	for _, name := range after.TopicNames() {
 		t := after.topics[name]
-		if b, ok := before.topics[name]; (!ok || b.ID != t.ID) && t.holds(nodeID) {
+		b, ok := before.topics[name]
+		if (!ok || b.ID != t.ID) && t.holds(nodeID) {
 			out.Created = append(out.Created, t)
+		}
+		if ok && b.ID == t.ID {
+			out.Updated = append(out.Updated, updated(after, b, t, nodeID)...)
 		}
 	}
 	return out

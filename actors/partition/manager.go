@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/disks"
@@ -36,7 +37,12 @@ type PartitionManagerConfig struct {
 	Checkpoints map[string]disks.Checkpoints
 	// TickInterval is passed to partitions (retention, roll, reports).
 	TickInterval time.Duration
-	Logger       *logrus.Entry
+	// Controller takes the leaders' ISR changes: the node's metadata
+	// actor. ReplicaLagMax is replica.lag.time.max.ms (see
+	// DefaultReplicaLagMax).
+	Controller    *actor.PID
+	ReplicaLagMax time.Duration
+	Logger        *logrus.Entry
 }
 
 // partitionManager starts and stops the node's partition actors, its
@@ -55,6 +61,16 @@ type partitionManager struct {
 	produces     produceGathers
 	stopTick     scheduler.CancelFunc
 	logger       *logrus.Entry
+
+	// states are the newest partition states the metadata gave, kept for
+	// partitions that start after them.
+	states map[disk.TopicPartition]*messages.PartitionState
+	// fetchers fetch for this node's followers, one per leader node.
+	fetchers map[int32]*fetcherRef
+	replicas replicaGathers
+	// outboxes answer other nodes' followers: a node that is gone must
+	// not stall the produces of this one.
+	outboxes *actors.Outboxes
 }
 
 // pendingStop is a StopPartitionsRequest waiting for its partitions to stop.
@@ -77,7 +93,14 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 		return actor.RestartDirective
 	})
 	return actors.Props(func() actor.Actor {
-		return &partitionManager{cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{}, produces: newProduceGathers(cfg.NodeID, cfg.Transport), logger: logger}
+		outboxes := actors.NewOutboxes(logger)
+		return &partitionManager{
+			cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{},
+			produces: newProduceGathers(cfg.NodeID, cfg.Transport, outboxes), logger: logger,
+			states: map[disk.TopicPartition]*messages.PartitionState{}, fetchers: map[int32]*fetcherRef{},
+			replicas: replicaGathers{fetches: map[uint64]*replicaGather{}, epochs: map[uint64]*epochGather{}},
+			outboxes: outboxes,
+		}
 	}, logger, actor.WithSupervisor(supervisor))
 }
 
@@ -93,6 +116,24 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.produces.answered(ctx, msg)
 	case *gatherTick:
 		m.produces.expire(ctx, time.Now())
+	case *messages.UpdatePartitionsRequest:
+		m.onUpdate(ctx, msg)
+	case *messages.ReplicaFetchRequest:
+		m.onReplicaFetch(ctx, msg)
+	case *replicaFetched:
+		m.onReplicaFetched(ctx, msg)
+	case *replicaWake:
+		m.onReplicaWake(ctx, msg)
+	case *replicaGatherExpired:
+		m.onReplicaGatherExpired(ctx, msg)
+	case *messages.OffsetForLeaderEpochRequest:
+		m.onEpochQueries(ctx, msg)
+	case *epochAnswered:
+		m.onEpochAnswered(ctx, msg)
+	case *follow:
+		m.onFollow(ctx, msg)
+	case *unfollow:
+		m.onUnfollow(ctx, msg)
 	case *actor.Terminated:
 		m.onTerminated(ctx, msg)
 	case *disks.LogDirAdded:
@@ -150,7 +191,7 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		case path == "":
 			unplaced = append(unplaced, p)
 		default:
-			placed = append(placed, &messages.PartitionAssignment{Topic: p.Topic, Partition: p.Partition, NodeId: p.NodeId, LogDir: path, DirId: m.cfg.DirIDs[path]})
+			placed = append(placed, inDir(p, path, m.cfg.DirIDs[path]))
 		}
 	}
 	if len(unplaced) == 0 {
@@ -181,7 +222,7 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		}
 		chosen := make([]*messages.PartitionAssignment, len(unplaced))
 		for i, p := range unplaced {
-			chosen[i] = &messages.PartitionAssignment{Topic: p.Topic, Partition: p.Partition, NodeId: p.NodeId, LogDir: dirs[i], DirId: m.cfg.DirIDs[dirs[i]]}
+			chosen[i] = inDir(p, dirs[i], m.cfg.DirIDs[dirs[i]])
 		}
 		ctx.Respond(m.spawn(ctx, cfg, placed, chosen))
 	}
@@ -198,6 +239,13 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		}
 		answer(r.Dirs, r.Err)
 	})
+}
+
+// inDir is p placed in the directory of path and id.
+func inDir(p *messages.PartitionAssignment, path, id string) *messages.PartitionAssignment {
+	c := proto.CloneOf(p)
+	c.LogDir, c.DirId = path, id
+	return c
 }
 
 // dirOf is the path of the directory p names, by path or by id: "" when
@@ -243,6 +291,10 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			Transport:      m.cfg.Transport,
 			LogDirActor:    m.cfg.LogDirs[p.LogDir],
 			TickInterval:   m.cfg.TickInterval,
+			NodeID:         m.cfg.NodeID,
+			State:          m.startState(p),
+			Controller:     m.cfg.Controller,
+			ReplicaLagMax:  m.cfg.ReplicaLagMax,
 			Logger:         m.cfg.Logger,
 		})
 		// A checkpoint describes the log as it was at start-up: once the
@@ -269,7 +321,9 @@ func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartition
 		}
 		if req.Delete {
 			ctx.Send(pid, &deletePartition{})
+			delete(m.states, key)
 		}
+		m.onUnfollow(ctx, &unfollow{tp: key})
 		ctx.Poison(pid)
 		delete(m.children, key)
 		p.waiting[pid.Id] = true
@@ -287,6 +341,7 @@ func (m *partitionManager) onTerminated(ctx actor.Context, t *actor.Terminated) 
 			// Not asked to stop: the supervisor gave up on it.
 			m.logger.WithField("partition", tp.String()).Error("partition actor stopped after repeated failures; partition offline")
 			delete(m.children, tp)
+			m.onUnfollow(ctx, &unfollow{tp: tp})
 		}
 	}
 	kept := m.pendingStops[:0]

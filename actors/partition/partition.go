@@ -59,6 +59,17 @@ type PartitionConfig struct {
 	LogDirActor *actor.PID
 	// TickInterval overrides partitionTickInterval when positive.
 	TickInterval time.Duration
+	// NodeID is the node the replica is on; State is the metadata's state
+	// of the partition when the replica starts (nil: the replica is alone,
+	// as in tests of one partition).
+	NodeID int32
+	State  *messages.PartitionState
+	// Controller takes the leader's ISR changes (AlterPartitionRequest):
+	// the node's metadata actor. Nil: the ISR never changes.
+	Controller *actor.PID
+	// ReplicaLagMax is replica.lag.time.max.ms; DefaultReplicaLagMax when
+	// zero.
+	ReplicaLagMax time.Duration
 	// Now is the partition's clock, and its log's (disk.Options.Now):
 	// segment.ms, retention.ms and flush.ms, a move's throttle and
 	// duration. Default time.Now.
@@ -199,6 +210,14 @@ type partitionActor struct {
 	// home is the config the next incarnation of the actor starts from,
 	// shared with its props; only the live actor writes it.
 	home *PartitionConfig
+
+	// leaderAddress is the actor address of the leader's node.
+	leaderAddress string
+	// wakeArmed is set while a follower's fetch found nothing new and its
+	// manager waits to hear of the next append.
+	wakeArmed bool
+	// stopISRTick stops a leader's isrTicks.
+	stopISRTick scheduler.CancelFunc
 }
 
 // NewPartitionProps returns the props of a partition actor.
@@ -216,12 +235,6 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 		}
 	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
 }
-
-// leaderEpoch is a partition's leader epoch. The metadata assigns none, so
-// it is disk.NoLeaderEpoch. As Kafka's leader does, a partition stamps it
-// on every batch it appends, whatever the producer sent, and its log takes
-// a batch with a higher one for damage.
-const leaderEpoch = disk.NoLeaderEpoch
 
 // PartitionDir is the directory of a partition's log in a log directory.
 func PartitionDir(logDir, topicName string, partition int32) string {
@@ -270,6 +283,18 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.onDelete(ctx)
 	case *messages.MovePartitionRequest:
 		a.onMove(ctx, m)
+	case *messages.PartitionState:
+		a.onPartitionState(ctx, m)
+	case *replicaFetch:
+		a.onReplicaFetch(ctx, m)
+	case *epochQuery:
+		a.onEpochQuery(ctx, m)
+	case *truncateTo:
+		a.onTruncateTo(ctx, m)
+	case *replicaRecords:
+		a.onReplicaRecords(ctx, m)
+	case *isrTick:
+		a.onISRTick(ctx)
 	case *copyStep:
 		a.onCopyStep(ctx, m)
 	case *actor.Stopping:
@@ -300,6 +325,7 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	}
 	a.log = log
 	a.newAllowance()
+	a.core.SetReplica(a.cfg.NodeID, a.cfg.State.GetReplicas())
 	a.core.Opened(log.StartOffset(), log.EndOffset(), log.RecoveryPoint())
 	if err := log.ScanHeaders(log.StartOffset(), func(h wire.Header) error {
 		a.core.Recovered(&h)
@@ -321,6 +347,9 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 		a.logger.WithFields(fields).Debug("partition log opened")
 	}
 	a.report(ctx, false)
+	if a.cfg.State != nil {
+		a.onPartitionState(ctx, a.cfg.State)
+	}
 }
 
 // now reads the partition's clock.
@@ -337,10 +366,20 @@ func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Op
 		Config:         a.cfg.Config.Log,
 		RecoveryPoint:  recoveryPoint,
 		LogStartOffset: logStartOffset,
-		LeaderEpoch:    leaderEpoch,
+		LeaderEpoch:    a.leaderEpochCap(),
 		Now:            a.cfg.Now,
 		Logger:         a.logger,
 	}
+}
+
+// leaderEpochCap is the highest leader epoch a batch of the partition's
+// logs may carry when they open: the one the metadata gave it.
+func (a *partitionActor) leaderEpochCap() int32 {
+	epoch := a.core.LeaderEpoch()
+	if a.cfg.State != nil {
+		epoch = max(epoch, a.cfg.State.GetLeaderEpoch())
+	}
+	return epoch
 }
 
 // unavailable returns the error code and message for a request when the
@@ -378,12 +417,25 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		answer()
 		return
 	}
+	if a.core.Role() == state.Follower {
+		resp.Error, resp.ErrorMessage = a.notLeader()
+		answer()
+		return
+	}
 	resp.LogStartOffset = a.core.LogStartOffset()
 	if refusal := a.core.ValidateProduce(m.Acks, m.Records); refusal.Refused() {
 		resp.Error, resp.ErrorMessage = refusal.Code, a.refused(refusal.Message)
 		if refusal.Code == messages.ErrorCode_MESSAGE_TOO_LARGE {
 			resp.MaxMessageBytes = a.core.MaxMessageBytes()
 		}
+		answer()
+		return
+	}
+	if m.Acks == -1 && !a.core.EnoughReplicas(a.cfg.Config.MinInsyncReplicas) {
+		// Retriable, and nothing was appended.
+		resp.Error = messages.ErrorCode_NOT_ENOUGH_REPLICAS
+		resp.ErrorMessage = a.refused(fmt.Sprintf("ISR %v is below min.insync.replicas %d", a.core.ISR(), a.cfg.Config.MinInsyncReplicas))
+		a.refusedRecords(m.Records)
 		answer()
 		return
 	}
@@ -402,7 +454,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		answer()
 		return
 	}
-	appended, readable := false, 0
+	appended, readable, epoch := false, 0, a.core.LeaderEpoch()
 	for rest := m.Records; len(rest) > 0; {
 		size, _ := wire.PeekSize(rest) // validated above
 		batch := rest[:size]
@@ -419,8 +471,8 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 			}
 			continue
 		}
-		wire.SetLeaderEpoch(batch, leaderEpoch)
-		h.LeaderEpoch = leaderEpoch
+		wire.SetLeaderEpoch(batch, epoch)
+		h.LeaderEpoch = epoch
 		res, err := a.log.AppendValidated(batch, h)
 		if err != nil {
 			resp.Error, resp.ErrorMessage = a.appendError(ctx, err)
@@ -437,14 +489,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 	}
 	if appended {
 		a.wakeFetches(ctx, readable)
-		a.appendedUnderAllowance(ctx)
-		switch {
-		case a.appendedBytes-a.reportedBytes >= reportStepBytes:
-			a.report(ctx, false)
-		case !a.reportPending:
-			a.reportPending = true
-			a.timers.SendOnce(reportDelay, ctx.Self(), &reportSoon{})
-		}
+		a.afterAppend(ctx)
 	}
 	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
 		a.parkedProduces.Park(a.core.LogEndOffset(), parkedProduce{sender: sender, response: resp})
@@ -455,6 +500,20 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		return
 	}
 	answer()
+}
+
+// afterAppend does what follows an append: followers waiting for it hear
+// of it, the allowance counts it, and the log dir gets a report soon.
+func (a *partitionActor) afterAppend(ctx actor.Context) {
+	a.appendedForFollowers(ctx)
+	a.appendedUnderAllowance(ctx)
+	switch {
+	case a.appendedBytes-a.reportedBytes >= reportStepBytes:
+		a.report(ctx, false)
+	case !a.reportPending:
+		a.reportPending = true
+		a.timers.SendOnce(reportDelay, ctx.Self(), &reportSoon{})
+	}
 }
 
 // refusedRecords tells the core of each batch of records, a valid produce
@@ -689,7 +748,7 @@ func (a *partitionActor) flushFailed(ctx actor.Context, err error) {
 // the parked produces it acknowledges.
 func (a *partitionActor) flushed(ctx actor.Context, upTo int64) {
 	a.core.Flushed(upTo)
-	a.answerParkedProduces(ctx, a.parkedProduces.Ready(a.core.AcknowledgedOffset()), nil)
+	a.acknowledge(ctx)
 }
 
 // answerParkedProduces sends the answers of parked produces: with err when
@@ -791,6 +850,17 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 		resp.Error, resp.ErrorMessage = a.unavailable()
 		return resp, nil, true
 	}
+	resp.LeaderEpoch = a.core.LeaderEpoch()
+	if a.core.Role() == state.Follower {
+		resp.Error, resp.ErrorMessage = a.notLeader()
+		return resp, nil, true
+	}
+	if m.CurrentLeaderEpoch != nil {
+		if code, msg := a.epochRefusal(*m.CurrentLeaderEpoch); code != messages.ErrorCode_NONE {
+			resp.Error, resp.ErrorMessage = code, msg
+			return resp, nil, true
+		}
+	}
 	resp.HighWatermark = a.core.HighWatermark()
 	resp.LogStartOffset = a.core.LogStartOffset()
 	if maxBytes == 0 {
@@ -863,6 +933,10 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 	defer ctx.Respond(resp)
 	if a.log == nil {
 		resp.Error, resp.ErrorMessage = a.unavailable()
+		return
+	}
+	if a.core.Role() == state.Follower {
+		resp.Error, resp.ErrorMessage = a.notLeader()
 		return
 	}
 	if offset, ok := a.core.ListOffset(m.Timestamp); ok {
@@ -1027,6 +1101,7 @@ func (a *partitionActor) onStopping(ctx actor.Context) {
 	if a.stopTick != nil {
 		a.stopTick()
 	}
+	a.stopISRTicks()
 	a.closeLog(ctx)
 }
 

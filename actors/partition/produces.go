@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
@@ -33,6 +34,9 @@ const (
 type produceGathers struct {
 	nodeID    int32
 	transport *remote.Transport
+	// outboxes send the answers: a producer's node that is gone stalls
+	// only its outbox, not the manager.
+	outboxes *actors.Outboxes
 	// now is the clock of the gathers' expiry; time.Now unless a test sets
 	// another.
 	now    func() time.Time
@@ -62,8 +66,8 @@ type produceGather struct {
 	done    bool
 }
 
-func newProduceGathers(nodeID int32, transport *remote.Transport) produceGathers {
-	return produceGathers{nodeID: nodeID, transport: transport, now: time.Now, slots: map[int64]gatherSlot{}}
+func newProduceGathers(nodeID int32, transport *remote.Transport, outboxes *actors.Outboxes) produceGathers {
+	return produceGathers{nodeID: nodeID, transport: transport, outboxes: outboxes, now: time.Now, slots: map[int64]gatherSlot{}}
 }
 
 // route hands each request of req to its partition among children, in
@@ -179,7 +183,7 @@ func (g *produceGathers) expire(ctx actor.Context, now time.Time) {
 func (g *produceGathers) answer(ctx actor.Context, pg *produceGather) {
 	pg.done = true
 	if pg.to != nil {
-		ctx.Send(pg.to, &messages.ProduceResponses{Responses: pg.resps})
+		g.outboxes.Send(ctx, pg.to, &messages.ProduceResponses{Responses: pg.resps}, nil)
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/disk"
@@ -120,7 +122,7 @@ func setupGathers(t *testing.T) (system *actor.ActorSystem, host *actor.PID, par
 	system = actortest.System(t)
 	parts = []*testPartition{{}, {delay: 30 * time.Millisecond}, {silent: true}}
 	clock = newTestClock(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))
-	h := &gatherHost{g: newProduceGathers(1, remote.NewTransport()), children: map[disk.TopicPartition]*actor.PID{}}
+	h := &gatherHost{g: newProduceGathers(1, remote.NewTransport(), actors.NewOutboxes(logrus.NewEntry(logrus.New()))), children: map[disk.TopicPartition]*actor.PID{}}
 	h.g.now = clock.Now
 	for i, p := range parts {
 		p.taken = make(chan *messages.ProduceRequest, 16)

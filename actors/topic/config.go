@@ -24,6 +24,9 @@ const (
 	ConfigMaxMessageBytes    = "max.message.bytes"
 	ConfigCleanupPolicy      = "cleanup.policy"
 	ConfigMinInsyncReplicas  = "min.insync.replicas"
+	// ConfigUncleanLeaderElection lets a replica outside the ISR lead when
+	// no member of it is left, losing what only the ISR had.
+	ConfigUncleanLeaderElection = "unclean.leader.election.enable"
 )
 
 // Defaults that are not the log's (for those see disk.DefaultConfig).
@@ -71,6 +74,9 @@ type Config struct {
 	CleanupPolicy string
 	// MinInsyncReplicas is min.insync.replicas. Default 1.
 	MinInsyncReplicas int32
+	// UncleanLeaderElection is unclean.leader.election.enable. Default
+	// false, as Kafka's.
+	UncleanLeaderElection bool
 }
 
 // DefaultConfig returns Kafka's topic defaults.
@@ -142,6 +148,8 @@ func (c *Config) set(key, value string) error {
 		c.MinInsyncReplicas = int32(v)
 	case ConfigCleanupPolicy:
 		c.CleanupPolicy, err = parseCleanupPolicy(value)
+	case ConfigUncleanLeaderElection:
+		c.UncleanLeaderElection, err = parseBool(key, value)
 	default:
 		return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, key)
 	}
@@ -161,6 +169,17 @@ func parseInt(key, value string, lo, hi int64) (int64, error) {
 		return 0, fmt.Errorf("%w: %s %q is above the maximum %d", ErrInvalidConfig, key, value, hi)
 	}
 	return v, nil
+}
+
+// parseBool parses "true" or "false", in any case, as Kafka does.
+func parseBool(key, value string) (bool, error) {
+	switch strings.ToLower(value) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: %s %q is neither true nor false", ErrInvalidConfig, key, value)
 }
 
 // parseMs parses milliseconds into a duration, saturating at the largest
@@ -221,16 +240,17 @@ func (c Config) Map() map[string]string {
 		retentionBytes = -1
 	}
 	return map[string]string{
-		ConfigSegmentBytes:       strconv.FormatInt(c.Log.SegmentBytes, 10),
-		ConfigSegmentMs:          formatMs(c.Log.SegmentMs),
-		ConfigRetentionMs:        formatMs(c.Log.RetentionMs),
-		ConfigRetentionBytes:     strconv.FormatInt(retentionBytes, 10),
-		ConfigIndexIntervalBytes: strconv.Itoa(c.Log.IndexIntervalBytes),
-		ConfigFlushMessages:      strconv.FormatInt(c.Log.FlushMessages, 10),
-		ConfigFlushMs:            formatMs(c.Log.FlushMs),
-		ConfigMaxMessageBytes:    strconv.FormatInt(int64(c.MaxMessageBytes), 10),
-		ConfigCleanupPolicy:      c.CleanupPolicy,
-		ConfigMinInsyncReplicas:  strconv.FormatInt(int64(c.MinInsyncReplicas), 10),
+		ConfigSegmentBytes:          strconv.FormatInt(c.Log.SegmentBytes, 10),
+		ConfigSegmentMs:             formatMs(c.Log.SegmentMs),
+		ConfigRetentionMs:           formatMs(c.Log.RetentionMs),
+		ConfigRetentionBytes:        strconv.FormatInt(retentionBytes, 10),
+		ConfigIndexIntervalBytes:    strconv.Itoa(c.Log.IndexIntervalBytes),
+		ConfigFlushMessages:         strconv.FormatInt(c.Log.FlushMessages, 10),
+		ConfigFlushMs:               formatMs(c.Log.FlushMs),
+		ConfigMaxMessageBytes:       strconv.FormatInt(int64(c.MaxMessageBytes), 10),
+		ConfigCleanupPolicy:         c.CleanupPolicy,
+		ConfigMinInsyncReplicas:     strconv.FormatInt(int64(c.MinInsyncReplicas), 10),
+		ConfigUncleanLeaderElection: strconv.FormatBool(c.UncleanLeaderElection),
 	}
 }
 

@@ -115,19 +115,27 @@ func TestParseTopicConfigErrors(t *testing.T) {
 func TestTopicConfigMap(t *testing.T) {
 	m := DefaultConfig().Map()
 	require.Equal(t, map[string]string{
-		"segment.bytes":        "1073741824",
-		"segment.ms":           "604800000",
-		"retention.ms":         "604800000",
-		"retention.bytes":      "-1",
-		"index.interval.bytes": "4096",
-		"flush.messages":       "9223372036854775807",
-		"flush.ms":             "9223372036854775807",
-		"max.message.bytes":    "1048588",
-		"cleanup.policy":       "delete",
-		"min.insync.replicas":  "1",
+		"segment.bytes":                  "1073741824",
+		"segment.ms":                     "604800000",
+		"retention.ms":                   "604800000",
+		"retention.bytes":                "-1",
+		"index.interval.bytes":           "4096",
+		"flush.messages":                 "9223372036854775807",
+		"flush.ms":                       "9223372036854775807",
+		"max.message.bytes":              "1048588",
+		"cleanup.policy":                 "delete",
+		"min.insync.replicas":            "1",
+		"unclean.leader.election.enable": "false",
 	}, m)
 
-	c := DefaultConfig()
+	c, err := ParseConfig(map[string]string{ConfigUncleanLeaderElection: "TRUE"})
+	require.NoError(t, err)
+	require.True(t, c.UncleanLeaderElection)
+	_, err = ParseConfig(map[string]string{ConfigUncleanLeaderElection: "yes"})
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorContains(t, err, `unclean.leader.election.enable "yes" is neither true nor false`)
+
+	c = DefaultConfig()
 	c.Log.RetentionMs = -time.Millisecond
 	require.Equal(t, "-1", c.Map()["retention.ms"])
 }

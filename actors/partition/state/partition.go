@@ -45,11 +45,11 @@ type BatchCheck struct {
 // start offset; it reads the offsets it answers with from here.
 //
 // The high watermark is the offset below which consumers may read and
-// acks=all produces may be answered. A partition has one replica today, so
-// its in-sync set is the leader alone and the high watermark is the log end
-// offset; replication moves it, in updateHighWatermark alone, to the least
-// log end offset of the in-sync replicas, and adds leader epochs and the
-// followers' state here.
+// acks=all produces may be answered. A replica alone in its partition is
+// its own in-sync set, and its high watermark is its log end offset. A
+// leader's is the least log end offset of its in-sync replicas (see
+// FollowerFetch), and a follower's the one its leader's fetch answers bring
+// (LeaderHighWatermark); replication.go holds the replica state.
 //
 // Not safe for concurrent use: owned by the partition actor.
 type Partition struct {
@@ -66,6 +66,16 @@ type Partition struct {
 	// durableOffset is the offset below which the log is fsynced: its
 	// recovery point.
 	durableOffset int64
+	// unread are the batches appended at or above the high watermark, by
+	// end offset: the bytes consumers may read once it passes them.
+	unread []unreadBatch
+	repl   replication
+}
+
+// unreadBatch is a batch above the high watermark: its end offset and size.
+type unreadBatch struct {
+	end  int64
+	size int
 }
 
 // NewPartition returns the state of a partition whose batches may be up to
@@ -88,7 +98,12 @@ func (p *Partition) Opened(logStartOffset, logEndOffset, durableOffset int64) {
 	p.logStartOffset = logStartOffset
 	p.logEndOffset = logEndOffset
 	p.durableOffset = min(durableOffset, logEndOffset)
-	p.updateHighWatermark()
+	p.unread = nil
+	if !p.repl.replicated {
+		p.highWatermark = logEndOffset
+	}
+	p.highWatermark = min(p.highWatermark, logEndOffset)
+	p.repl.leaderStart = logEndOffset
 }
 
 // Recovered takes a batch found in the log at start-up into producer state.
@@ -196,12 +211,11 @@ func (p *Partition) Appended(h *wire.Header, size int) (readable int) {
 	p.producers.Update(h)
 	delete(p.awaited, h.ProducerID)
 	p.logEndOffset = h.NextOffset()
-	before := p.highWatermark
-	p.updateHighWatermark()
-	if p.highWatermark > before {
-		return size
+	p.unread = append(p.unread, unreadBatch{end: p.logEndOffset, size: size})
+	if p.repl.role == Follower {
+		return 0
 	}
-	return 0
+	return p.updateHighWatermark()
 }
 
 // Flushed takes an fsync that made the log durable below upTo.
@@ -214,10 +228,38 @@ func (p *Partition) StartMoved(logStartOffset int64) {
 	p.logStartOffset = max(p.logStartOffset, logStartOffset)
 }
 
-// updateHighWatermark moves the high watermark to the least log end offset
-// of the in-sync replicas: the leader's own, since it is the only one.
-func (p *Partition) updateHighWatermark() {
-	p.highWatermark = p.logEndOffset
+// updateHighWatermark moves a leader's high watermark up to the least log
+// end offset of its in-sync replicas, those of the ISR change in flight
+// included, and returns the bytes that became readable by it. It never
+// moves down: what consumers could read stays readable.
+func (p *Partition) updateHighWatermark() (readable int) {
+	hw := p.logEndOffset
+	if p.repl.role == Leader {
+		for _, isr := range [][]int32{p.repl.assignment.ISR, p.repl.pending} {
+			for _, id := range isr {
+				if f, ok := p.repl.followers[id]; ok {
+					hw = min(hw, f.logEndOffset)
+				}
+			}
+		}
+	}
+	if hw <= p.highWatermark {
+		return 0
+	}
+	p.highWatermark = hw
+	return p.takeReadable()
+}
+
+// takeReadable drops the unread batches below the high watermark and
+// returns their bytes.
+func (p *Partition) takeReadable() (readable int) {
+	n := 0
+	for n < len(p.unread) && p.unread[n].end <= p.highWatermark {
+		readable += p.unread[n].size
+		n++
+	}
+	p.unread = append(p.unread[:0], p.unread[n:]...)
+	return readable
 }
 
 // DeleteRecordsOffset is the offset a DeleteRecords request for offset

@@ -1,0 +1,131 @@
+package metadata
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/messages"
+)
+
+// threeNodes is an image of three live nodes and topic "t" of one
+// partition on all three, led by node 1.
+func threeNodes(t *testing.T, configs map[string]string) *Image {
+	t.Helper()
+	recs := append(append(register(1), register(2)...), register(3)...)
+	recs = append(recs, CreateTopic(&messages.CreateTopicRequest{Name: "t", Partitions: 1, Configs: configs}, "id", [][]int32{{1, 2, 3}}))
+	image, _ := replay(t, Empty(), recs...)
+	return image
+}
+
+func TestAlterPartition(t *testing.T) {
+	image := threeNodes(t, nil)
+	p, _ := image.Partition("t", 0)
+	require.Equal(t, []int32{1, 2, 3}, p.ISR)
+	ask := func(leader, leaderEpoch, partitionEpoch int32, isr ...int32) *messages.AlterPartitionRequest {
+		return &messages.AlterPartitionRequest{Topic: "t", Partition: 0, Leader: leader, LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, Isr: isr}
+	}
+
+	rec, code, msg := image.AlterPartition(ask(1, 0, 0, 1, 2))
+	require.Equal(t, messages.ErrorCode_NONE, code, msg)
+	shrunk, _ := replay(t, image, rec)
+	p, _ = shrunk.Partition("t", 0)
+	require.Equal(t, []int32{1, 2}, p.ISR)
+	require.Equal(t, int32(0), p.LeaderEpoch, "the leader stays: same leader epoch")
+	require.Equal(t, int32(1), p.PartitionEpoch)
+
+	for _, c := range []struct {
+		name string
+		req  *messages.AlterPartitionRequest
+		code messages.ErrorCode
+	}{
+		{"a stale partition epoch", ask(1, 0, 0, 1), messages.ErrorCode_INVALID_UPDATE_VERSION},
+		{"not the leader", ask(2, 0, 1, 2), messages.ErrorCode_FENCED_LEADER_EPOCH},
+		{"an old leader epoch", ask(1, -1, 1, 1), messages.ErrorCode_FENCED_LEADER_EPOCH},
+		{"a leader epoch from the future", ask(1, 1, 1, 1), messages.ErrorCode_UNKNOWN_LEADER_EPOCH},
+		{"without the leader", ask(1, 0, 1, 2), messages.ErrorCode_INVALID_REQUEST},
+		{"a stranger", ask(1, 0, 1, 1, 4), messages.ErrorCode_INVALID_REQUEST},
+		{"twice the same", ask(1, 0, 1, 1, 2, 2), messages.ErrorCode_INVALID_REQUEST},
+		{"no such partition", &messages.AlterPartitionRequest{Topic: "t", Partition: 1}, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
+	} {
+		rec, code, msg := shrunk.AlterPartition(c.req)
+		require.Equal(t, c.code, code, "%s: %s", c.name, msg)
+		require.Nil(t, rec, c.name)
+		require.NotEmpty(t, msg, c.name)
+	}
+
+	rec, code, _ = shrunk.AlterPartition(ask(1, 0, 1, 2, 1))
+	require.Equal(t, messages.ErrorCode_NONE, code)
+	require.Nil(t, rec, "the ISR asked for is the ISR: no record")
+
+	// A fenced node may not join.
+	fenced, _ := replay(t, shrunk, fenceRecord(3, true))
+	_, code, _ = fenced.AlterPartition(ask(1, 0, 1, 1, 2, 3))
+	require.Equal(t, messages.ErrorCode_INELIGIBLE_REPLICA, code)
+	rec, code, _ = shrunk.AlterPartition(ask(1, 0, 1, 1, 2, 3))
+	require.Equal(t, messages.ErrorCode_NONE, code)
+	grown, _ := replay(t, shrunk, rec)
+	p, _ = grown.Partition("t", 0)
+	require.Equal(t, []int32{1, 2, 3}, p.ISR)
+}
+
+// A fenced node leaves every ISR in one change: acks=all does not wait for
+// the lag time.
+func TestFenceLeavesEveryISR(t *testing.T) {
+	image := threeNodes(t, nil)
+	fenced, _ := replay(t, image, image.Fence(2)...)
+	p, _ := fenced.Partition("t", 0)
+	require.Equal(t, []int32{1, 3}, p.ISR)
+	require.Equal(t, int32(1), p.Leader)
+	require.Equal(t, int32(0), p.LeaderEpoch)
+	fenced, _ = replay(t, fenced, fenced.Fence(1)...)
+	p, _ = fenced.Partition("t", 0)
+	require.Equal(t, int32(3), p.Leader, "the leader comes from the ISR")
+	require.Equal(t, []int32{3}, p.ISR)
+	require.Equal(t, int32(1), p.LeaderEpoch)
+}
+
+func TestUncleanElection(t *testing.T) {
+	for _, unclean := range []bool{false, true} {
+		configs := map[string]string{}
+		if unclean {
+			configs["unclean.leader.election.enable"] = "true"
+		}
+		image := threeNodes(t, configs)
+		// The ISR shrinks to the leader alone, then the leader dies.
+		rec, _, _ := image.AlterPartition(&messages.AlterPartitionRequest{Topic: "t", Leader: 1, Isr: []int32{1}})
+		image, _ = replay(t, image, rec)
+		image, _ = replay(t, image, image.Fence(1)...)
+		p, _ := image.Partition("t", 0)
+		if !unclean {
+			require.Equal(t, NoLeader, p.Leader, "no clean leader: the partition waits for node 1")
+			require.Equal(t, []int32{1}, p.ISR)
+			back, _ := replay(t, image, image.Fence(2)...)
+			back, _ = replay(t, back, back.Unfence(2)...)
+			p, _ = back.Partition("t", 0)
+			require.Equal(t, NoLeader, p.Leader, "a replica outside the ISR does not lead")
+			continue
+		}
+		require.Equal(t, int32(2), p.Leader, "unclean: a live replica outside the ISR leads")
+		require.Equal(t, []int32{2}, p.ISR)
+	}
+}
+
+// The replicas of a partition hear of every change of its leader or ISR.
+func TestLocalChangesUpdated(t *testing.T) {
+	image := threeNodes(t, nil)
+	rec, _, _ := image.AlterPartition(&messages.AlterPartitionRequest{Topic: "t", Leader: 1, Isr: []int32{1, 3}})
+	_, d := replay(t, image, rec)
+	for _, node := range []int32{1, 2, 3} {
+		changes := d.LocalChanges(node)
+		require.Len(t, changes.Updated, 1)
+		s := changes.Updated[0]
+		require.Equal(t, []int32{1, 3}, s.GetIsr())
+		require.Equal(t, int32(1), s.GetPartitionEpoch())
+		require.Equal(t, "127.0.0.1:7001", s.GetLeaderAddress())
+	}
+	require.Empty(t, d.LocalChanges(4).Updated)
+	after := d.Apply()
+	require.Len(t, Diff(image, after, 2).Updated, 1, "a snapshot's difference tells the same")
+	require.Empty(t, Diff(after, after, 2).Updated)
+}

@@ -1,0 +1,311 @@
+package partition
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+)
+
+const (
+	// replicaFetchWait is a follower's max_wait_ms: how long the leader
+	// holds a fetch that finds nothing new.
+	replicaFetchWait = 500 * time.Millisecond
+	// replicaFetchTimeout is how long a follower waits for the answer to
+	// a fetch or an epoch query before it sends another: delivery between
+	// nodes is at most once, and a lost request must cost far less than
+	// the lag time that takes a follower out of the ISR.
+	replicaFetchTimeout = replicaFetchWait + 1500*time.Millisecond
+	// replicaFetchMaxBytes and replicaPartitionMaxBytes bound one fetch's
+	// answer and each partition's part of it.
+	replicaFetchMaxBytes     = 8 << 20
+	replicaPartitionMaxBytes = 1 << 20
+	// replicaRetryBackoff is how long a partition whose fetch failed waits
+	// before it is fetched again.
+	replicaRetryBackoff = 200 * time.Millisecond
+	// fetcherTickInterval is how often a fetcher looks for lost answers and
+	// partitions whose backoff ended.
+	fetcherTickInterval = 100 * time.Millisecond
+)
+
+// fetcherConfig is what a replica fetcher needs.
+type fetcherConfig struct {
+	// NodeID is the follower's node, Leader and Address the leader's.
+	NodeID  int32
+	Leader  int32
+	Address string
+	Logger  *logrus.Entry
+}
+
+// fetchPhase is where a followed partition stands.
+type fetchPhase int
+
+const (
+	// phaseTruncate: the leader is to be asked the end of the partition's
+	// latest epoch.
+	phaseTruncate fetchPhase = iota
+	// phaseTruncating: asked, or the partition truncating.
+	phaseTruncating
+	// phaseFetch: fetched in every fetch from its log end.
+	phaseFetch
+	// phaseAppending: the records of the last fetch are being appended.
+	phaseAppending
+)
+
+// followed is a fetcher's state of one partition it fetches for.
+type followed struct {
+	pid         *actor.PID
+	epoch       int32
+	phase       fetchPhase
+	latestEpoch int32
+	offset      int64
+	// highWatermark is the leader's, as last passed on.
+	highWatermark int64
+	retryAt       time.Time
+}
+
+// replicaFetcher fetches, for every partition its node follows from one
+// leader node, in one ReplicaFetchRequest at a time, as Kafka's replica
+// fetcher thread does; a partition new to it first asks the leader where
+// its log agrees with the leader's (OffsetForLeaderEpoch) and truncates
+// there. It appends nothing itself: each partition's actor appends its
+// records and says where its log now ends. A fetch to a node that is gone
+// may block this actor for the seconds protoactor takes to give up on the
+// address, which delays only the partitions that follow that node. Not
+// shared: all access is through its mailbox.
+type replicaFetcher struct {
+	cfg    fetcherConfig
+	leader *actor.PID
+	parts  map[disk.TopicPartition]*followed
+	timers *scheduler.TimerScheduler
+	stop   scheduler.CancelFunc
+	logger *logrus.Entry
+
+	nextCorr   uint64
+	fetchCorr  uint64 // of the fetch in flight, 0 when none
+	fetchSent  time.Time
+	epochCorr  uint64 // of the epoch query in flight, 0 when none
+	epochSent  time.Time
+	appending  int // partitions appending the last fetch's records
+	lastFailed time.Time
+}
+
+type fetcherTick struct{}
+
+func newFetcherProps(cfg fetcherConfig) *actor.Props {
+	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "fetcher", "leader": cfg.Leader})
+	return actors.Props(func() actor.Actor {
+		return &replicaFetcher{
+			cfg:    cfg,
+			leader: actor.NewPID(cfg.Address, actors.PartitionManagerName),
+			parts:  map[disk.TopicPartition]*followed{},
+			logger: logger,
+		}
+	}, logger)
+}
+
+func (f *replicaFetcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		f.timers = scheduler.NewTimerScheduler(ctx)
+		f.stop = f.timers.SendRepeatedly(fetcherTickInterval, fetcherTickInterval, ctx.Self(), &fetcherTick{})
+	case *actor.Stopping:
+		if f.stop != nil {
+			f.stop()
+		}
+	case *follow:
+		f.drop(m.tp)
+		f.parts[m.tp] = &followed{pid: m.pid, epoch: m.epoch, latestEpoch: m.latestEpoch, offset: m.logEnd, phase: startPhase(m.latestEpoch), highWatermark: -1}
+		f.kick(ctx)
+	case *unfollow:
+		f.drop(m.tp)
+	case *fetcherTick:
+		f.onTick(ctx)
+	case *messages.OffsetForLeaderEpochResponse:
+		f.onEpochs(ctx, m)
+	case *truncated:
+		f.onTruncated(ctx, m)
+	case *messages.ReplicaFetchResponse:
+		f.onFetched(ctx, m)
+	case *appended:
+		f.onAppended(ctx, m)
+	}
+}
+
+// drop stops fetching for tp.
+func (f *replicaFetcher) drop(tp disk.TopicPartition) {
+	if p, ok := f.parts[tp]; ok && p.phase == phaseAppending {
+		f.appending--
+	}
+	delete(f.parts, tp)
+}
+
+// startPhase is where a partition newly followed starts: a log with a
+// leader epoch truncates first.
+func startPhase(latestEpoch int32) fetchPhase {
+	if latestEpoch >= 0 {
+		return phaseTruncate
+	}
+	return phaseFetch
+}
+
+// kick sends the epoch query and the fetch that may go now.
+func (f *replicaFetcher) kick(ctx actor.Context) {
+	now := time.Now()
+	if f.epochCorr == 0 {
+		req := &messages.OffsetForLeaderEpochRequest{ReplicaId: f.cfg.NodeID}
+		for tp, p := range f.parts {
+			if p.phase == phaseTruncate && !now.Before(p.retryAt) {
+				req.Partitions = append(req.Partitions, &messages.EpochQuery{Topic: tp.Topic, Partition: tp.Partition, CurrentLeaderEpoch: p.epoch, LeaderEpoch: p.latestEpoch})
+				p.phase = phaseTruncating
+			}
+		}
+		if len(req.Partitions) > 0 {
+			f.nextCorr++
+			f.epochCorr, f.epochSent = f.nextCorr, now
+			req.CorrelationId = f.epochCorr
+			ctx.Request(f.leader, req)
+		}
+	}
+	if f.fetchCorr != 0 || f.appending > 0 {
+		return
+	}
+	req := &messages.ReplicaFetchRequest{ReplicaId: f.cfg.NodeID, MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MaxBytes: replicaFetchMaxBytes}
+	for tp, p := range f.parts {
+		if p.phase == phaseFetch && !now.Before(p.retryAt) {
+			req.Partitions = append(req.Partitions, &messages.ReplicaFetchPartition{
+				Topic: tp.Topic, Partition: tp.Partition, CurrentLeaderEpoch: p.epoch, FetchOffset: p.offset, MaxBytes: replicaPartitionMaxBytes,
+			})
+		}
+	}
+	if len(req.Partitions) == 0 {
+		return
+	}
+	f.nextCorr++
+	f.fetchCorr, f.fetchSent = f.nextCorr, now
+	req.CorrelationId = f.fetchCorr
+	ctx.Request(f.leader, req)
+}
+
+// onTick gives up on answers that are late, taken for lost, and sends what
+// a backoff held back.
+func (f *replicaFetcher) onTick(ctx actor.Context) {
+	now := time.Now()
+	if f.fetchCorr != 0 && now.Sub(f.fetchSent) > replicaFetchTimeout {
+		f.failed("fetch", fmt.Errorf("no answer in %s", replicaFetchTimeout))
+		f.fetchCorr = 0
+	}
+	if f.epochCorr != 0 && now.Sub(f.epochSent) > replicaFetchTimeout {
+		f.failed("leader epoch query", fmt.Errorf("no answer in %s", replicaFetchTimeout))
+		f.epochCorr = 0
+		for _, p := range f.parts {
+			if p.phase == phaseTruncating {
+				p.phase = phaseTruncate
+			}
+		}
+	}
+	f.kick(ctx)
+}
+
+// failed logs a failure of the fetcher's requests, at most every few
+// seconds.
+func (f *replicaFetcher) failed(what string, err error) {
+	if now := time.Now(); now.Sub(f.lastFailed) > 5*time.Second {
+		f.lastFailed = now
+		f.logger.WithError(err).WithField("address", f.cfg.Address).Warn("replica " + what + " failed; retrying")
+	}
+}
+
+// onEpochs hands each partition the leader's answer, for it to truncate.
+func (f *replicaFetcher) onEpochs(ctx actor.Context, resp *messages.OffsetForLeaderEpochResponse) {
+	if resp.GetCorrelationId() != f.epochCorr {
+		return
+	}
+	f.epochCorr = 0
+	for _, end := range resp.GetPartitions() {
+		tp := disk.TopicPartition{Topic: end.GetTopic(), Partition: end.GetPartition()}
+		p, ok := f.parts[tp]
+		if !ok || p.phase != phaseTruncating {
+			continue
+		}
+		ctx.Request(p.pid, &truncateTo{epoch: p.epoch, end: end})
+	}
+	f.kick(ctx)
+}
+
+// onTruncated moves a partition that truncated on to fetching, or asks
+// again.
+func (f *replicaFetcher) onTruncated(ctx actor.Context, m *truncated) {
+	p, ok := f.parts[m.tp]
+	if !ok || p.epoch != m.epoch || p.phase != phaseTruncating {
+		return
+	}
+	switch {
+	case m.retry:
+		p.phase, p.retryAt = phaseTruncate, time.Now().Add(replicaRetryBackoff)
+	case m.done:
+		p.phase, p.offset = phaseFetch, m.logEnd
+	default:
+		p.phase, p.latestEpoch = phaseTruncate, m.latestEpoch
+	}
+	f.kick(ctx)
+}
+
+// onFetched hands each partition its part of the answer.
+func (f *replicaFetcher) onFetched(ctx actor.Context, resp *messages.ReplicaFetchResponse) {
+	if resp.GetCorrelationId() != f.fetchCorr {
+		return
+	}
+	f.fetchCorr = 0
+	now := time.Now()
+	for _, r := range resp.GetPartitions() {
+		tp := disk.TopicPartition{Topic: r.GetTopic(), Partition: r.GetPartition()}
+		p, ok := f.parts[tp]
+		if !ok || p.phase != phaseFetch || r.GetFetchOffset() != p.offset {
+			continue
+		}
+		switch r.GetError() {
+		case messages.ErrorCode_NONE, messages.ErrorCode_OFFSET_OUT_OF_RANGE:
+		default:
+			// The leader does not lead it in our epoch (yet, or any more):
+			// the metadata will say who does.
+			p.retryAt = now.Add(replicaRetryBackoff)
+			continue
+		}
+		if len(r.GetRecords()) == 0 && r.GetError() == messages.ErrorCode_NONE && r.GetHighWatermark() == p.highWatermark {
+			continue
+		}
+		p.highWatermark = r.GetHighWatermark()
+		p.phase = phaseAppending
+		f.appending++
+		ctx.Request(p.pid, &replicaRecords{epoch: p.epoch, resp: r})
+	}
+	f.kick(ctx)
+}
+
+// onAppended takes a partition's new log end, for the next fetch.
+func (f *replicaFetcher) onAppended(ctx actor.Context, m *appended) {
+	p, ok := f.parts[m.tp]
+	if !ok || p.phase != phaseAppending || p.epoch != m.epoch {
+		return
+	}
+	f.appending--
+	switch {
+	case m.stale:
+		p.phase = phaseFetch
+	case m.truncate:
+		p.phase, p.latestEpoch = phaseTruncate, m.latestEpoch
+	default:
+		p.phase, p.offset = phaseFetch, m.logEnd
+		if m.failed {
+			p.retryAt = time.Now().Add(replicaRetryBackoff)
+		}
+	}
+	f.kick(ctx)
+}

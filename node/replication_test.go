@@ -1,0 +1,153 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/messages"
+)
+
+// replicaStatus is node id's replica of topic-partition as its actor
+// describes it.
+func (c *testCluster) replicaStatus(id int32, topic string, partition int32) *messages.PartitionStatusResponse {
+	c.t.Helper()
+	n := c.nodes[id]
+	pid := actor.NewPID(n.Address(), actors.PartitionActorName(topic, partition))
+	return request[*messages.PartitionStatusResponse](c.t, n, pid, &messages.PartitionStatusRequest{})
+}
+
+// waitReplicated waits until every running replica of every partition of
+// topic ends where its leader ends, and the leader's high watermark is
+// there too.
+func (c *testCluster) waitReplicated(topic string) *messages.TopicMetadata {
+	c.t.Helper()
+	var md *messages.TopicMetadata
+	require.Eventually(c.t, func() bool {
+		md = c.agree().Topics[0]
+		for _, p := range md.Partitions {
+			if p.Leader < 0 || c.nodes[p.Leader] == nil {
+				return false
+			}
+			lead := c.replicaStatus(p.Leader, topic, p.Partition)
+			if lead.HighWatermark != lead.LogEndOffset {
+				return false
+			}
+			for _, r := range p.Replicas {
+				if c.nodes[r] == nil {
+					continue
+				}
+				if s := c.replicaStatus(r, topic, p.Partition); s.LogEndOffset != lead.LogEndOffset {
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond)
+	return md
+}
+
+// produceAcked produces n keyed records, key i value i, from first on,
+// with acks, and waits for every acknowledgement.
+func produceAcked(t *testing.T, cl *client.Client, topic string, first, n, acks int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := cl.NewProducer(client.Acks(acks))
+	require.NoError(t, err)
+	defer p.Close()
+	for i := first; i < first+n; i++ {
+		p.Produce(ctx, &client.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "%d", i)}, nil)
+	}
+	require.NoError(t, p.Flush(ctx))
+}
+
+// Three nodes, a topic of three replicas: every follower ends where its
+// leader ends, acks=all is answered only once the ISR has the batches, and
+// when a leader stops another member of the ISR leads, in a new leader
+// epoch, with everything acknowledged; the old leader, back, follows and
+// rejoins the ISR.
+func TestReplicationAcrossThreeNodes(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := c.client()
+	md, err := cl.CreateTopicReplicated(ctx, "orders", 3, 3, map[string]string{"min.insync.replicas": "2"})
+	require.NoError(t, err)
+	for _, p := range md.Partitions {
+		require.Len(t, p.Replicas, 3)
+		require.ElementsMatch(t, p.Replicas, p.Isr)
+	}
+	produceAcked(t, cl, "orders", 0, 3000, -1)
+	md = c.waitReplicated("orders")
+	for _, p := range md.Partitions {
+		require.Len(t, p.Isr, 3, "partition %d", p.Partition)
+	}
+
+	p0 := md.Partitions[0]
+	old, epoch := p0.Leader, p0.LeaderEpoch
+	require.NoError(t, killInProcess(c.nodes[old]))
+	delete(c.nodes, old)
+	var now *messages.PartitionMetadata
+	require.Eventually(t, func() bool {
+		now = c.agree().Topics[0].Partitions[0]
+		return now.Leader >= 0 && now.Leader != old
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Greater(t, now.LeaderEpoch, epoch)
+	require.NotContains(t, now.Isr, old, "a fenced node leaves the ISR at once")
+	require.Len(t, now.Isr, 2)
+
+	produceAcked(t, c.client(), "orders", 3000, 3000, -1)
+	got := consumeAll(t, c.client(), "orders", 3)
+	seen := map[string]bool{}
+	for _, rs := range got {
+		for _, r := range rs {
+			require.False(t, seen[string(r.Value)], "record %s twice", r.Value)
+			seen[string(r.Value)] = true
+		}
+	}
+	require.Len(t, seen, 6000, "every acknowledged record is there once")
+
+	c.nodes[old] = c.start(old)
+	c.waitRegistered(old)
+	require.Eventually(t, func() bool {
+		p := c.agree().Topics[0].Partitions[0]
+		return len(p.Isr) == 3
+	}, 60*time.Second, 50*time.Millisecond, "the old leader catches up and rejoins the ISR")
+	c.waitReplicated("orders")
+}
+
+// acks=all is refused while the ISR is below min.insync.replicas, and
+// taken again once it is not.
+func TestNotEnoughReplicas(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := c.client()
+	md, err := cl.CreateTopicReplicated(ctx, "strict", 1, 3, map[string]string{"min.insync.replicas": "3"})
+	require.NoError(t, err)
+	leader := md.Partitions[0].Leader
+	produceAcked(t, cl, "strict", 0, 10, -1)
+	var other int32
+	for _, r := range md.Partitions[0].Replicas {
+		if r != leader {
+			other = r
+		}
+	}
+	require.NoError(t, killInProcess(c.nodes[other]))
+	delete(c.nodes, other)
+	require.Eventually(t, func() bool { return len(c.agree().Topics[0].Partitions[0].Isr) == 2 }, 30*time.Second, 20*time.Millisecond)
+
+	n := c.nodes[leader]
+	pid := actor.NewPID(n.Address(), actors.PartitionActorName("strict", 0))
+	resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "strict", Acks: -1, Records: batchOf(t, "x")})
+	require.Equal(t, messages.ErrorCode_NOT_ENOUGH_REPLICAS, resp.Error, resp.ErrorMessage)
+	resp = request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "strict", Acks: 1, Records: batchOf(t, "y")})
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, "acks=1 needs the leader alone: %s", resp.ErrorMessage)
+}
