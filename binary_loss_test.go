@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/depot-dev/depot/actors/client"
+)
+
+// ackLog is what one stream of keyed records was told: per key, the
+// sequence numbers acknowledged, in the order they were produced; and when
+// each acknowledgement of partition 0 came.
+type ackLog struct {
+	mu       sync.Mutex
+	acked    map[string][]int
+	failed   int
+	produced int
+	p0Acks   []time.Time
+}
+
+// stream produces keyed records to topic with acks until ctx ends: record
+// i of key k<i%keys> has the value "k<i%keys>:<i/keys>". It is paced to
+// about rate records a second, so that the nodes have the cores to fail
+// over and catch up while it runs.
+func stream(ctx context.Context, t *testing.T, cl *client.Client, topic string, acks, keys, rate int) (*ackLog, func()) {
+	log := &ackLog{acked: map[string][]int{}}
+	p, err := cl.NewProducer(client.Acks(acks), client.Linger(5*time.Millisecond))
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		i := 0
+		for ctx.Err() == nil {
+			<-tick.C
+			for range rate / 100 {
+				key := fmt.Sprintf("k%d", i%keys)
+				seq := i / keys
+				i++
+				log.mu.Lock()
+				log.produced++
+				log.mu.Unlock()
+				p.Produce(ctx, &client.Record{Topic: topic, Key: []byte(key), Value: fmt.Appendf(nil, "%s:%d", key, seq)}, func(r *client.Record, err error) {
+					log.mu.Lock()
+					defer log.mu.Unlock()
+					if err != nil {
+						log.failed++
+						return
+					}
+					log.acked[key] = append(log.acked[key], seq)
+					if r.Partition == 0 {
+						log.p0Acks = append(log.p0Acks, time.Now())
+					}
+				})
+			}
+		}
+	}()
+	return log, func() {
+		<-done
+		flush, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_ = p.Flush(flush)
+		p.Close()
+	}
+}
+
+// firstAckAfter is the first acknowledgement of partition 0 after at.
+func (l *ackLog) firstAckAfter(at time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.p0Acks {
+		if a.After(at) {
+			return a, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// readBack reads every partition of topic from its start to its high
+// watermark: per key, the sequence numbers in log order.
+func readBack(t *testing.T, cl *client.Client, topic string, partitions int32) map[string][]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	total := int64(0)
+	for p := range partitions {
+		end, err := cl.ListOffset(ctx, topic, p, -1)
+		require.NoError(t, err)
+		total += end
+	}
+	consumer, err := cl.NewConsumer()
+	require.NoError(t, err)
+	defer consumer.Close()
+	consumer.AssignTopic(topic, client.AtStart())
+	got := map[string][]int{}
+	for n := int64(0); n < total; {
+		records, err := consumer.Poll(ctx)
+		require.NoError(t, err)
+		for _, r := range records {
+			key, seq, ok := strings.Cut(string(r.Value), ":")
+			require.True(t, ok, "value %q", r.Value)
+			s, err := strconv.Atoi(seq)
+			require.NoError(t, err)
+			got[key] = append(got[key], s)
+			n++
+		}
+	}
+	return got
+}
+
+// compare counts, against what was acknowledged, the records lost, those
+// read more than once, and the keys read out of order.
+func compare(acked, read map[string][]int) (lost, duplicated, disordered int) {
+	for _, seqs := range read {
+		seen := map[int]bool{}
+		for i, s := range seqs {
+			if seen[s] {
+				duplicated++
+			}
+			seen[s] = true
+			if i > 0 && s < seqs[i-1] {
+				disordered++
+			}
+		}
+	}
+	for key, seqs := range acked {
+		have := map[int]bool{}
+		for _, s := range read[key] {
+			have[s] = true
+		}
+		for _, s := range seqs {
+			if !have[s] {
+				lost++
+			}
+		}
+	}
+	return lost, duplicated, disordered
+}
+
+// isrFull waits until every partition of topic has all three replicas in
+// its ISR.
+func (c *nodeProcesses) isrFull(topic string, timeout time.Duration) {
+	c.t.Helper()
+	c.waitFor(timeout, topic+" back to a full ISR", func() bool {
+		d, ok := c.describe(c.live()[0], topic)
+		if !ok {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if len(p.ISR) != 3 || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// The loss checker: three nodes, each its own process, topics of three
+// replicas with min.insync.replicas 2, and idempotent keyed streams with
+// acks=all and acks=1 while partition 0's leader is killed with SIGKILL
+// ten times, restarted each time, and then two other nodes are killed in
+// turn, each back in the ISR before the next. Read back, acks=all has lost
+// nothing it acknowledged, duplicated nothing, and kept each key's order;
+// what acks=1 lost in the same run is reported, as Kafka's trade-off.
+func TestBinaryLossChecker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts node processes")
+	}
+	c := newNodeProcesses(t, 3)
+	online := map[int32]string{1: "online", 2: "online", 3: "online"}
+	c.agreedLeader(time.Minute, -1, online)
+	for _, topic := range []string{"all", "one"} {
+		_, stderr, code := c.depot(1, "topic", "create", topic, "-p", "3", "-r", "3", "-c", "min.insync.replicas=2")
+		require.Equal(t, 0, code, stderr)
+		c.isrFull(topic, 30*time.Second)
+	}
+
+	var addrs []string
+	for _, id := range c.ids() {
+		addrs = append(addrs, c.addrs[id])
+	}
+	logger := logrus.New()
+	logger.SetLevel(logrus.ErrorLevel)
+	cl, err := client.New(client.Brokers(addrs...), client.RequestTimeout(5*time.Second), client.Logger(logrus.NewEntry(logger)))
+	require.NoError(t, err)
+	defer cl.Close()
+
+	ctx, stop := context.WithCancel(context.Background())
+	all, endAll := stream(ctx, t, cl, "all", -1, 64, 1000)
+	one, endOne := stream(ctx, t, cl, "one", 1, 64, 1000)
+
+	var failovers []time.Duration
+	for round := range 10 {
+		d := c.agree("all")
+		leader := d.Partitions[0].Leader
+		require.GreaterOrEqual(t, leader, int32(1), "round %d", round)
+		killed := time.Now()
+		c.kill(leader)
+		c.waitFor(time.Minute, "a write acknowledged on partition 0's new leader", func() bool {
+			_, ok := all.firstAckAfter(killed)
+			return ok
+		})
+		first, _ := all.firstAckAfter(killed)
+		failovers = append(failovers, first.Sub(killed))
+		c.start(leader)
+		c.isrFull("all", 2*time.Minute)
+	}
+	// Two other nodes in turn, each back in the ISR before the next.
+	d := c.agree("all")
+	var others []int32
+	for _, id := range c.ids() {
+		if id != d.Partitions[0].Leader {
+			others = append(others, id)
+		}
+	}
+	for _, id := range others {
+		c.kill(id)
+		time.Sleep(2 * time.Second)
+		c.start(id)
+		c.isrFull("all", 2*time.Minute)
+	}
+	stop()
+	endAll()
+	endOne()
+
+	slices.Sort(failovers)
+	t.Logf("failover, kill -9 to the first write acknowledged on the new leader, over %d kills: p50 %v, max %v",
+		len(failovers), failovers[len(failovers)/2].Round(time.Millisecond), failovers[len(failovers)-1].Round(time.Millisecond))
+
+	read := readBack(t, cl, "all", 3)
+	lost, duplicated, disordered := compare(all.acked, read)
+	ackedAll := 0
+	for _, s := range all.acked {
+		ackedAll += len(s)
+	}
+	t.Logf("acks=all: %d produced, %d acknowledged, %d failed; read back: %d lost, %d duplicated, %d keys out of order",
+		all.produced, ackedAll, all.failed, lost, duplicated, disordered)
+	require.Positive(t, ackedAll)
+	require.Zero(t, lost, "acks=all lost acknowledged records")
+	require.Zero(t, duplicated, "acks=all duplicated records")
+	require.Zero(t, disordered, "acks=all reordered a key")
+
+	lostOne, dupOne, disOne := compare(one.acked, readBack(t, cl, "one", 3))
+	ackedOne := 0
+	for _, s := range one.acked {
+		ackedOne += len(s)
+	}
+	t.Logf("acks=1 (Kafka's trade-off): %d acknowledged; read back: %d lost, %d duplicated, %d keys out of order", ackedOne, lostOne, dupOne, disOne)
+}
