@@ -195,6 +195,7 @@ func (a *controllerActor) onLeaderChange(ctx actor.Context, old, leader uint64) 
 		a.failAll(messages.ErrorCode_NOT_CONTROLLER, fmt.Sprintf("node %d is no longer the active controller", a.cfg.NodeID))
 	}
 	if leader != uint64(a.cfg.NodeID) {
+		a.syncWatches(ctx)
 		a.retryWaiting(ctx)
 		return
 	}
@@ -202,6 +203,7 @@ func (a *controllerActor) onLeaderChange(ctx actor.Context, old, leader uint64) 
 	// last block reserved.
 	a.nextProducerID = a.image.ProducerIDsEnd()
 	a.life.becameLeader(a.image, a.cfg.Now())
+	a.syncWatches(ctx)
 	if a.image.ClusterID() == "" {
 		a.submit(ctx, &nameCluster{}, nil)
 	}
