@@ -132,7 +132,8 @@ func (l *lifecycle) reachable(id int32) {
 }
 
 // lifecycleTick sends this node's registration or heartbeat when due, and,
-// on the active controller, fences the nodes whose session lapsed.
+// on the active controller, watches the nodes registered since the last
+// tick and fences those whose session lapsed or that are unreachable.
 func (a *controllerActor) lifecycleTick(ctx actor.Context) {
 	now := a.cfg.Now()
 	l := &a.life
