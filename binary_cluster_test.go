@@ -286,12 +286,15 @@ func TestBinaryClusterLeaderKilled(t *testing.T) {
 	leader, _ := c.agreedLeader(10*electionTimeout, old, nil)
 	elected := time.Since(killed)
 	// A new controller grants every node a full session (9 s by default)
-	// before it fences anyone, the dead controller's node among them.
+	// before it fences anyone, but for a node its watch finds unreachable,
+	// as the dead controller's node is: that one has a grace of a second.
 	_, _ = c.agreedLeader(30*time.Second, old, map[int32]string{old: "fenced"})
 	fenced := time.Since(killed)
 	t.Logf("node %d killed: node %d leads after %v, node %d fenced after %v (election timeout %v)",
 		old, leader, elected.Round(time.Millisecond), old, fenced.Round(time.Millisecond), electionTimeout)
 	require.Less(t, elected, 5*electionTimeout, "a new leader within a few election timeouts")
+	// The session was granted at the election, after the kill.
+	require.Less(t, fenced, 9*time.Second, "fenced before the session the new controller granted would have lapsed")
 
 	// The dead node's partitions, with no other replica, are offline.
 	offline := c.agree("spread")

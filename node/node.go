@@ -574,6 +574,11 @@ func (n *Node) System() *actor.ActorSystem { return n.system }
 // embedded in the same process (see client.ActorSystem).
 func (n *Node) Transport() *depotremote.Transport { return n.transport }
 
+// Faults are the network faults injected into what the node sends to
+// other nodes, for tests: none unless a test sets them (see
+// depotremote.Faults).
+func (n *Node) Faults() *depotremote.Faults { return n.transport.Faults() }
+
 // Placement is the node's placement actor.
 func (n *Node) Placement() *actor.PID { return n.placement }
 

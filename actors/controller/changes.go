@@ -199,6 +199,7 @@ func (a *controllerActor) onLeaderChange(ctx actor.Context, old, leader uint64) 
 		a.life.newController()
 	}
 	if leader != uint64(a.cfg.NodeID) {
+		a.syncWatches(ctx)
 		a.retryWaiting(ctx)
 		return
 	}
@@ -206,6 +207,7 @@ func (a *controllerActor) onLeaderChange(ctx actor.Context, old, leader uint64) 
 	// last block reserved.
 	a.nextProducerID = a.image.ProducerIDsEnd()
 	a.life.becameLeader(a.image, a.cfg.Now())
+	a.syncWatches(ctx)
 	if a.image.ClusterID() == "" {
 		a.submit(ctx, &nameCluster{}, nil)
 	}

@@ -253,6 +253,9 @@ type controllerActor struct {
 	outboxes *actors.Outboxes
 	// endpoints is the subscription to lost remote endpoints.
 	endpoints *eventstream.Subscription
+	// watches are the active controller's watches of the other nodes, by
+	// node id (watch.go).
+	watches map[int32]*nodeWatch
 
 	cancelTicks scheduler.CancelFunc
 }
@@ -275,6 +278,8 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 		a.onChunk(ctx, m)
 	case *remote.EndpointTerminatedEvent:
 		a.onEndpointLost(ctx, m.Address)
+	case *nodeReachability:
+		a.onReachability(m)
 	case *messages.MetadataRequest:
 		ctx.Respond(describe(a.image, a.dirPaths, a.cfg.NodeID, a.clusterInfo(), m))
 	case *messages.ClusterInfoRequest:
@@ -319,6 +324,7 @@ func (a *controllerActor) onStarted(ctx actor.Context) {
 	a.assembler = quorum.NewAssembler(0)
 	a.outboxes = actors.NewOutboxes(a.logger)
 	a.life = newLifecycle()
+	a.watches = map[int32]*nodeWatch{}
 	root, self := ctx.ActorSystem().Root, a.self
 	a.endpoints = ctx.ActorSystem().EventStream.Subscribe(func(evt any) {
 		if e, ok := evt.(*remote.EndpointTerminatedEvent); ok {
@@ -431,6 +437,7 @@ func idList(ids []uint64) string {
 }
 
 func (a *controllerActor) close(ctx actor.Context) {
+	a.stopWatches()
 	if a.endpoints != nil {
 		ctx.ActorSystem().EventStream.Unsubscribe(a.endpoints)
 		a.endpoints = nil

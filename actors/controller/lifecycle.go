@@ -18,16 +18,18 @@ import (
 // the active controller when it starts, with an incarnation of its own
 // process, and is fenced until it heartbeats having caught up on the
 // metadata log. The active controller fences a node whose session lapses,
-// or whose connection dropped and did not come back within a short grace,
-// and a node asking for a controlled shutdown. Heartbeats are not records;
+// or whose connection dropped, or that its watch of the node found
+// unreachable (watch.go), and did not come back within a short grace, and
+// a node asking for a controlled shutdown. Heartbeats are not records;
 // only the changes of state they cause are.
 const (
 	// registerRetry is how often a node asks to be registered until it is.
 	registerRetry = 500 * time.Millisecond
 	// lifecycleRequestTimeout bounds a registration or heartbeat request.
 	lifecycleRequestTimeout = 2 * time.Second
-	// lostGrace is how long a node whose connection dropped has to come
-	// back before it is fenced, well under the session timeout.
+	// lostGrace is how long a node whose connection dropped, or that is
+	// unreachable, has to come back before it is fenced, well under the
+	// session timeout.
 	lostGrace = time.Second
 )
 
@@ -91,7 +93,8 @@ type session struct {
 	// caughtUp is the index of the metadata log the node must have applied
 	// to be unfenced.
 	caughtUp uint64
-	// lostAt is when the node's connection dropped, zero while it holds.
+	// lostAt is when the node's connection dropped or its watch found it
+	// unreachable, zero while it holds.
 	lostAt time.Time
 	// fencedAt is when the node was last fenced by this controller.
 	fencedAt time.Time
@@ -106,7 +109,8 @@ func newLifecycle() lifecycle {
 }
 
 // becameLeader grants every registered node a full session before anyone is
-// fenced.
+// fenced; only a node that the new controller's watch finds unreachable
+// has the short grace of a lost connection instead.
 func (l *lifecycle) becameLeader(image *metadata.Image, now time.Time) {
 	l.sessions = map[int32]*session{}
 	for _, n := range image.Nodes() {
@@ -122,15 +126,25 @@ func (l *lifecycle) newController() {
 	l.inFlight, l.lastSent = false, time.Time{}
 }
 
-// lost records that node id's connection dropped.
+// lost records that node id's connection dropped, or that its watch
+// found it unreachable.
 func (l *lifecycle) lost(id int32, now time.Time) {
 	if s, ok := l.sessions[id]; ok && s.lostAt.IsZero() {
 		s.lostAt = now
 	}
 }
 
+// reachable records that node id's watch connected to it again: a node
+// back before its grace ended is not fenced for the drop.
+func (l *lifecycle) reachable(id int32) {
+	if s, ok := l.sessions[id]; ok {
+		s.lostAt = time.Time{}
+	}
+}
+
 // lifecycleTick sends this node's registration or heartbeat when due, and,
-// on the active controller, fences the nodes whose session lapsed.
+// on the active controller, watches the nodes registered since the last
+// tick and fences those whose session lapsed or that are unreachable.
 func (a *controllerActor) lifecycleTick(ctx actor.Context) {
 	now := a.cfg.Now()
 	l := &a.life
@@ -143,6 +157,7 @@ func (a *controllerActor) lifecycleTick(ctx actor.Context) {
 			a.sendLifecycle(ctx, now)
 		}
 	}
+	a.syncWatches(ctx)
 	if !a.isLeader() {
 		return
 	}
@@ -156,7 +171,7 @@ func (a *controllerActor) lifecycleTick(ctx actor.Context) {
 		if lapsed || dropped {
 			why := "its session lapsed"
 			if !lapsed {
-				why = "its connection dropped"
+				why = "it is unreachable"
 			}
 			a.logger.WithFields(logrus.Fields{"fenced": n.ID, "why": why}).Warn("node fenced")
 			s.fencedAt, s.lostAt = now, time.Time{}

@@ -44,8 +44,9 @@ const (
 // and drops that stream instead; and gRPC's message size limit is raised
 // while the writer batch is lowered, so a burst of large messages is not
 // silently dropped. Streams use remoteCodec and a buffer pool that does not
-// clear, which take copies off the path of record bytes; both are t's, so
-// the config is for one actor system only.
+// clear, which take copies off the path of record bytes, and the streams
+// to other nodes go through t's Faults; all are t's, so the config is for
+// one actor system only.
 func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.Config {
 	codec := remoteCodec{t: t}
 	return remote.Configure(host, port,
@@ -61,6 +62,7 @@ func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.
 			grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default; peers are on a trusted network
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(MaxRemoteMessageBytes), grpc.ForceCodecV2(codec)),
 			experimental.WithBufferPool(t.buffers),
+			grpc.WithChainStreamInterceptor(t.faults.streamInterceptor),
 		),
 	)
 }

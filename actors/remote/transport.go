@@ -39,16 +39,29 @@ type Transport struct {
 	// reads holds the buffers that decoded messages alias until their
 	// stream reads again (see heldStream).
 	reads *heldReads
+	// faults are the faults tests inject into the outgoing streams.
+	faults *Faults
 }
 
 // NewTransport returns the transport state of one actor system.
 func NewTransport() *Transport {
-	return &Transport{
+	t := &Transport{
 		buffers:  newDirtyPool(),
 		outgoing: newGatherTokens(),
 		received: newReceivedHolds(),
 		reads:    newHeldReads(),
 	}
+	t.faults = &Faults{t: t}
+	return t
+}
+
+// Faults are the network faults injected into t's outgoing streams, for
+// tests; there are none unless a test sets them. Nil for a nil Transport.
+func (t *Transport) Faults() *Faults {
+	if t == nil {
+		return nil
+	}
+	return t.faults
 }
 
 // Frame returns a pooled buffer of at least size bytes for a fetch to read
