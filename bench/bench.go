@@ -134,6 +134,9 @@ type Config struct {
 	Duration time.Duration
 	// Partitions of the topic. Default 1.
 	Partitions int
+	// ReplicationFactor of a topic the run creates: replicas of each
+	// partition. 0 takes the cluster's default (1).
+	ReplicationFactor int
 	// Producers, each with its own client producer. Default 1.
 	Producers int
 	// Consumers, each assigned partitions p with p % Consumers == its
@@ -235,7 +238,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RecordSize < valueTimeLen {
 		errs = append(errs, fmt.Errorf("record size %d: at least %d bytes (the send time)", c.RecordSize, valueTimeLen))
 	}
-	if c.Records < 0 || c.Duration < 0 || c.Partitions < 0 || c.Producers < 0 || c.Consumers < 0 ||
+	if c.Records < 0 || c.Duration < 0 || c.Partitions < 0 || c.ReplicationFactor < 0 || c.Producers < 0 || c.Consumers < 0 ||
 		c.Keys < 0 || c.Rate < 0 || c.Linger < 0 || c.BatchBytes < 0 || c.MaxBufferedBytes < 0 ||
 		c.DrainTimeout < 0 || c.BaselineDuration < 0 || c.Warmup < 0 {
 		errs = append(errs, errors.New("counts, sizes, rates and durations must not be negative"))
@@ -279,6 +282,7 @@ type Result struct {
 	P999Ms      float64 `json:"p999_ms"`
 	MaxMs       float64 `json:"max_ms"`
 	Partitions  int     `json:"partitions"`
+	Replicas    int     `json:"replication_factor,omitempty"`
 	Producers   int     `json:"producers"`
 	Consumers   int     `json:"consumers"`
 	Acks        int     `json:"acks"`

@@ -171,6 +171,7 @@ the client's, and the embedded node's when there is one.`,
 	f.Int64Var(&cfg.Records, "records", DefaultRecords, "records to produce across producers; with --duration given and --records not, no record bound (the run ends by time)")
 	f.DurationVar(&cfg.Duration, "duration", DefaultDuration, "time bound of production (and of the catch-up read); with --records too, whichever ends first")
 	f.IntVar(&cfg.Partitions, "partitions", 1, "partitions of the topic")
+	f.IntVarP(&cfg.ReplicationFactor, "replication-factor", "r", 0, "replicas of each partition of a topic the run creates (default: the cluster's, 1)")
 	f.IntVar(&cfg.Producers, "producers", 1, "producers, each with its own batching")
 	f.IntVar(&cfg.Consumers, "consumers", 1, "consumers; partition p goes to consumer p mod consumers")
 	f.StringVar(&acks, "acks", "1", "acknowledgement: 0 (none waited for), 1 (leader wrote), -1 or all (every in-sync replica, after fsync)")

@@ -120,7 +120,7 @@ func startEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	_, err = e.client.CreateTopic(cctx, cfg.Topic, int32(cfg.Partitions), nil)
+	_, err = e.client.CreateTopicReplicated(cctx, cfg.Topic, int32(cfg.Partitions), int32(cfg.ReplicationFactor), nil)
 	switch {
 	case err == nil:
 		e.createdTopic = true
@@ -691,6 +691,7 @@ func (r *run) report(rep *Report) {
 			P999Ms:       h.QuantileMs(0.999),
 			MaxMs:        h.MaxMs(),
 			Partitions:   cfg.Partitions,
+			Replicas:     cfg.ReplicationFactor,
 			Producers:    cfg.Producers,
 			Consumers:    cfg.Consumers,
 			Acks:         cfg.Acks,
