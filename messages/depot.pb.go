@@ -75,6 +75,8 @@ const (
 	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
 	ErrorCode_INVALID_UPDATE_VERSION           ErrorCode = 95
 	ErrorCode_INELIGIBLE_REPLICA               ErrorCode = 107
+	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
+	ErrorCode_ELECTION_NOT_NEEDED              ErrorCode = 84
 	ErrorCode_INCONSISTENT_CLUSTER_ID          ErrorCode = 104
 	// LEADER_NOT_AVAILABLE is Kafka's 5, whose number INVALID_FETCH_SIZE
 	// took here first: a partition whose replicas are all fenced.
@@ -130,6 +132,8 @@ var (
 		82:   "FENCED_INSTANCE_ID",
 		95:   "INVALID_UPDATE_VERSION",
 		107:  "INELIGIBLE_REPLICA",
+		80:   "PREFERRED_LEADER_NOT_AVAILABLE",
+		84:   "ELECTION_NOT_NEEDED",
 		104:  "INCONSISTENT_CLUSTER_ID",
 		1005: "LEADER_NOT_AVAILABLE",
 		101:  "DUPLICATE_BROKER_REGISTRATION",
@@ -180,6 +184,8 @@ var (
 		"FENCED_INSTANCE_ID":               82,
 		"INVALID_UPDATE_VERSION":           95,
 		"INELIGIBLE_REPLICA":               107,
+		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
+		"ELECTION_NOT_NEEDED":              84,
 		"INCONSISTENT_CLUSTER_ID":          104,
 		"LEADER_NOT_AVAILABLE":             1005,
 		"DUPLICATE_BROKER_REGISTRATION":    101,
@@ -2275,7 +2281,8 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xef\t\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xac\n" +
+	"\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -2322,7 +2329,9 @@ const file_depot_proto_rawDesc = "" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
-	"\x12INELIGIBLE_REPLICA\x10k\x12\x1b\n" +
+	"\x12INELIGIBLE_REPLICA\x10k\x12\"\n" +
+	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x17\n" +
+	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1b\n" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x19\n" +
 	"\x14LEADER_NOT_AVAILABLE\x10\xed\a\x12!\n" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10eB%Z#github.com/depot-dev/depot/messagesb\x06proto3"

@@ -982,6 +982,202 @@ func (x *AlterPartitionResponse) GetIsr() []int32 {
 	return nil
 }
 
+// ElectLeadersRequest asks the controller to make each partition's
+// preferred replica (its first) its leader where that replica is live and
+// in the ISR, as Kafka's ElectLeaders with the preferred election type:
+// the partitions of topic, or only those listed; every topic's when topic
+// is empty.
+type ElectLeadersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_replication_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ElectLeadersRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectLeadersRequest) GetPartitions() []int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ElectLeadersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Results       []*ElectionResult      `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_replication_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ElectLeadersResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ElectLeadersResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ElectLeadersResponse) GetResults() []*ElectionResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ElectionResult is one partition's outcome: its leader afterwards, or why
+// its preferred replica does not lead (ELECTION_NOT_NEEDED when it already
+// does, PREFERRED_LEADER_NOT_AVAILABLE when it is fenced or not in the ISR).
+type ElectionResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         ErrorCode              `protobuf:"varint,3,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Leader        int32                  `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectionResult) Reset() {
+	*x = ElectionResult{}
+	mi := &file_replication_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectionResult) ProtoMessage() {}
+
+func (x *ElectionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectionResult.ProtoReflect.Descriptor instead.
+func (*ElectionResult) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ElectionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ElectionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ElectionResult) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ElectionResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ElectionResult) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
 var File_replication_proto protoreflect.FileDescriptor
 
 const file_replication_proto_rawDesc = "" +
@@ -1070,7 +1266,22 @@ const file_replication_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12!\n" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
-	"\x03isr\x18\x05 \x03(\x05R\x03isrB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
+	"\x03isr\x18\x05 \x03(\x05R\x03isr\"K\n" +
+	"\x13ElectLeadersRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\x05R\n" +
+	"partitions\"\x94\x01\n" +
+	"\x14ElectLeadersResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12/\n" +
+	"\aresults\x18\x03 \x03(\v2\x15.depot.ElectionResultR\aresults\"\xa9\x01\n" +
+	"\x0eElectionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
+	"\x05error\x18\x03 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\x05R\x06leaderB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
 
 var (
 	file_replication_proto_rawDescOnce sync.Once
@@ -1084,7 +1295,7 @@ func file_replication_proto_rawDescGZIP() []byte {
 	return file_replication_proto_rawDescData
 }
 
-var file_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_replication_proto_goTypes = []any{
 	(*PartitionState)(nil),               // 0: depot.PartitionState
 	(*UpdatePartitionsRequest)(nil),      // 1: depot.UpdatePartitionsRequest
@@ -1099,23 +1310,29 @@ var file_replication_proto_goTypes = []any{
 	(*EpochEnd)(nil),                     // 10: depot.EpochEnd
 	(*AlterPartitionRequest)(nil),        // 11: depot.AlterPartitionRequest
 	(*AlterPartitionResponse)(nil),       // 12: depot.AlterPartitionResponse
-	(ErrorCode)(0),                       // 13: depot.ErrorCode
+	(*ElectLeadersRequest)(nil),          // 13: depot.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),         // 14: depot.ElectLeadersResponse
+	(*ElectionResult)(nil),               // 15: depot.ElectionResult
+	(ErrorCode)(0),                       // 16: depot.ErrorCode
 }
 var file_replication_proto_depIdxs = []int32{
 	0,  // 0: depot.UpdatePartitionsRequest.partitions:type_name -> depot.PartitionState
-	13, // 1: depot.UpdatePartitionsResponse.error:type_name -> depot.ErrorCode
+	16, // 1: depot.UpdatePartitionsResponse.error:type_name -> depot.ErrorCode
 	4,  // 2: depot.ReplicaFetchRequest.partitions:type_name -> depot.ReplicaFetchPartition
 	6,  // 3: depot.ReplicaFetchResponse.partitions:type_name -> depot.ReplicaFetchedPartition
-	13, // 4: depot.ReplicaFetchedPartition.error:type_name -> depot.ErrorCode
+	16, // 4: depot.ReplicaFetchedPartition.error:type_name -> depot.ErrorCode
 	8,  // 5: depot.OffsetForLeaderEpochRequest.partitions:type_name -> depot.EpochQuery
 	10, // 6: depot.OffsetForLeaderEpochResponse.partitions:type_name -> depot.EpochEnd
-	13, // 7: depot.EpochEnd.error:type_name -> depot.ErrorCode
-	13, // 8: depot.AlterPartitionResponse.error:type_name -> depot.ErrorCode
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 7: depot.EpochEnd.error:type_name -> depot.ErrorCode
+	16, // 8: depot.AlterPartitionResponse.error:type_name -> depot.ErrorCode
+	16, // 9: depot.ElectLeadersResponse.error:type_name -> depot.ErrorCode
+	15, // 10: depot.ElectLeadersResponse.results:type_name -> depot.ElectionResult
+	16, // 11: depot.ElectionResult.error:type_name -> depot.ErrorCode
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_replication_proto_init() }
@@ -1130,7 +1347,7 @@ func file_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replication_proto_rawDesc), len(file_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

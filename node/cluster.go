@@ -38,6 +38,10 @@ type QuorumSettings struct {
 	// SnapshotEvery is the number of metadata log entries between
 	// snapshots. Default 1000.
 	SnapshotEvery uint64
+	// LeaderRebalanceInterval is how often the active controller makes
+	// preferred replicas leaders again where they can lead (Kafka's
+	// auto.leader.rebalance.enable); default 30 s, negative never.
+	LeaderRebalanceInterval time.Duration
 }
 
 // ParseVoters parses --controllers: comma-separated ID@HOST:PORT entries,

@@ -159,6 +159,9 @@ func (c Config) withDefaults() Config {
 	if c.GroupMetadataInterval == 0 {
 		c.GroupMetadataInterval = group.DefaultGroupMetadataInterval
 	}
+	if c.Quorum.LeaderRebalanceInterval == 0 {
+		c.Quorum.LeaderRebalanceInterval = controller.DefaultLeaderRebalanceInterval
+	}
 	if c.Quorum.SnapshotEvery == 0 {
 		c.Quorum.SnapshotEvery = controller.DefaultSnapshotEvery
 	}

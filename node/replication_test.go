@@ -121,33 +121,27 @@ func TestReplicationAcrossThreeNodes(t *testing.T) {
 		return len(p.Isr) == 3
 	}, 60*time.Second, 50*time.Millisecond, "the old leader catches up and rejoins the ISR")
 	c.waitReplicated("orders")
-}
 
-// acks=all is refused while the ISR is below min.insync.replicas, and
-// taken again once it is not.
-func TestNotEnoughReplicas(t *testing.T) {
-	c := newTestCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := c.client()
-	md, err := cl.CreateTopicReplicated(ctx, "strict", 1, 3, map[string]string{"min.insync.replicas": "3"})
+	// Its preferred replica, back in the ISR, leads partition 0 again.
+	require.Equal(t, old, p0.Replicas[0], "the first leader is the preferred replica")
+	results, err := c.client().ElectLeaders(ctx, "orders")
 	require.NoError(t, err)
-	leader := md.Partitions[0].Leader
-	produceAcked(t, cl, "strict", 0, 10, -1)
-	var other int32
-	for _, r := range md.Partitions[0].Replicas {
-		if r != leader {
-			other = r
+	require.Len(t, results, 3)
+	for _, r := range results {
+		if r.Partition == 0 {
+			require.Equal(t, messages.ErrorCode_NONE, r.Error, r.ErrorMessage)
+			require.Equal(t, old, r.Leader)
+			continue
 		}
+		require.Equal(t, messages.ErrorCode_ELECTION_NOT_NEEDED, r.Error, "partition %d: %s", r.Partition, r.ErrorMessage)
 	}
-	require.NoError(t, killInProcess(c.nodes[other]))
-	delete(c.nodes, other)
-	require.Eventually(t, func() bool { return len(c.agree().Topics[0].Partitions[0].Isr) == 2 }, 30*time.Second, 20*time.Millisecond)
-
-	n := c.nodes[leader]
-	pid := actor.NewPID(n.Address(), actors.PartitionActorName("strict", 0))
-	resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "strict", Acks: -1, Records: batchOf(t, "x")})
-	require.Equal(t, messages.ErrorCode_NOT_ENOUGH_REPLICAS, resp.Error, resp.ErrorMessage)
-	resp = request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "strict", Acks: 1, Records: batchOf(t, "y")})
-	require.Equal(t, messages.ErrorCode_NONE, resp.Error, "acks=1 needs the leader alone: %s", resp.ErrorMessage)
+	back := c.agree().Topics[0].Partitions[0]
+	require.Equal(t, old, back.Leader)
+	require.Greater(t, back.LeaderEpoch, now.LeaderEpoch)
+	produceAcked(t, c.client(), "orders", 6000, 300, -1)
+	total := 0
+	for _, rs := range consumeAll(t, c.client(), "orders", 3) {
+		total += len(rs)
+	}
+	require.Equal(t, 6300, total, "the preferred leader takes produces again")
 }

@@ -252,6 +252,13 @@ func (a *controllerActor) build(req any) (recs []*messages.MetadataRecord, finis
 		return a.image.AssignDirs(m.GetAssignments()), finish, messages.ErrorCode_NONE, ""
 	case *messages.RegisterNodeRequest:
 		return a.buildRegister(m)
+	case *messages.ElectLeadersRequest:
+		recs, results := a.image.ElectPreferred(m)
+		a.elections[m] = results
+		if len(recs) > 0 {
+			a.logger.WithField("partitions", len(recs)).Info("electing preferred leaders")
+		}
+		return recs, finish, messages.ErrorCode_NONE, ""
 	case *messages.AlterPartitionRequest:
 		rec, code, msg := a.image.AlterPartition(m)
 		if rec == nil {
@@ -317,6 +324,10 @@ func (a *controllerActor) response(req any, code messages.ErrorCode, msg string)
 		id := a.nextProducerID
 		a.nextProducerID++
 		return &messages.InitProducerIdResponse{ProducerId: id}
+	case *messages.ElectLeadersRequest:
+		results := a.elections[m]
+		delete(a.elections, m)
+		return &messages.ElectLeadersResponse{Error: code, ErrorMessage: msg, Results: results}
 	case *messages.AlterPartitionRequest:
 		resp := &messages.AlterPartitionResponse{Error: code, ErrorMessage: msg}
 		if p, ok := a.image.Partition(m.GetTopic(), m.GetPartition()); ok {
@@ -357,6 +368,8 @@ func refusal(req any, code messages.ErrorCode, msg string) proto.Message {
 		return &messages.NodeHeartbeatResponse{Error: code, ErrorMessage: msg}
 	case *messages.AlterPartitionRequest:
 		return &messages.AlterPartitionResponse{Error: code, ErrorMessage: msg}
+	case *messages.ElectLeadersRequest:
+		return &messages.ElectLeadersResponse{Error: code, ErrorMessage: msg}
 	}
 	return nil
 }

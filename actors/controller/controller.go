@@ -57,6 +57,10 @@ const (
 	// are followed by a snapshot, after which the log before it is
 	// compacted.
 	DefaultSnapshotEvery = 1000
+	// DefaultLeaderRebalanceInterval is how often preferred leaders are
+	// elected again where they can lead: Kafka checks every 300 s; 30 s
+	// here, since an election costs one metadata record.
+	DefaultLeaderRebalanceInterval = 30 * time.Second
 	// DefaultChangeWait is how long a change waits for an active controller
 	// to be known before it is answered NOT_CONTROLLER.
 	DefaultChangeWait = 5 * time.Second
@@ -126,6 +130,12 @@ type Config struct {
 	// SnapshotEvery is the number of entries between snapshots. Default
 	// DefaultSnapshotEvery.
 	SnapshotEvery uint64
+	// LeaderRebalanceInterval is how often the active controller makes
+	// each partition's preferred replica its leader again where it can
+	// (Kafka's auto.leader.rebalance.enable, checked every
+	// leader.imbalance.check.interval.seconds): 0 takes
+	// DefaultLeaderRebalanceInterval, negative never does.
+	LeaderRebalanceInterval time.Duration
 	// Now is the clock of sessions. Default time.Now.
 	Now func() time.Time
 	// Logger is the actor's logger. Default: a logger that discards.
@@ -150,6 +160,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.LeaderRebalanceInterval == 0 {
+		c.LeaderRebalanceInterval = DefaultLeaderRebalanceInterval
 	}
 	if c.Logger == nil {
 		c.Logger = actors.DiscardLogger()
@@ -249,6 +262,11 @@ type controllerActor struct {
 
 	life lifecycle
 
+	// rebalanced is when maybeRebalance last looked; elections keeps
+	// the outcome of each ElectLeadersRequest between its build and its
+	// answer.
+	rebalanced time.Time
+	elections  map[*messages.ElectLeadersRequest][]*messages.ElectionResult
 	// outboxes send to other nodes, by address.
 	outboxes *actors.Outboxes
 	// endpoints is the subscription to lost remote endpoints.
@@ -297,6 +315,8 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 		a.onChange(ctx, m)
 	case *messages.AlterPartitionRequest:
 		a.onChange(ctx, m)
+	case *messages.ElectLeadersRequest:
+		a.onChange(ctx, m)
 	case *messages.NodeHeartbeatRequest:
 		a.onHeartbeat(ctx, m)
 	case *AwaitRegistration:
@@ -323,6 +343,7 @@ func (a *controllerActor) onStarted(ctx actor.Context) {
 	}
 	a.assembler = quorum.NewAssembler(0)
 	a.outboxes = actors.NewOutboxes(a.logger)
+	a.elections = map[*messages.ElectLeadersRequest][]*messages.ElectionResult{}
 	a.life = newLifecycle()
 	a.watches = map[int32]*nodeWatch{}
 	root, self := ctx.ActorSystem().Root, a.self
@@ -482,6 +503,28 @@ func (a *controllerActor) onTick(ctx actor.Context) {
 	a.logWaiting()
 	a.retryWaiting(ctx)
 	a.lifecycleTick(ctx)
+	a.maybeRebalance(ctx)
+}
+
+// maybeRebalance has the active controller elect the preferred leaders
+// that can lead again, every LeaderRebalanceInterval: after a node came
+// back, its partitions return to it and the leaders stay spread.
+func (a *controllerActor) maybeRebalance(ctx actor.Context) {
+	every := a.cfg.LeaderRebalanceInterval
+	now := a.cfg.Now()
+	if every < 0 || !a.isLeader() || now.Sub(a.rebalanced) < every {
+		return
+	}
+	a.rebalanced = now
+	if a.image.Imbalanced() {
+		req := &messages.ElectLeadersRequest{}
+		a.submit(ctx, req, func(code messages.ErrorCode, msg string) {
+			delete(a.elections, req)
+			if code != messages.ErrorCode_NONE {
+				a.logger.WithFields(logrus.Fields{"error": code.String(), "reason": msg}).Warn("preferred leader election failed")
+			}
+		})
+	}
 }
 
 // logWaiting says, every few seconds while the quorum has no leader, what

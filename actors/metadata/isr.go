@@ -82,3 +82,79 @@ func (im *Image) uncleanLeader(t *Topic, p *Partition, except int32) int32 {
 	}
 	return im.electLeader(p.Replicas, except)
 }
+
+// ElectPreferred returns the records that make the preferred replica (the
+// first) of each partition m names its leader, where it is live and in the
+// ISR, and each partition's outcome. A topic m names that does not exist,
+// or a partition it does not have, is answered UNKNOWN_TOPIC_OR_PARTITION.
+func (im *Image) ElectPreferred(m *messages.ElectLeadersRequest) ([]*messages.MetadataRecord, []*messages.ElectionResult) {
+	var recs []*messages.MetadataRecord
+	var results []*messages.ElectionResult
+	names := im.TopicNames()
+	if m.GetTopic() != "" {
+		names = []string{m.GetTopic()}
+	}
+	for _, name := range names {
+		t, ok := im.topics[name]
+		if !ok {
+			results = append(results, &messages.ElectionResult{Topic: name, Partition: -1, Leader: NoLeader,
+				Error: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, ErrorMessage: fmt.Sprintf("topic %q does not exist", name)})
+			continue
+		}
+		parts := m.GetPartitions()
+		if len(parts) == 0 || m.GetTopic() == "" {
+			parts = nil
+			for _, p := range t.Partitions {
+				parts = append(parts, p.Partition)
+			}
+		}
+		for _, i := range parts {
+			r := &messages.ElectionResult{Topic: name, Partition: i, Leader: NoLeader}
+			results = append(results, r)
+			if i < 0 || int(i) >= len(t.Partitions) {
+				r.Error, r.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("partition %s-%d does not exist", name, i)
+				continue
+			}
+			p := &t.Partitions[i]
+			r.Leader = p.Leader
+			rec, code, msg := im.electPreferred(t, p)
+			r.Error, r.ErrorMessage = code, msg
+			if rec != nil {
+				recs = append(recs, rec)
+				r.Leader = p.Replicas[0]
+			}
+		}
+	}
+	return recs, results
+}
+
+// electPreferred is the record that makes p's preferred replica its
+// leader, or why there is none.
+func (im *Image) electPreferred(t *Topic, p *Partition) (*messages.MetadataRecord, messages.ErrorCode, string) {
+	name := fmt.Sprintf("%s-%d", t.Name, p.Partition)
+	if len(p.Replicas) == 0 {
+		return nil, messages.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE, name + ": no replicas"
+	}
+	preferred := p.Replicas[0]
+	if p.Leader == preferred {
+		return nil, messages.ErrorCode_ELECTION_NOT_NEEDED, fmt.Sprintf("%s: node %d, its preferred replica, leads", name, preferred)
+	}
+	n, ok := im.nodes[preferred]
+	if !ok || n.Fenced || !slices.Contains(p.ISR, preferred) {
+		return nil, messages.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE, fmt.Sprintf("%s: node %d, its preferred replica, is fenced or not in the ISR %v", name, preferred, p.ISR)
+	}
+	return changeRecord(t.Name, p, preferred, p.ISR), messages.ErrorCode_NONE, ""
+}
+
+// Imbalanced reports whether a partition's preferred replica could lead it
+// and does not: what Kafka's auto.leader.rebalance.enable elects.
+func (im *Image) Imbalanced() bool {
+	found := false
+	im.eachPartition(func(t *Topic, p *Partition) {
+		if !found {
+			rec, _, _ := im.electPreferred(t, p)
+			found = rec != nil
+		}
+	})
+	return found
+}

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -128,4 +129,39 @@ func TestLocalChangesUpdated(t *testing.T) {
 	after := d.Apply()
 	require.Len(t, Diff(image, after, 2).Updated, 1, "a snapshot's difference tells the same")
 	require.Empty(t, Diff(after, after, 2).Updated)
+}
+
+func TestElectPreferred(t *testing.T) {
+	image := threeNodes(t, nil)
+	require.False(t, image.Imbalanced(), "node 1 leads: balanced")
+	recs, results := image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "t"})
+	require.Empty(t, recs)
+	require.Equal(t, messages.ErrorCode_ELECTION_NOT_NEEDED, results[0].GetError())
+
+	// Node 1 goes and comes back: node 2 leads, and node 1 rejoins the ISR.
+	image, _ = replay(t, image, image.Fence(1)...)
+	require.False(t, image.Imbalanced(), "node 1 is fenced")
+	recs, results = image.ElectPreferred(&messages.ElectLeadersRequest{})
+	require.Empty(t, recs)
+	require.Equal(t, messages.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE, results[0].GetError())
+	image, _ = replay(t, image, image.Unfence(1)...)
+	recs, _ = image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "t"})
+	require.Empty(t, recs, "node 1 is not in the ISR yet")
+	p, _ := image.Partition("t", 0)
+	rec, _, _ := image.AlterPartition(&messages.AlterPartitionRequest{Topic: "t", Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Isr: append(slices.Clone(p.ISR), 1)})
+	image, _ = replay(t, image, rec)
+	require.True(t, image.Imbalanced())
+	recs, results = image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "t", Partitions: []int32{0, 5}})
+	require.Len(t, recs, 1)
+	require.Equal(t, int32(1), results[0].GetLeader())
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, results[1].GetError())
+	before, _ := image.Partition("t", 0)
+	image, _ = replay(t, image, recs...)
+	p, _ = image.Partition("t", 0)
+	require.Equal(t, int32(1), p.Leader)
+	require.Equal(t, before.LeaderEpoch+1, p.LeaderEpoch)
+	require.False(t, image.Imbalanced())
+
+	_, results = image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "nope"})
+	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, results[0].GetError())
 }

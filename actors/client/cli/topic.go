@@ -16,7 +16,7 @@ import (
 
 func newTopicCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
-	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g))
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicElectLeadersCommand(g))
 	return cmd
 }
 
