@@ -216,8 +216,10 @@ type partitionActor struct {
 	// wakeArmed is set while a follower's fetch found nothing new and its
 	// manager waits to hear of the next append.
 	wakeArmed bool
-	// stopISRTick stops a leader's isrTicks.
+	// stopISRTick stops a leader's isrTicks; expiryArmed is set while a
+	// produceExpiry is on its way.
 	stopISRTick scheduler.CancelFunc
+	expiryArmed bool
 }
 
 // NewPartitionProps returns the props of a partition actor.
@@ -295,6 +297,8 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.onReplicaRecords(ctx, m)
 	case *isrTick:
 		a.onISRTick(ctx)
+	case *produceExpiry:
+		a.onProduceExpiry(ctx)
 	case *copyStep:
 		a.onCopyStep(ctx, m)
 	case *actor.Stopping:
@@ -492,7 +496,12 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		a.afterAppend(ctx)
 	}
 	if m.Acks == -1 && appended && resp.Error == messages.ErrorCode_NONE {
-		a.parkedProduces.Park(a.core.LogEndOffset(), parkedProduce{sender: sender, response: resp})
+		timeout := time.Duration(m.TimeoutMs) * time.Millisecond
+		if timeout <= 0 {
+			timeout = defaultGatherTimeout
+		}
+		a.parkedProduces.Park(a.core.LogEndOffset(), a.now().Add(timeout), parkedProduce{sender: sender, response: resp})
+		a.scheduleProduceExpiry(ctx)
 		if !a.syncing && a.flushing == nil {
 			a.syncing = true
 			ctx.Send(ctx.Self(), &syncParked{})

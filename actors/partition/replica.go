@@ -111,6 +111,9 @@ type (
 	}
 	// isrTick has a leader look at its ISR.
 	isrTick struct{}
+	// produceExpiry answers the acks=all produces parked past their
+	// timeout.
+	produceExpiry struct{}
 )
 
 // assignmentOf is the state package's view of a partition state.
@@ -550,4 +553,32 @@ func (a *partitionActor) onISRTick(ctx actor.Context) {
 		return
 	}
 	a.maybeAlterISR(ctx)
+}
+
+// scheduleProduceExpiry sets the timer of the earliest timeout of the
+// parked produces, unless one is set.
+func (a *partitionActor) scheduleProduceExpiry(ctx actor.Context) {
+	at, ok := a.parkedProduces.NextExpiry()
+	if !ok || a.expiryArmed {
+		return
+	}
+	a.expiryArmed = true
+	a.timers.SendOnce(max(at.Sub(a.now()), time.Millisecond), ctx.Self(), &produceExpiry{})
+}
+
+// onProduceExpiry answers the acks=all produces whose batches the ISR did
+// not acknowledge within their timeout with REQUEST_TIMED_OUT, as Kafka's
+// delayed produce does: they may yet be replicated, and the producer's
+// retry is idempotent.
+func (a *partitionActor) onProduceExpiry(ctx actor.Context) {
+	a.expiryArmed = false
+	expired := a.parkedProduces.Expired(a.now())
+	if len(expired) > 0 {
+		msg := a.refused(fmt.Sprintf("not acknowledged by the ISR %v within the request's timeout", a.core.ISR()))
+		for _, p := range expired {
+			p.response.Error, p.response.ErrorMessage = messages.ErrorCode_REQUEST_TIMED_OUT, msg
+			ctx.Send(p.sender, p.response)
+		}
+	}
+	a.scheduleProduceExpiry(ctx)
 }

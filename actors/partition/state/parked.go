@@ -1,6 +1,9 @@
 package state
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // ParkedProduces are the answers to acks=all produce requests whose batches
 // are appended and not yet acknowledged: each waits until its batches lie
@@ -12,14 +15,44 @@ type ParkedProduces[A any] struct {
 }
 
 type parkedProduce[A any] struct {
-	end    int64 // the log end offset after the request's batches
-	answer A
+	end     int64 // the log end offset after the request's batches
+	expires time.Time
+	answer  A
 }
 
 // Park adds the answer to a request whose batches end before end, the log
-// end offset once they were appended.
-func (q *ParkedProduces[A]) Park(end int64, answer A) {
-	q.parked = append(q.parked, parkedProduce[A]{end: end, answer: answer})
+// end offset once they were appended, and which times out at expires
+// (its timeout_ms).
+func (q *ParkedProduces[A]) Park(end int64, expires time.Time, answer A) {
+	q.parked = append(q.parked, parkedProduce[A]{end: end, expires: expires, answer: answer})
+}
+
+// Expired removes and returns, in the order they were parked, the answers
+// whose timeout has passed at now: Kafka answers them REQUEST_TIMED_OUT.
+func (q *ParkedProduces[A]) Expired(now time.Time) []A {
+	var out []A
+	kept := q.parked[:0]
+	for _, p := range q.parked {
+		if now.Before(p.expires) {
+			kept = append(kept, p)
+			continue
+		}
+		out = append(out, p.answer)
+	}
+	clear(q.parked[len(kept):])
+	q.parked = kept
+	return out
+}
+
+// NextExpiry is the earliest timeout of the answers parked; ok is false
+// when none is.
+func (q *ParkedProduces[A]) NextExpiry() (at time.Time, ok bool) {
+	for _, p := range q.parked {
+		if !ok || p.expires.Before(at) {
+			at, ok = p.expires, true
+		}
+	}
+	return at, ok
 }
 
 // Len is the number of answers parked.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -26,7 +27,7 @@ func TestParkedProducesReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var q ParkedProduces[string]
 			for i, end := range ends {
-				q.Park(end, string(rune('a'+i)))
+				q.Park(end, time.Time{}, string(rune('a'+i)))
 			}
 			for i, acknowledged := range tc.acknowledged {
 				require.Equal(t, tc.ready[i], q.Ready(acknowledged), "Ready(%d)", acknowledged)
@@ -39,8 +40,8 @@ func TestParkedProducesReady(t *testing.T) {
 func TestParkedProducesTakeAll(t *testing.T) {
 	var q ParkedProduces[string]
 	require.Empty(t, q.TakeAll())
-	q.Park(3, "a")
-	q.Park(4, "b")
+	q.Park(3, time.Time{}, "a")
+	q.Park(4, time.Time{}, "b")
 	require.Equal(t, []string{"a", "b"}, q.TakeAll())
 	require.Zero(t, q.Len())
 	require.Nil(t, q.Ready(100))
@@ -135,4 +136,21 @@ func TestParkedFetchesTakeAll(t *testing.T) {
 	require.False(t, ok, "taken already")
 	next := q.Park(0, 1, "c")
 	require.NotEqual(t, first, next, "an id is not given twice")
+}
+
+func TestParkedProducesExpire(t *testing.T) {
+	var q ParkedProduces[string]
+	now := time.Unix(100, 0)
+	_, ok := q.NextExpiry()
+	require.False(t, ok)
+	q.Park(10, now.Add(3*time.Second), "a")
+	q.Park(20, now.Add(time.Second), "b")
+	q.Park(30, now.Add(2*time.Second), "c")
+	at, ok := q.NextExpiry()
+	require.True(t, ok)
+	require.Equal(t, now.Add(time.Second), at)
+	require.Empty(t, q.Expired(now))
+	require.Equal(t, []string{"b", "c"}, q.Expired(now.Add(2*time.Second)))
+	require.Equal(t, 1, q.Len())
+	require.Equal(t, []string{"a"}, q.Ready(10))
 }
