@@ -171,6 +171,15 @@ func (p *Partition) ValidateProduce(acks int32, records []byte) Refusal {
 // still awaited (see Refused).
 func (p *Partition) CheckBatch(h *wire.Header) BatchCheck {
 	code, dup := p.producers.Check(h)
+	if code == messages.ErrorCode_NONE && dup == nil && h.ProducerID >= 0 && h.BaseSequence != 0 &&
+		!p.producers.Known(h.ProducerID) && p.logStartOffset == 0 {
+		// A producer's first batch here starts at sequence 0, unless
+		// retention or DeleteRecords may have taken its earlier ones
+		// (Kafka's rule): a later batch of a producer whose first request
+		// was lost on its way must not be appended before it, or the
+		// producer would take the lost one for written.
+		code = messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER
+	}
 	if a, ok := p.awaited[h.ProducerID]; ok && code == messages.ErrorCode_NONE && dup == nil &&
 		a.epoch == h.ProducerEpoch && sequenceAfter(h.BaseSequence, a.sequence) {
 		code = messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER

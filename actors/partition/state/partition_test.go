@@ -103,9 +103,14 @@ func TestCheckBatch(t *testing.T) {
 		code      messages.ErrorCode
 		message   string
 		duplicate *Batch
+		// trimmed starts the log past 0, as retention leaves it.
+		trimmed bool
 	}{
 		{name: "no producer id", batch: &wire.Header{ProducerID: -1, LastOffsetDelta: 0}},
-		{name: "unknown producer at any sequence", batch: idempotentHeader(0, 40)},
+		{name: "unknown producer from 0", batch: idempotentHeader(0, 0)},
+		{name: "unknown producer past 0", batch: idempotentHeader(0, 40),
+			code: messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER, message: "producer 7 epoch 0 sequence 40 refused"},
+		{name: "unknown producer at any sequence once the log was trimmed", trimmed: true, batch: idempotentHeader(0, 40)},
 		{name: "next sequence", appended: []*wire.Header{idempotentHeader(0, 0)}, batch: idempotentHeader(0, 3)},
 		{name: "resend", appended: []*wire.Header{idempotentHeader(0, 0), idempotentHeader(0, 3)}, batch: idempotentHeader(0, 0),
 			duplicate: &Batch{FirstSequence: 0, LastSequence: 2, FirstOffset: 0, LastOffset: 2}},
@@ -119,6 +124,9 @@ func TestCheckBatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewPartition(1 << 20)
+			if tc.trimmed {
+				p.Opened(100, 100, 100)
+			}
 			for _, h := range tc.appended {
 				h.BaseOffset = p.LogEndOffset()
 				require.False(t, p.CheckBatch(h).Refused())
@@ -174,6 +182,9 @@ func TestRefusedBatchKeepsItsProducersOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewPartition(1 << 20)
+			// A log retention trimmed: a producer it does not know may
+			// start anywhere.
+			p.Opened(100, 100, 100)
 			for _, s := range tc.steps {
 				if s.refuse != nil {
 					p.Refused(s.refuse)
