@@ -163,7 +163,8 @@ func (a *controllerActor) lifecycleTick(ctx actor.Context) {
 	}
 	for _, n := range a.image.Nodes() {
 		s, ok := l.sessions[n.ID]
-		if n.Fenced || !ok {
+		if n.Fenced || !ok || s.fencedAt.After(s.lastSeen) {
+			// Not fenced yet, or being fenced: its change is queued.
 			continue
 		}
 		lapsed := now.Sub(s.lastSeen) > a.cfg.SessionTimeout

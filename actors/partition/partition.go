@@ -618,6 +618,12 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 	if a.flushing != nil || a.parkedProduces.Len() == 0 {
 		return
 	}
+	if a.core.DurableOffset() >= a.core.LogEndOffset() {
+		// The disk has it all (a flush policy synced it, or the parked
+		// produces wait for the followers): nothing to sync.
+		a.acknowledge(ctx)
+		return
+	}
 	if a.log == nil {
 		a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), nil)
 		return
