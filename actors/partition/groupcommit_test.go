@@ -392,13 +392,12 @@ func TestDeleteDuringFsync(t *testing.T) {
 // one fsync: the partition does not sync again and again while it waits,
 // and answers REQUEST_TIMED_OUT once its timeout passes.
 func TestWaitingForFollowersSyncsOnce(t *testing.T) {
-	mem := disk.NewMemFS()
-	f, g := newGatedFixture(t, mem)
+	f := newMoveFixture(t, 1<<20, nil)
 	f.system.Root.Send(f.pid, &messages.PartitionState{Topic: "orders", Leader: 0, LeaderEpoch: 1, Replicas: []int32{0, 2}, Isr: []int32{0, 2}})
-	before := g.syncCount()
+	before := f.flushes.Load()
 	start := time.Now()
 	resp := moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: -1, TimeoutMs: 300, Records: f.batch(t, "a")})
 	require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, resp.Error, resp.ErrorMessage)
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
-	require.LessOrEqual(t, g.syncCount()-before, 2, "the wait for the follower makes no fsyncs")
+	require.Equal(t, int64(1), f.flushes.Load()-before, "one flush for the batch; the wait for the follower makes none")
 }

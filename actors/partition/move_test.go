@@ -28,14 +28,16 @@ const moveTestTimeout = 20 * time.Second
 // moveFixture is a partition actor on the first of two log directories,
 // with recording actors in place of the log-dir actors.
 type moveFixture struct {
-	system   *actor.ActorSystem
-	fs       disk.FS
-	dirs     [2]string
-	reports  [2]chan *disks.PartitionReport
-	logDirs  [2]*actor.PID
-	pid      *actor.PID
-	config   topic.Config
-	hook     func(step string) error
+	system  *actor.ActorSystem
+	fs      disk.FS
+	dirs    [2]string
+	reports [2]chan *disks.PartitionReport
+	logDirs [2]*actor.PID
+	pid     *actor.PID
+	config  topic.Config
+	hook    func(step string) error
+	// flushes counts the group commits' flushes of the partitions it starts.
+	flushes  atomic.Int64
 	logger   *logrus.Entry
 	valueSeq int
 	// tickInterval is the partition's; 0 for the default.
@@ -92,6 +94,7 @@ func (f *moveFixture) start(t *testing.T, dir string, recoveryPoint int64) {
 	pid, err := f.system.Root.SpawnNamed(NewPartitionProps(PartitionConfig{
 		Topic: "orders", Partition: 0, FS: f.fs, LogDir: dir, Config: f.config,
 		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Logger: f.logger, moveHook: f.hook,
+		flushHook:    func() { f.flushes.Add(1) },
 		TickInterval: f.tickInterval, Now: f.now,
 	}), fmt.Sprintf("orders-0-%d", time.Now().UnixNano()))
 	require.NoError(t, err)

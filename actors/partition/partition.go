@@ -79,6 +79,8 @@ type PartitionConfig struct {
 	// moveStepS2, moveStepS3, moveStepS4); an error fails the move there,
 	// as an I/O error at that step would. Tests use it to stop a move.
 	moveHook func(step string) error
+	// flushHook, when set, is called as each group commit's flush starts.
+	flushHook func()
 }
 
 // deletePartition makes a partition actor remove its log before it stops.
@@ -632,6 +634,9 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 	if err != nil {
 		a.flushFailed(ctx, err)
 		return
+	}
+	if a.cfg.flushHook != nil {
+		a.cfg.flushHook()
 	}
 	run := &flushRun{log: a.log, job: job, done: make(chan struct{})}
 	a.flushing = run
