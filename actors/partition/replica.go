@@ -133,6 +133,9 @@ func (a *partitionActor) onPartitionState(ctx actor.Context, s *messages.Partiti
 		return
 	}
 	a.leaderAddress = s.GetLeaderAddress()
+	// An incarnation restarted after a failure starts from the newest
+	// state, not the one the partition was spawned with.
+	a.home.State = s
 	if a.log != nil {
 		a.log.SetLeaderEpoch(s.GetLeaderEpoch())
 	}
