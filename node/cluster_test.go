@@ -69,6 +69,13 @@ func newTestCluster(t testing.TB, voters int) *testCluster {
 // newTestClusterWith is newTestCluster with the quorum settings given.
 func newTestClusterWith(t testing.TB, voters int, quorum QuorumSettings) *testCluster {
 	t.Helper()
+	return newTestClusterConfigured(t, voters, quorum, func(*Config) {})
+}
+
+// newTestClusterConfigured is newTestClusterWith, each node's config
+// changed by configure before the node starts.
+func newTestClusterConfigured(t testing.TB, voters int, quorum QuorumSettings, configure func(*Config)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, cfgs: map[int32]Config{}, nodes: map[int32]*Node{}}
 	for i, addr := range freeAddrs(t, voters) {
 		c.voters = append(c.voters, Voter{ID: int32(i + 1), Address: addr})
@@ -77,6 +84,7 @@ func newTestClusterWith(t testing.TB, voters int, quorum QuorumSettings) *testCl
 		cfg := testConfig(t, t.TempDir())
 		cfg.NodeID, cfg.Listen, cfg.HTTP = v.ID, v.Address, ""
 		cfg.Controllers, cfg.Quorum = c.voters, quorum
+		configure(&cfg)
 		c.cfgs[v.ID] = cfg
 	}
 	var wg sync.WaitGroup
@@ -421,7 +429,8 @@ func FuzzParseVoters(f *testing.F) {
 }
 
 // A group's coordinator is the node that leads its partition of
-// __consumer_offsets, whichever node is asked.
+// __consumer_offsets, whichever node is asked; the topic has a replica on
+// each of the three nodes.
 func TestClusterGroupCoordinator(t *testing.T) {
 	c := newTestCluster(t, 3)
 	ask := func(id int32, group string) *messages.FindCoordinatorResponse {
@@ -434,6 +443,9 @@ func TestClusterGroupCoordinator(t *testing.T) {
 		md := request[*messages.MetadataResponse](t, c.nodes[1], c.nodes[1].Metadata(), &messages.MetadataRequest{Topics: []string{group.OffsetsTopic}})
 		if md.Topics[0].Error != messages.ErrorCode_NONE {
 			return false
+		}
+		for _, p := range md.Topics[0].Partitions {
+			require.Len(t, p.Replicas, 3, "partition %d of %s: as many replicas as live nodes, up to 3", p.Partition, group.OffsetsTopic)
 		}
 		for _, g := range []string{"billing", "audit", "search", "mail"} {
 			leader := md.Topics[0].Partitions[group.OffsetsPartitionFor(g, int32(len(md.Topics[0].Partitions)))].LeaderAddress
