@@ -274,7 +274,7 @@ func NewGroupsProps(cfg GroupsConfig) *actor.Props {
 			cfg:      cfg,
 			logger:   logger,
 			children: map[string]*actor.PID{},
-			stopping: map[string]bool{},
+			stopping: map[string]string{},
 			listings: map[string]*messages.GroupListing{},
 			builder:  wire.NewBuilder(wire.NoProducer),
 		}
@@ -296,10 +296,10 @@ type groupCoordinator struct {
 	createSent bool
 	partitions []*offsetsPartition
 	children   map[string]*actor.PID
-	// stopping are the names of the group actors told to stop that have
-	// not yet; a group's actor is spawned again only once its old one is
-	// gone.
-	stopping map[string]bool
+	// stopping are the groups whose actors were told to stop and have not
+	// yet, by actor name; a group's actor is spawned again only once its
+	// old one is gone.
+	stopping map[string]string
 	listings map[string]*messages.GroupListing
 	builder  *wire.Builder
 }
@@ -342,8 +342,12 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 			}
 		}
 	case *actor.Terminated:
-		if c.stopping[m.Who.Id] {
+		if group, ok := c.stopping[m.Who.Id]; ok {
 			delete(c.stopping, m.Who.Id)
+			if p := c.partitionOf(group); p != nil && p.leading && p.loaded && len(p.state.group(group)) > 0 {
+				// Led again meanwhile: listed as loaded() lists its groups.
+				_, _ = c.child(ctx, group)
+			}
 			return
 		}
 		for id, pid := range c.children {
@@ -494,7 +498,7 @@ func (c *groupCoordinator) lead(ctx actor.Context, p *offsetsPartition, epoch in
 	p.pid = actor.NewPID(c.cfg.Address, actors.PartitionActorName(OffsetsTopic, p.index))
 	p.state, p.loadEnd, p.fetchBytes, p.endOffset = newOffsetsState(), -1, offsetsFetchBytes, 0
 	p.inflight, p.cleaning, p.waiting = 0, false, nil
-	c.logger.WithFields(logrus.Fields{"partition": p.index, "leader_epoch": epoch}).Info("leading offsets partition; loading it")
+	c.logger.WithFields(logrus.Fields{"partition": p.index, "leader_epoch": epoch}).Debug("leading offsets partition; loading it")
 	c.load(ctx, p, 0)
 }
 
@@ -536,7 +540,7 @@ func (c *groupCoordinator) stopGroup(ctx actor.Context, group string, pid *actor
 	ctx.Send(pid, &groupUnloaded{})
 	delete(c.children, group)
 	delete(c.listings, group)
-	c.stopping[pid.Id] = true
+	c.stopping[pid.Id] = group
 }
 
 // partitionOf returns the offsets partition of group, nil while unknown.
@@ -680,7 +684,7 @@ func (c *groupCoordinator) child(ctx actor.Context, group string) (*actor.PID, e
 	if pid, ok := c.children[group]; ok {
 		return pid, nil
 	}
-	if c.stopping[actors.GroupActorName(group)] {
+	if _, ok := c.stopping[actors.GroupActorName(group)]; ok {
 		return nil, errGroupStopping
 	}
 	props := newGroupProps(groupConfig{

@@ -303,6 +303,10 @@ func TestCoordinatorFollowsTheLead(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, h.request(h.partition, &messages.ProduceRequest{Records: partition2}).(*messages.ProduceResponse).Error)
 	h.request(h.metadata, &setLeader{leader: 1, address: h.system.Address(), epoch: 2})
 	require.Eventually(t, func() bool {
+		list := h.request(h.groups, &messages.ListGroupsRequest{}).(*messages.ListGroupsResponse)
+		return len(list.Groups) == 1 && list.Groups[0].GroupId == "g"
+	}, 5*time.Second, 5*time.Millisecond, "a group with offsets is listed once loaded")
+	require.Eventually(t, func() bool {
 		code, offsets := h.fetchOffsets("g")
 		return code == messages.ErrorCode_NONE && len(offsets) == 1 && offsets[0] == "t-0@9"
 	}, 5*time.Second, 5*time.Millisecond)
