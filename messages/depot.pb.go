@@ -1138,7 +1138,10 @@ type CreateTopicRequest struct {
 	Configs      map[string]string      `protobuf:"bytes,3,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	ValidateOnly bool                   `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
 	// replication_factor is the number of replicas of each partition; 0
-	// takes the cluster's default (1).
+	// takes the cluster's default (1). A negative value -n asks for as many
+	// replicas as there are live nodes, up to n (at least 1): the replication
+	// factor of an internal topic created on demand, such as
+	// __consumer_offsets (Kafka's offsets.topic.replication.factor).
 	ReplicationFactor int32 `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	// retried is set on a create sent again after its answer was lost: one
 	// that finds its topic as asked answers success.

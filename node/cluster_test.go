@@ -431,7 +431,8 @@ func FuzzParseVoters(f *testing.F) {
 }
 
 // A group's coordinator is the node that leads its partition of
-// __consumer_offsets, whichever node is asked.
+// __consumer_offsets, whichever node is asked; the topic has a replica on
+// each of the three nodes.
 func TestClusterGroupCoordinator(t *testing.T) {
 	c := newTestCluster(t, 3)
 	ask := func(id int32, group string) *messages.FindCoordinatorResponse {
@@ -444,6 +445,9 @@ func TestClusterGroupCoordinator(t *testing.T) {
 		md := request[*messages.MetadataResponse](t, c.nodes[1], c.nodes[1].Metadata(), &messages.MetadataRequest{Topics: []string{group.OffsetsTopic}})
 		if md.Topics[0].Error != messages.ErrorCode_NONE {
 			return false
+		}
+		for _, p := range md.Topics[0].Partitions {
+			require.Len(t, p.Replicas, 3, "partition %d of %s: as many replicas as live nodes, up to 3", p.Partition, group.OffsetsTopic)
 		}
 		for _, g := range []string{"billing", "audit", "search", "mail"} {
 			leader := md.Topics[0].Partitions[group.OffsetsPartitionFor(g, int32(len(md.Topics[0].Partitions)))].LeaderAddress

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"github.com/depot-dev/depot/actors/metadata"
 	"github.com/depot-dev/depot/actors/replicas"
 	"github.com/depot-dev/depot/messages"
 )
@@ -26,5 +25,5 @@ func (a *controllerActor) assignReplicas(m *messages.CreateTopicRequest) ([][]in
 		}
 		nodes = append(nodes, rn)
 	}
-	return replicas.LoadAware(nodes, int(m.GetPartitions()), int(metadata.ReplicationFactor(m)))
+	return replicas.LoadAware(nodes, int(m.GetPartitions()), int(a.image.ReplicationFactor(m)))
 }

@@ -302,7 +302,7 @@ func (a *controllerActor) buildCreate(m *messages.CreateTopicRequest) ([]*messag
 // sameTopic reports whether t is what m asks to create.
 func sameTopic(t *metadata.Topic, m *messages.CreateTopicRequest) bool {
 	return int32(len(t.Partitions)) == m.GetPartitions() && maps.Equal(t.Configs, m.GetConfigs()) &&
-		(len(t.Partitions) == 0 || int32(len(t.Partitions[0].Replicas)) == metadata.ReplicationFactor(m))
+		(len(t.Partitions) == 0 || metadata.HasReplicationFactor(m, len(t.Partitions[0].Replicas)))
 }
 
 // response is the answer to a change request once it is applied, or

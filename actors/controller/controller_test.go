@@ -288,6 +288,25 @@ func TestMetadataInternalTopic(t *testing.T) {
 	require.True(t, md.GetTopics()[0].GetInternal())
 }
 
+// A create that asks for up to three replicas gets one on a node alone,
+// and a retry of it after a lost answer finds its topic as asked; a retry
+// that asks for a factor the topic does not have does not.
+func TestMetadataCreateUpToReplicas(t *testing.T) {
+	h := newMetaHarness(t)
+	req := &messages.CreateTopicRequest{Name: "__consumer_offsets", Partitions: 2, ReplicationFactor: -3}
+	resp := h.request(req).(*messages.CreateTopicResponse)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	for _, p := range resp.GetTopic().GetPartitions() {
+		require.Equal(t, []int32{7}, p.GetReplicas())
+	}
+	retry := &messages.CreateTopicRequest{Name: "__consumer_offsets", Partitions: 2, ReplicationFactor: -3, Retried: true}
+	resp = h.request(retry).(*messages.CreateTopicResponse)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	retry.ReplicationFactor = 2
+	resp = h.request(retry).(*messages.CreateTopicResponse)
+	require.Equal(t, messages.ErrorCode_TOPIC_ALREADY_EXISTS, resp.GetError(), resp.GetErrorMessage())
+}
+
 func TestMetadataRejectsBadCreates(t *testing.T) {
 	h := newMetaHarness(t)
 	resp := h.create("orders", 2, nil)

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -41,16 +42,27 @@ const (
 	// snapshotBatchRecords is how many records one batch of a cleaning
 	// snapshot holds.
 	snapshotBatchRecords = 1000
+	// DefaultOffsetsTopicReplicationFactor is the most replicas each
+	// partition of __consumer_offsets is created with (Kafka's
+	// offsets.topic.replication.factor).
+	DefaultOffsetsTopicReplicationFactor = 3
+	// DefaultLeaderCheckInterval is how often the coordinator asks the
+	// metadata which partitions of __consumer_offsets its node leads.
+	DefaultLeaderCheckInterval = time.Second
 	// coordinatorRetry is how long the coordinator waits before it asks
 	// again after a failed request while loading.
 	coordinatorRetry = time.Second
+	// loadWait is how long one fetch of the loader waits at the high
+	// watermark for it to rise to the log end the load must reach.
+	loadWait = 500 * time.Millisecond
 )
 
 // GroupsConfig is what the group coordinator needs.
 type GroupsConfig struct {
 	// Now is the clock of commit timestamps. Default time.Now.
 	Now func() time.Time
-	// NodeID and Address identify this node in FindCoordinator answers.
+	// NodeID and Address identify this node in FindCoordinator answers,
+	// and in the metadata as the leader of offsets partitions.
 	NodeID  int32
 	Address string
 	// Metadata is the metadata actor: it creates __consumer_offsets and
@@ -61,6 +73,11 @@ type GroupsConfig struct {
 	// DefaultOffsetsTopicPartitions (50). Once the topic exists its actual
 	// count decides a group's partition.
 	OffsetsPartitions int32
+	// OffsetsReplicationFactor is the most replicas each partition of
+	// __consumer_offsets is created with: it gets as many as there are live
+	// nodes then, up to this, where Kafka refuses to create it with fewer.
+	// Default DefaultOffsetsTopicReplicationFactor (3).
+	OffsetsReplicationFactor int32
 	// OffsetsTopicConfigs are the configs __consumer_offsets is created
 	// with. Default: retention.ms -1 (offsets never expire by age) and
 	// segment.bytes DefaultOffsetsSegmentBytes.
@@ -79,6 +96,10 @@ type GroupsConfig struct {
 	// RequestTimeout bounds requests to other actors. Default
 	// DefaultGroupRequestTimeout (10 s).
 	RequestTimeout time.Duration
+	// LeaderCheckInterval is how often the coordinator asks the metadata
+	// which partitions of __consumer_offsets its node leads, and so which
+	// groups it coordinates. Default DefaultLeaderCheckInterval (1 s).
+	LeaderCheckInterval time.Duration
 	// Logger is the base logger. Default: a logger that discards.
 	Logger *logrus.Entry
 }
@@ -89,6 +110,9 @@ func (c GroupsConfig) withDefaults() GroupsConfig {
 	}
 	if c.OffsetsPartitions <= 0 {
 		c.OffsetsPartitions = DefaultOffsetsTopicPartitions
+	}
+	if c.OffsetsReplicationFactor <= 0 {
+		c.OffsetsReplicationFactor = DefaultOffsetsTopicReplicationFactor
 	}
 	if c.OffsetsTopicConfigs == nil {
 		c.OffsetsTopicConfigs = map[string]string{
@@ -108,6 +132,9 @@ func (c GroupsConfig) withDefaults() GroupsConfig {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = DefaultGroupRequestTimeout
 	}
+	if c.LeaderCheckInterval <= 0 {
+		c.LeaderCheckInterval = DefaultLeaderCheckInterval
+	}
 	if c.Logger == nil {
 		c.Logger = actors.DiscardLogger()
 	}
@@ -122,6 +149,9 @@ type (
 	groupLoaded struct {
 		offsets map[offsetKey]*messages.OffsetValue
 	}
+	// groupUnloaded tells a group that this node no longer leads its
+	// offsets partition: it answers NOT_COORDINATOR and stops.
+	groupUnloaded struct{}
 	// groupChanged reports a group's listing to the coordinator.
 	groupChanged struct {
 		listing *messages.GroupListing
@@ -140,10 +170,15 @@ type (
 	}
 	// coordinatorTick drives cleaning checks.
 	coordinatorTick struct{}
-	// coordinatorRetryLookup asks the metadata actor again.
-	coordinatorRetryLookup struct{}
-	// retryLoad restarts the load of an offsets partition.
-	retryLoad struct{ partition int32 }
+	// leaderCheckTick asks the metadata which offsets partitions this node
+	// leads.
+	leaderCheckTick struct{}
+	// retryLoad restarts the load of an offsets partition, unless the
+	// leadership it was for (generation) is over.
+	retryLoad struct {
+		partition  int32
+		generation uint64
+	}
 )
 
 // topicStatus is what the coordinator knows of __consumer_offsets.
@@ -157,11 +192,29 @@ const (
 )
 
 // offsetsPartition is the coordinator's view of one partition of
-// __consumer_offsets.
+// __consumer_offsets: who leads it, as the metadata last said, and while
+// this node leads it, the offsets of its groups.
 type offsetsPartition struct {
-	index      int32
-	pid        *actor.PID
-	loaded     bool
+	index int32
+	// leader and leaderAddress are the metadata's leader, NoLeader (-1)
+	// when it has none.
+	leader        int32
+	leaderAddress string
+	// leading is set while this node leads the partition, in leader epoch
+	// epoch: it serves the partition's groups, from state, which holds
+	// the partition's offsets once loaded.
+	leading bool
+	epoch   int32
+	// generation goes up with every leadership taken or given up: what
+	// an answer to an earlier one brings is stale.
+	generation uint64
+	// pid is the partition's replica on this node, which it leads.
+	pid    *actor.PID
+	loaded bool
+	// loadEnd is the replica's log end offset once it leads, which the
+	// load reads up to (the high watermark may lag it until the other
+	// replicas of the ISR fetch from their new leader); -1 until known.
+	loadEnd    int64
 	fetchBytes int32
 	state      *offsetsState
 	// endOffset is the offset after the last record known written.
@@ -180,16 +233,33 @@ type waitingAppend struct {
 
 // NewGroupsProps returns the props of the group coordinator.
 //
-// The coordinator answers FindCoordinatorRequest (this node, actor
-// actors.GroupActorName(group)) and ListGroupsRequest, and forwards every other
-// group request to the group's actor, its child, spawned on demand. It owns
-// the partitions of __consumer_offsets: at start it reads each from its log
-// start and rebuilds the latest committed offset per group, topic and
-// partition, handing each group its offsets (groups queue requests until
-// then); it writes the groups' commits (acks=all) and cleans each
+// A group's coordinator is the node that leads the group's partition of
+// __consumer_offsets, as in Kafka. The coordinator asks the metadata every
+// LeaderCheckInterval which partitions its node leads, and in which leader
+// epoch. When its node takes the lead of one (at start, or from a node
+// that failed), it reads the partition's local replica, which replication
+// kept up to date, from its log start to its log end, and rebuilds the
+// latest committed offset per group, topic and partition; the partition's
+// groups queue their requests until then. When its node no longer leads
+// one, or leads it in a new epoch (and so may have missed what another
+// leader took meanwhile), the partition's group actors answer
+// NOT_COORDINATOR to what they hold and stop, and its offsets are
+// dropped; members find the new coordinator and join it again.
+//
+// The coordinator answers FindCoordinatorRequest: this node (actor
+// actors.GroupActorName(group)) for a group it coordinates or whose
+// partition's leader it does not know yet, and otherwise the answer of the
+// leader's coordinator, to which it passes the request on. It answers
+// ListGroupsRequest for the groups it coordinates, and forwards every other
+// group request to the group's actor, its child, spawned on demand; one for
+// a group of another node is answered NOT_COORDINATOR. It writes the
+// groups' commits (acks=all) to the partitions it leads, answering a write
+// refused for want of a leader or of in-sync replicas with NOT_COORDINATOR
+// or COORDINATOR_NOT_AVAILABLE (see commitError), and cleans each
 // partition once enough of it is superseded (see the package notes in
 // offsets.go). When __consumer_offsets does not exist it is created on the
-// first group request, as Kafka does.
+// first group request, as Kafka does, with OffsetsPartitions partitions of
+// up to OffsetsReplicationFactor replicas, as many as there are live nodes.
 //
 // Not shared: all access is through its mailbox.
 func NewGroupsProps(cfg GroupsConfig) *actor.Props {
@@ -204,6 +274,7 @@ func NewGroupsProps(cfg GroupsConfig) *actor.Props {
 			cfg:      cfg,
 			logger:   logger,
 			children: map[string]*actor.PID{},
+			stopping: map[string]string{},
 			listings: map[string]*messages.GroupListing{},
 			builder:  wire.NewBuilder(wire.NoProducer),
 		}
@@ -213,16 +284,24 @@ func NewGroupsProps(cfg GroupsConfig) *actor.Props {
 // groupCoordinator is the state of the coordinator. Not shared: all access
 // is through its mailbox.
 type groupCoordinator struct {
-	cfg        GroupsConfig
-	logger     *logrus.Entry
-	timers     *scheduler.TimerScheduler
-	stopTick   scheduler.CancelFunc
-	status     topicStatus
-	looking    bool
+	cfg             GroupsConfig
+	logger          *logrus.Entry
+	timers          *scheduler.TimerScheduler
+	stopTick        scheduler.CancelFunc
+	stopLeaderCheck scheduler.CancelFunc
+	status          topicStatus
+	looking         bool
+	// createSent is set once a create of __consumer_offsets was sent: the
+	// next one is a retry.
+	createSent bool
 	partitions []*offsetsPartition
 	children   map[string]*actor.PID
-	listings   map[string]*messages.GroupListing
-	builder    *wire.Builder
+	// stopping are the groups whose actors were told to stop and have not
+	// yet, by actor name; a group's actor is spawned again only once its
+	// old one is gone.
+	stopping map[string]string
+	listings map[string]*messages.GroupListing
+	builder  *wire.Builder
 }
 
 func (c *groupCoordinator) Receive(ctx actor.Context) {
@@ -230,6 +309,7 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 	case *actor.Started:
 		c.timers = scheduler.NewTimerScheduler(ctx)
 		c.stopTick = c.timers.SendRepeatedly(c.cfg.CleanInterval, c.cfg.CleanInterval, ctx.Self(), &coordinatorTick{})
+		c.stopLeaderCheck = c.timers.SendRepeatedly(c.cfg.LeaderCheckInterval, c.cfg.LeaderCheckInterval, ctx.Self(), &leaderCheckTick{})
 		c.lookup(ctx)
 	case *messages.FindCoordinatorRequest:
 		c.onFindCoordinator(ctx, m)
@@ -253,14 +333,23 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 		for _, p := range c.partitions {
 			c.maybeClean(ctx, p)
 		}
-	case *coordinatorRetryLookup:
+	case *leaderCheckTick:
 		c.lookup(ctx)
 	case *retryLoad:
 		if m.partition >= 0 && int(m.partition) < len(c.partitions) {
-			p := c.partitions[m.partition]
-			c.load(ctx, p, p.endOffset)
+			if p := c.partitions[m.partition]; p.generation == m.generation && p.leading && !p.loaded {
+				c.load(ctx, p, p.endOffset)
+			}
 		}
 	case *actor.Terminated:
+		if group, ok := c.stopping[m.Who.Id]; ok {
+			delete(c.stopping, m.Who.Id)
+			if p := c.partitionOf(group); p != nil && p.leading && p.loaded && len(p.state.group(group)) > 0 {
+				// Led again meanwhile: listed as loaded() lists its groups.
+				_, _ = c.child(ctx, group)
+			}
+			return
+		}
 		for id, pid := range c.children {
 			if pid.Id == m.Who.Id {
 				delete(c.children, id)
@@ -271,6 +360,9 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 		if c.stopTick != nil {
 			c.stopTick()
 		}
+		if c.stopLeaderCheck != nil {
+			c.stopLeaderCheck()
+		}
 	case *actor.Stopped, *actor.Restarting:
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
@@ -278,9 +370,10 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 	}
 }
 
-// lookup asks the metadata actor for __consumer_offsets.
+// lookup asks the metadata actor for __consumer_offsets: whether it exists,
+// and who leads each of its partitions.
 func (c *groupCoordinator) lookup(ctx actor.Context) {
-	if c.looking || c.status == topicReady {
+	if c.looking {
 		return
 	}
 	c.looking = true
@@ -290,14 +383,17 @@ func (c *groupCoordinator) lookup(ctx actor.Context) {
 		md, ok := res.(*messages.MetadataResponse)
 		if err != nil || !ok || len(md.Topics) != 1 {
 			c.logger.WithField("error", fmt.Sprint(err)).Warn("metadata did not answer about " + OffsetsTopic + "; asking again")
-			c.timers.SendOnce(coordinatorRetry, ctx.Self(), &coordinatorRetryLookup{})
 			return
 		}
 		t := md.Topics[0]
 		switch {
 		case t.Error == messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+			if c.status == topicReady {
+				c.logger.Warn(OffsetsTopic + " was deleted")
+				c.unloadAll(ctx, OffsetsTopic+" was deleted")
+				c.partitions = nil
+			}
 			if c.status == topicCreating {
-				c.timers.SendOnce(coordinatorRetry, ctx.Self(), &coordinatorRetryLookup{})
 				return
 			}
 			c.status = topicAbsent
@@ -306,9 +402,8 @@ func (c *groupCoordinator) lookup(ctx actor.Context) {
 			}
 		case t.Error != messages.ErrorCode_NONE || len(t.Partitions) == 0:
 			c.logger.WithField("error", t.ErrorMessage).Warn(OffsetsTopic + " not usable; asking again")
-			c.timers.SendOnce(coordinatorRetry, ctx.Self(), &coordinatorRetryLookup{})
 		default:
-			c.setUp(ctx, t)
+			c.follow(ctx, t)
 		}
 	})
 }
@@ -324,48 +419,128 @@ func (c *groupCoordinator) ensureTopic(ctx actor.Context) {
 		return
 	}
 	c.status = topicCreating
-	req := &messages.CreateTopicRequest{Name: OffsetsTopic, Partitions: c.cfg.OffsetsPartitions, Configs: maps.Clone(c.cfg.OffsetsTopicConfigs)}
+	req := &messages.CreateTopicRequest{
+		Name: OffsetsTopic, Partitions: c.cfg.OffsetsPartitions, Configs: maps.Clone(c.cfg.OffsetsTopicConfigs),
+		ReplicationFactor: -c.cfg.OffsetsReplicationFactor, Retried: c.createSent,
+	}
+	c.createSent = true
 	future := ctx.RequestFuture(c.cfg.Metadata, req, c.cfg.RequestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		r, ok := res.(*messages.CreateTopicResponse)
 		switch {
 		case err != nil || !ok:
 			c.logger.WithField("error", fmt.Sprint(err)).Warn("creating " + OffsetsTopic + " got no answer; asking again")
+			c.status = topicAbsent
 		case r.Error != messages.ErrorCode_NONE && r.Error != messages.ErrorCode_TOPIC_ALREADY_EXISTS:
 			c.logger.WithFields(logrus.Fields{"error": r.Error.String(), "message": r.ErrorMessage}).Error("cannot create " + OffsetsTopic)
 			c.status = topicAbsent
-			c.timers.SendOnce(coordinatorRetry, ctx.Self(), &coordinatorRetryLookup{})
 			return
 		default:
-			c.logger.WithField("partitions", c.cfg.OffsetsPartitions).Info("created " + OffsetsTopic)
+			fields := logrus.Fields{"partitions": c.cfg.OffsetsPartitions}
+			if ps := r.GetTopic().GetPartitions(); len(ps) > 0 {
+				fields["replication_factor"] = len(ps[0].GetReplicas())
+			}
+			c.logger.WithFields(fields).Info("created " + OffsetsTopic)
 		}
 		c.lookup(ctx)
 	})
 }
 
-// setUp learns the offsets partitions and starts loading each.
-func (c *groupCoordinator) setUp(ctx actor.Context, t *messages.TopicMetadata) {
-	c.status = topicReady
-	c.partitions = make([]*offsetsPartition, len(t.Partitions))
+// follow takes the metadata's word on the partitions of __consumer_offsets:
+// this node takes the lead of those it leads now and gives up those it no
+// longer leads, or leads in a new leader epoch.
+func (c *groupCoordinator) follow(ctx actor.Context, t *messages.TopicMetadata) {
+	if c.status != topicReady || len(c.partitions) != len(t.Partitions) {
+		// First seen, or made again with another partition count.
+		c.unloadAll(ctx, OffsetsTopic+" was created again")
+		c.partitions = make([]*offsetsPartition, len(t.Partitions))
+		for i := range c.partitions {
+			c.partitions[i] = &offsetsPartition{index: int32(i), leader: -1, state: newOffsetsState()}
+		}
+		c.status = topicReady
+	}
 	for _, pm := range t.Partitions {
-		if pm.Partition < 0 || int(pm.Partition) >= len(t.Partitions) {
+		if pm.Partition < 0 || int(pm.Partition) >= len(c.partitions) {
 			continue
 		}
-		c.partitions[pm.Partition] = &offsetsPartition{
-			index:      pm.Partition,
-			pid:        actor.NewPID(pm.LeaderAddress, pm.ActorName),
-			fetchBytes: offsetsFetchBytes,
-			state:      newOffsetsState(),
+		p := c.partitions[pm.Partition]
+		p.leader, p.leaderAddress = pm.Leader, pm.LeaderAddress
+		if pm.Error != messages.ErrorCode_NONE || pm.LeaderAddress == "" {
+			p.leader, p.leaderAddress = -1, ""
+		}
+		leads := p.leader == c.cfg.NodeID
+		switch {
+		case leads && p.leading && p.epoch == pm.LeaderEpoch:
+		case leads:
+			if p.leading {
+				c.unload(ctx, p, fmt.Sprintf("leader epoch %d follows %d: another node may have led it meanwhile", pm.LeaderEpoch, p.epoch))
+			}
+			c.lead(ctx, p, pm.LeaderEpoch)
+		case p.leading && p.leader < 0:
+			c.unload(ctx, p, "the partition has no leader")
+		case p.leading:
+			c.unload(ctx, p, fmt.Sprintf("node %d leads it", p.leader))
 		}
 	}
-	for i, p := range c.partitions {
-		if p == nil { // metadata without partition i: address it by convention
-			p = &offsetsPartition{index: int32(i), pid: actor.NewPID(c.cfg.Address, actors.PartitionActorName(OffsetsTopic, int32(i))),
-				fetchBytes: offsetsFetchBytes, state: newOffsetsState()}
-			c.partitions[i] = p
+	// Groups asked for before the leaders were known.
+	for id, pid := range c.children {
+		if p := c.partitionOf(id); p != nil && !p.leading {
+			c.stopGroup(ctx, id, pid)
 		}
-		c.load(ctx, p, 0)
 	}
+}
+
+// lead starts this node's leadership of p in leader epoch epoch: it loads
+// p's offsets from the local replica.
+func (c *groupCoordinator) lead(ctx actor.Context, p *offsetsPartition, epoch int32) {
+	p.generation++
+	p.leading, p.epoch, p.loaded = true, epoch, false
+	p.pid = actor.NewPID(c.cfg.Address, actors.PartitionActorName(OffsetsTopic, p.index))
+	p.state, p.loadEnd, p.fetchBytes, p.endOffset = newOffsetsState(), -1, offsetsFetchBytes, 0
+	p.inflight, p.cleaning, p.waiting = 0, false, nil
+	c.logger.WithFields(logrus.Fields{"partition": p.index, "leader_epoch": epoch}).Debug("leading offsets partition; loading it")
+	c.load(ctx, p, 0)
+}
+
+// unload ends this node's leadership of p: its groups answer
+// NOT_COORDINATOR and stop, its offsets are dropped, and what was waiting
+// to be written is refused.
+func (c *groupCoordinator) unload(ctx actor.Context, p *offsetsPartition, reason string) {
+	p.generation++
+	p.leading, p.loaded = false, false
+	p.state = newOffsetsState()
+	p.inflight, p.cleaning = 0, false
+	text := fmt.Sprintf("node %d no longer leads partition %d of %s: %s", c.cfg.NodeID, p.index, OffsetsTopic, reason)
+	for _, w := range p.waiting {
+		ctx.Send(w.sender, &appendOffsetsResult{code: messages.ErrorCode_NOT_COORDINATOR, message: text})
+	}
+	p.waiting = nil
+	groups := 0
+	for id, pid := range c.children {
+		if c.partitionOf(id) == p {
+			c.stopGroup(ctx, id, pid)
+			groups++
+		}
+	}
+	c.logger.WithFields(logrus.Fields{"partition": p.index, "leader_epoch": p.epoch, "reason": reason, "groups": groups}).Info("no longer leading offsets partition; its groups unloaded")
+}
+
+// unloadAll unloads every partition this node leads.
+func (c *groupCoordinator) unloadAll(ctx actor.Context, reason string) {
+	for _, p := range c.partitions {
+		if p.leading {
+			c.unload(ctx, p, reason)
+		}
+	}
+}
+
+// stopGroup tells the actor of a group this node does not coordinate to
+// answer what it holds and stop.
+func (c *groupCoordinator) stopGroup(ctx actor.Context, group string, pid *actor.PID) {
+	ctx.Send(pid, &groupUnloaded{})
+	delete(c.children, group)
+	delete(c.listings, group)
+	c.stopping[pid.Id] = group
 }
 
 // partitionOf returns the offsets partition of group, nil while unknown.
@@ -376,24 +551,32 @@ func (c *groupCoordinator) partitionOf(group string) *offsetsPartition {
 	return c.partitions[OffsetsPartitionFor(group, int32(len(c.partitions)))]
 }
 
-// load fetches an offsets partition from offset and applies what it reads,
-// until it reaches the high watermark.
+// load fetches p from offset, in the leader epoch this node leads it in,
+// and applies what it reads until it reaches the replica's log end.
 func (c *groupCoordinator) load(ctx actor.Context, p *offsetsPartition, offset int64) {
-	if p.loaded {
+	if p.loaded || !p.leading {
 		return
 	}
+	generation := p.generation
 	p.endOffset = offset
-	req := &messages.FetchRequest{Topic: OffsetsTopic, Partition: p.index, Offset: offset, MaxBytes: p.fetchBytes}
+	epoch := p.epoch
+	req := &messages.FetchRequest{Topic: OffsetsTopic, Partition: p.index, Offset: offset, MaxBytes: p.fetchBytes, CurrentLeaderEpoch: &epoch}
+	if p.loadEnd >= 0 {
+		req.MinBytes, req.MaxWaitMs = 1, int32(loadWait.Milliseconds())
+	}
 	future := ctx.RequestFuture(p.pid, req, c.cfg.RequestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
+		if p.generation != generation {
+			return
+		}
 		resp, ok := res.(*messages.FetchResponse)
-		retry := func(why string) {
-			c.logger.WithFields(logrus.Fields{"partition": p.index, "offset": offset, "reason": why}).Warn("loading offsets partition; retrying")
-			c.timers.SendOnce(coordinatorRetry, ctx.Self(), &retryLoad{partition: p.index})
+		retry := func(level logrus.Level, why string) {
+			c.logger.WithFields(logrus.Fields{"partition": p.index, "offset": offset, "reason": why}).Log(level, "loading offsets partition; retrying")
+			c.timers.SendOnce(coordinatorRetry, ctx.Self(), &retryLoad{partition: p.index, generation: generation})
 		}
 		switch {
 		case err != nil || !ok:
-			retry(fmt.Sprintf("no answer: %v", err))
+			retry(logrus.WarnLevel, fmt.Sprintf("no answer: %v", err))
 			return
 		case resp.Error == messages.ErrorCode_OFFSET_OUT_OF_RANGE && resp.LogStartOffset > offset:
 			c.load(ctx, p, resp.LogStartOffset)
@@ -401,8 +584,18 @@ func (c *groupCoordinator) load(ctx actor.Context, p *offsetsPartition, offset i
 		case resp.Error == messages.ErrorCode_OFFSET_OUT_OF_RANGE && offset >= resp.HighWatermark:
 			c.loaded(ctx, p, resp.HighWatermark)
 			return
+		case resp.Error == messages.ErrorCode_FENCED_LEADER_EPOCH:
+			// The replica knows a newer epoch than the metadata read.
+			retry(logrus.DebugLevel, resp.Error.String()+": "+resp.ErrorMessage)
+			c.lookup(ctx)
+			return
+		case resp.Error == messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, resp.Error == messages.ErrorCode_LEADER_NOT_AVAILABLE,
+			resp.Error == messages.ErrorCode_UNKNOWN_LEADER_EPOCH:
+			// The replica has not taken the lead the metadata gives it yet.
+			retry(logrus.DebugLevel, resp.Error.String()+": "+resp.ErrorMessage)
+			return
 		case resp.Error != messages.ErrorCode_NONE:
-			retry(resp.Error.String() + ": " + resp.ErrorMessage)
+			retry(logrus.WarnLevel, resp.Error.String()+": "+resp.ErrorMessage)
 			return
 		}
 		next, bad, derr := decodeOffsetBatches(p.state, resp.Records, offset)
@@ -418,7 +611,7 @@ func (c *groupCoordinator) load(ctx actor.Context, p *offsetsPartition, offset i
 		}
 		switch {
 		case next >= resp.HighWatermark:
-			c.loaded(ctx, p, next)
+			c.reachedHighWatermark(ctx, p, next)
 		case next == offset:
 			if p.fetchBytes >= maxOffsetsFetchBytes {
 				c.logger.WithField("partition", p.index).Error("offsets batch larger than the largest fetch; loaded up to it")
@@ -433,12 +626,42 @@ func (c *groupCoordinator) load(ctx actor.Context, p *offsetsPartition, offset i
 	})
 }
 
+// reachedHighWatermark goes on from next, where the load reached the
+// replica's high watermark: it is loaded once next is the log end the
+// replica had when it led, learnt now that a fetch in this node's epoch
+// was answered; below it, it waits for the high watermark to rise.
+func (c *groupCoordinator) reachedHighWatermark(ctx actor.Context, p *offsetsPartition, next int64) {
+	if p.loadEnd >= 0 {
+		if next >= p.loadEnd {
+			c.loaded(ctx, p, next)
+			return
+		}
+		c.load(ctx, p, next)
+		return
+	}
+	generation := p.generation
+	future := ctx.RequestFuture(p.pid, &messages.PartitionStatusRequest{}, c.cfg.RequestTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		if p.generation != generation {
+			return
+		}
+		s, ok := res.(*messages.PartitionStatusResponse)
+		if err != nil || !ok || s.Error != messages.ErrorCode_NONE {
+			c.logger.WithFields(logrus.Fields{"partition": p.index, "error": fmt.Sprint(err), "code": s.GetError().String()}).Warn("offsets partition status not read; retrying the load")
+			c.timers.SendOnce(coordinatorRetry, ctx.Self(), &retryLoad{partition: p.index, generation: generation})
+			return
+		}
+		p.loadEnd = s.LogEndOffset
+		c.reachedHighWatermark(ctx, p, next)
+	})
+}
+
 // loaded marks p loaded and hands its groups their offsets.
 func (c *groupCoordinator) loaded(ctx actor.Context, p *offsetsPartition, end int64) {
 	p.loaded = true
 	p.endOffset = end
 	groups := p.state.groups()
-	c.logger.WithFields(logrus.Fields{"partition": p.index, "end_offset": end, "groups": len(groups)}).Debug("offsets partition loaded")
+	c.logger.WithFields(logrus.Fields{"partition": p.index, "leader_epoch": p.epoch, "end_offset": end, "groups": len(groups)}).Info("offsets partition loaded")
 	for id, pid := range c.children {
 		if c.partitionOf(id) == p {
 			ctx.Send(pid, &groupLoaded{offsets: p.state.group(id)})
@@ -446,16 +669,23 @@ func (c *groupCoordinator) loaded(ctx actor.Context, p *offsetsPartition, end in
 	}
 	for _, id := range groups {
 		if _, ok := c.children[id]; !ok {
-			c.child(ctx, id)
+			_, _ = c.child(ctx, id)
 		}
 	}
 	c.maybeClean(ctx, p)
 }
 
+// errGroupStopping refuses a group whose actor of an earlier leadership has
+// not stopped yet.
+var errGroupStopping = errors.New("group: the group's actor of an earlier leadership is stopping")
+
 // child returns group's actor, spawning it if needed.
 func (c *groupCoordinator) child(ctx actor.Context, group string) (*actor.PID, error) {
 	if pid, ok := c.children[group]; ok {
 		return pid, nil
+	}
+	if _, ok := c.stopping[actors.GroupActorName(group)]; ok {
+		return nil, errGroupStopping
 	}
 	props := newGroupProps(groupConfig{
 		id:               group,
@@ -475,9 +705,27 @@ func (c *groupCoordinator) child(ctx actor.Context, group string) (*actor.PID, e
 }
 
 func (c *groupCoordinator) onGroupStarted(ctx actor.Context, m *groupStarted) {
-	if p := c.partitionOf(m.group); p != nil && p.loaded {
+	switch p := c.partitionOf(m.group); {
+	case p == nil:
+	case !p.leading:
+		ctx.Respond(&groupUnloaded{})
+	case p.loaded:
 		ctx.Respond(&groupLoaded{offsets: p.state.group(m.group)})
 	}
+}
+
+// coordinates says whether this node serves group: it does while it leads
+// the group's offsets partition, or while it does not know who leads it
+// (the group waits until it does).
+func (c *groupCoordinator) coordinates(group string) (messages.ErrorCode, string) {
+	p := c.partitionOf(group)
+	switch {
+	case p == nil || p.leading:
+		return messages.ErrorCode_NONE, ""
+	case p.leader < 0:
+		return messages.ErrorCode_NOT_COORDINATOR, fmt.Sprintf("partition %d of %s, group %q's, has no leader", p.index, OffsetsTopic, group)
+	}
+	return messages.ErrorCode_NOT_COORDINATOR, fmt.Sprintf("node %d coordinates group %q, not node %d", p.leader, group, c.cfg.NodeID)
 }
 
 func (c *groupCoordinator) onFindCoordinator(ctx actor.Context, m *messages.FindCoordinatorRequest) {
@@ -485,11 +733,23 @@ func (c *groupCoordinator) onFindCoordinator(ctx actor.Context, m *messages.Find
 		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_INVALID_GROUP_ID, ErrorMessage: "group id is empty"})
 		return
 	}
-	// The coordinator of a group is the node that leads the group's
-	// partition of __consumer_offsets, as in Kafka: another node passes
-	// the request on to it.
-	if p := c.partitionOf(m.GroupId); p != nil && p.pid.Address != c.cfg.Address && p.pid.Address != "" && !m.Forwarded {
-		ctx.RequestWithCustomSender(actor.NewPID(p.pid.Address, actors.GroupCoordinatorName),
+	p := c.partitionOf(m.GroupId)
+	switch {
+	case p != nil && p.leader < 0:
+		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_COORDINATOR_NOT_AVAILABLE,
+			ErrorMessage: fmt.Sprintf("partition %d of %s, group %q's, has no leader", p.index, OffsetsTopic, m.GroupId)})
+		return
+	case p != nil && !p.leading && m.Forwarded:
+		// The asking node's metadata and this one's disagree: one is
+		// behind.
+		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_COORDINATOR_NOT_AVAILABLE,
+			ErrorMessage: fmt.Sprintf("node %d does not lead partition %d of %s: node %d does, as far as it knows", c.cfg.NodeID, p.index, OffsetsTopic, p.leader)})
+		c.lookup(ctx)
+		return
+	case p != nil && !p.leading:
+		// The coordinator of a group is the node that leads the group's
+		// partition of __consumer_offsets: it answers.
+		ctx.RequestWithCustomSender(actor.NewPID(p.leaderAddress, actors.GroupCoordinatorName),
 			&messages.FindCoordinatorRequest{GroupId: m.GroupId, Forwarded: true}, ctx.Sender())
 		return
 	}
@@ -516,6 +776,10 @@ func (c *groupCoordinator) route(ctx actor.Context, m any) {
 		ctx.Respond(groupErrorResponse(m, messages.ErrorCode_INVALID_GROUP_ID, "group id is empty"))
 		return
 	}
+	if code, text := c.coordinates(group); code != messages.ErrorCode_NONE {
+		ctx.Respond(groupErrorResponse(m, code, text))
+		return
+	}
 	pid, err := c.child(ctx, group)
 	if err != nil {
 		ctx.Respond(groupErrorResponse(m, messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, messages.ErrorText(err)))
@@ -526,6 +790,10 @@ func (c *groupCoordinator) route(ctx actor.Context, m any) {
 
 // onAppend writes a group's offset records to its offsets partition.
 func (c *groupCoordinator) onAppend(ctx actor.Context, sender *actor.PID, m *appendOffsets) {
+	if code, text := c.coordinates(m.group); code != messages.ErrorCode_NONE {
+		ctx.Send(sender, &appendOffsetsResult{code: code, message: text})
+		return
+	}
 	p := c.partitionOf(m.group)
 	if p == nil || !p.loaded {
 		ctx.Send(sender, &appendOffsetsResult{code: messages.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, message: "offsets partition is loading"})
@@ -541,21 +809,53 @@ func (c *groupCoordinator) onAppend(ctx actor.Context, sender *actor.PID, m *app
 		return
 	}
 	p.inflight++
+	generation := p.generation
 	req := &messages.ProduceRequest{Topic: OffsetsTopic, Partition: p.index, Acks: -1, TimeoutMs: int32(c.cfg.RequestTimeout.Milliseconds()), Records: batch}
 	future := ctx.RequestFuture(p.pid, req, c.cfg.RequestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
-		p.inflight--
 		code, msg := produceAnswer(res, err)
+		if code != messages.ErrorCode_NONE {
+			msg = fmt.Sprintf("offsets not written: partition %d of %s answered %s: %s", p.index, OffsetsTopic, code, msg)
+		}
+		if p.generation != generation {
+			// The leadership the write was for is over: the offsets are
+			// in the log if it took them, and the next leader loads them.
+			ctx.Send(sender, &appendOffsetsResult{code: commitError(code), message: msg})
+			return
+		}
+		p.inflight--
 		if code == messages.ErrorCode_NONE {
 			resp := res.(*messages.ProduceResponse)
 			for i, k := range m.keys {
 				p.state.apply(k, m.values[i], sizes[i])
 			}
 			p.endOffset = max(p.endOffset, resp.BaseOffset+int64(len(m.keys)))
+		} else if commitError(code) == messages.ErrorCode_NOT_COORDINATOR {
+			c.lookup(ctx) // the lead may have moved
 		}
-		ctx.Send(sender, &appendOffsetsResult{code: code, message: msg})
+		ctx.Send(sender, &appendOffsetsResult{code: commitError(code), message: msg})
 		c.maybeClean(ctx, p)
 	})
+}
+
+// commitError is the code a group answers for offsets its partition
+// refused to write with code, as Kafka's GroupMetadataManager maps them:
+// a partition this node no longer leads, or cannot write, means the
+// coordinator moved (NOT_COORDINATOR); one that cannot take the write now,
+// for want of in-sync replicas or time, is retriable
+// (COORDINATOR_NOT_AVAILABLE). Clients find the coordinator again and
+// retry on either; neither is ever taken for a commit.
+func commitError(code messages.ErrorCode) messages.ErrorCode {
+	switch code {
+	case messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, messages.ErrorCode_LEADER_NOT_AVAILABLE,
+		messages.ErrorCode_FENCED_LEADER_EPOCH, messages.ErrorCode_UNKNOWN_LEADER_EPOCH,
+		messages.ErrorCode_KAFKA_STORAGE_ERROR:
+		return messages.ErrorCode_NOT_COORDINATOR
+	case messages.ErrorCode_NOT_ENOUGH_REPLICAS, messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+		messages.ErrorCode_REQUEST_TIMED_OUT, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION:
+		return messages.ErrorCode_COORDINATOR_NOT_AVAILABLE
+	}
+	return code
 }
 
 // produceAnswer turns a partition's answer to a produce into an error
@@ -577,7 +877,7 @@ func produceAnswer(res any, err error) (messages.ErrorCode, string) {
 // maybeClean starts a cleaning of p when enough of it is superseded and
 // nothing is being written to it.
 func (c *groupCoordinator) maybeClean(ctx actor.Context, p *offsetsPartition) {
-	if !p.loaded || p.cleaning || p.inflight > 0 || p.state.superseded < c.cfg.CleanBytes {
+	if !p.leading || !p.loaded || p.cleaning || p.inflight > 0 || p.state.superseded < c.cfg.CleanBytes {
 		return
 	}
 	p.cleaning = true
@@ -600,9 +900,13 @@ func (c *groupCoordinator) writeSnapshot(ctx actor.Context, p *offsetsPartition,
 		c.cleaned(ctx, p, messages.ErrorText(err))
 		return
 	}
+	generation := p.generation
 	req := &messages.ProduceRequest{Topic: OffsetsTopic, Partition: p.index, Acks: -1, TimeoutMs: int32(c.cfg.RequestTimeout.Milliseconds()), Records: batch}
 	future := ctx.RequestFuture(p.pid, req, c.cfg.RequestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
+		if p.generation != generation {
+			return // the cleaning ended with the leadership
+		}
 		code, msg := produceAnswer(res, err)
 		if code != messages.ErrorCode_NONE {
 			c.cleaned(ctx, p, code.String()+": "+msg)
@@ -620,9 +924,13 @@ func (c *groupCoordinator) writeSnapshot(ctx actor.Context, p *offsetsPartition,
 // deleteBefore deletes the records of p before offset (-1: everything,
 // for an empty snapshot).
 func (c *groupCoordinator) deleteBefore(ctx actor.Context, p *offsetsPartition, offset int64) {
+	generation := p.generation
 	req := &messages.DeleteRecordsRequest{Topic: OffsetsTopic, Partition: p.index, Offset: offset}
 	future := ctx.RequestFuture(p.pid, req, c.cfg.RequestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
+		if p.generation != generation {
+			return
+		}
 		r, ok := res.(*messages.DeleteRecordsResponse)
 		switch {
 		case err != nil || !ok:

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -44,6 +45,21 @@ const (
 func (s groupState) String() string {
 	return [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}[s]
 }
+
+// groupMode is whether a group actor serves its group.
+type groupMode int
+
+const (
+	// modeLoading: the coordinator has not handed the group its offsets
+	// yet; requests wait.
+	modeLoading groupMode = iota
+	// modeServing: the group's node coordinates it.
+	modeServing
+	// modeUnloaded: the node no longer leads the group's offsets
+	// partition; every request is answered NOT_COORDINATOR until the actor
+	// stops.
+	modeUnloaded
+)
 
 // groupConfig is what a group actor needs.
 type groupConfig struct {
@@ -103,8 +119,13 @@ type groupActor struct {
 	timers *scheduler.TimerScheduler
 	self   *actor.PID
 
-	loaded bool
-	stash  []stashedRequest
+	mode  groupMode
+	stash []stashedRequest
+	// writes are the answers of the offset writes in flight, by number:
+	// each is called once, with the write's outcome, or with
+	// NOT_COORDINATOR when the group is unloaded first.
+	writes    map[uint64]func(messages.ErrorCode, string)
+	lastWrite uint64
 
 	state      groupState
 	generation int32
@@ -131,6 +152,7 @@ func newGroupProps(cfg groupConfig) *actor.Props {
 			members: map[string]*groupMember{},
 			static:  map[string]string{},
 			offsets: map[assign.TopicPartition]*messages.OffsetValue{},
+			writes:  map[uint64]func(messages.ErrorCode, string){},
 		}
 	}, cfg.logger)
 }
@@ -144,14 +166,20 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		ctx.Request(ctx.Parent(), &groupStarted{group: g.cfg.id})
 	case *groupLoaded:
 		g.onLoaded(ctx, m)
+	case *groupUnloaded:
+		g.onUnloaded(ctx)
 	case *messages.JoinGroupRequest, *messages.HeartbeatRequest, *messages.LeaveGroupRequest,
 		*messages.OffsetCommitRequest, *messages.OffsetFetchRequest, *messages.DescribeGroupRequest,
 		*messages.DeleteGroupRequest:
 		g.onRequest(ctx, m)
 	case *sessionExpired:
-		g.onSessionExpired(ctx, m)
+		if g.mode == modeServing {
+			g.onSessionExpired(ctx, m)
+		}
 	case *rebalanceExpired:
-		g.onRebalanceExpired(ctx, m)
+		if g.mode == modeServing {
+			g.onRebalanceExpired(ctx, m)
+		}
 	case *groupMetadataTick:
 		g.onMetadataTick(ctx)
 	case *actor.Stopping:
@@ -164,10 +192,10 @@ func (g *groupActor) Receive(ctx actor.Context) {
 }
 
 func (g *groupActor) onLoaded(ctx actor.Context, m *groupLoaded) {
-	if g.loaded {
+	if g.mode != modeLoading {
 		return
 	}
-	g.loaded = true
+	g.mode = modeServing
 	for k, v := range m.offsets {
 		g.offsets[assign.TopicPartition{Topic: k.topic, Partition: k.partition}] = v
 	}
@@ -179,8 +207,67 @@ func (g *groupActor) onLoaded(ctx actor.Context, m *groupLoaded) {
 	g.report(ctx)
 }
 
+// onUnloaded gives the group up: the node no longer leads its offsets
+// partition. What the group holds (queued requests, joins waiting for a
+// rebalance, writes in flight) is answered NOT_COORDINATOR, so that the
+// members find the new coordinator; the group's state is dropped, and the
+// actor stops once it has answered what its mailbox holds.
+func (g *groupActor) onUnloaded(ctx actor.Context) {
+	if g.mode == modeUnloaded {
+		return
+	}
+	g.mode = modeUnloaded
+	g.release(ctx, "this node no longer coordinates the group: its offsets partition is led elsewhere")
+	g.members, g.static = map[string]*groupMember{}, map[string]string{}
+	g.offsets = map[assign.TopicPartition]*messages.OffsetValue{}
+	g.state, g.generation, g.assignor, g.counts = groupEmpty, 0, "", nil
+	g.logger.Info("group unloaded")
+	ctx.Poison(ctx.Self())
+}
+
+// release answers everything the group holds with NOT_COORDINATOR and text,
+// and stops its timers.
+func (g *groupActor) release(ctx actor.Context, text string) {
+	if g.stopMetadataTick != nil {
+		g.stopMetadataTick()
+		g.stopMetadataTick = nil
+	}
+	if g.cancelRebalance != nil {
+		g.cancelRebalance()
+		g.cancelRebalance = nil
+	}
+	for _, s := range g.stash {
+		answer(ctx, s.sender, groupErrorResponse(s.msg, messages.ErrorCode_NOT_COORDINATOR, text))
+	}
+	g.stash = nil
+	writes := g.writes
+	g.writes = map[uint64]func(messages.ErrorCode, string){}
+	for _, seq := range slices.Sorted(maps.Keys(writes)) {
+		writes[seq](messages.ErrorCode_NOT_COORDINATOR, text)
+	}
+	for _, mem := range g.members {
+		g.stopSession(mem)
+		if mem.pending != nil {
+			ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_NOT_COORDINATOR, Generation: -1, MemberId: mem.id, ErrorMessage: text})
+			mem.pending = nil
+		}
+	}
+}
+
+// answer sends resp to sender, the sender of a request as it came; a
+// request sent without one is answered to nobody.
+func answer(ctx actor.Context, sender *actor.PID, resp any) {
+	if sender != nil {
+		ctx.Send(sender, resp)
+	}
+}
+
 func (g *groupActor) onRequest(ctx actor.Context, m any) {
-	if !g.loaded {
+	if g.mode == modeUnloaded {
+		ctx.Respond(groupErrorResponse(m, messages.ErrorCode_NOT_COORDINATOR, "this node no longer coordinates the group: find its coordinator again"))
+		return
+	}
+	if g.mode == modeLoading {
 		if len(g.stash) >= maxStashedRequests {
 			ctx.Respond(groupErrorResponse(m, messages.ErrorCode_COORDINATOR_LOAD_IN_PROGRESS, "group offsets are loading"))
 			return
@@ -215,8 +302,12 @@ func (g *groupActor) onRequest(ctx actor.Context, m any) {
 	g.report(ctx)
 }
 
-// report tells the coordinator the group's listing when it changed.
+// report tells the coordinator the group's listing when it changed, while
+// the group is served.
 func (g *groupActor) report(ctx actor.Context) {
+	if g.mode != modeServing {
+		return
+	}
 	l := &messages.GroupListing{GroupId: g.cfg.id, State: g.state.String(), Members: int32(len(g.members))}
 	exists := g.exists()
 	if g.listed != nil && g.listedExists == exists && g.listed.State == l.State && g.listed.Members == l.Members {
@@ -494,7 +585,7 @@ func (g *groupActor) completeRebalance(ctx actor.Context) {
 	topics := g.subscribedTopics()
 	future := ctx.RequestFuture(g.cfg.metadata, &messages.MetadataRequest{Topics: topics}, g.cfg.requestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
-		if g.state != groupCompletingRebalance || seq != g.rebalanceSeq {
+		if g.mode != modeServing || g.state != groupCompletingRebalance || seq != g.rebalanceSeq {
 			return
 		}
 		md, ok := res.(*messages.MetadataResponse)
@@ -671,7 +762,7 @@ func (g *groupActor) onLeave(ctx actor.Context, m *messages.LeaveGroupRequest) *
 }
 
 func (g *groupActor) onMetadataTick(ctx actor.Context) {
-	if !g.loaded || g.state != groupStable || len(g.members) == 0 || g.checkingCounts {
+	if g.mode != modeServing || g.state != groupStable || len(g.members) == 0 || g.checkingCounts {
 		return
 	}
 	g.checkingCounts = true
@@ -681,7 +772,7 @@ func (g *groupActor) onMetadataTick(ctx actor.Context) {
 	ctx.ReenterAfter(future, func(res any, err error) {
 		g.checkingCounts = false
 		md, ok := res.(*messages.MetadataResponse)
-		if err != nil || !ok || g.state != groupStable || g.generation != generation {
+		if err != nil || !ok || g.mode != modeServing || g.state != groupStable || g.generation != generation {
 			return
 		}
 		counts := partitionCounts(md)
@@ -753,6 +844,7 @@ func (g *groupActor) onCommit(ctx actor.Context, m *messages.OffsetCommitRequest
 	if mem != nil && mem.pending == nil {
 		g.startSession(mem)
 	}
+	sender := ctx.Sender()
 	results, ok := validateOffsets(m.Offsets)
 	if !ok {
 		ctx.Respond(&messages.OffsetCommitResponse{Error: messages.ErrorCode_INVALID_REQUEST,
@@ -782,19 +874,29 @@ func (g *groupActor) onCommit(ctx actor.Context, m *messages.OffsetCommitRequest
 		for _, r := range results {
 			r.Error = code
 		}
-		ctx.Respond(&messages.OffsetCommitResponse{Error: code, ErrorMessage: text, Offsets: results})
+		answer(ctx, sender, &messages.OffsetCommitResponse{Error: code, ErrorMessage: text, Offsets: results})
 		g.report(ctx)
 	})
 }
 
-// write has the coordinator append offset records, then calls done.
+// write has the coordinator append offset records, then calls done, which
+// answers with its explicit sender: it may run while another message is
+// handled (see release).
 func (g *groupActor) write(ctx actor.Context, req *appendOffsets, done func(messages.ErrorCode, string)) {
+	g.lastWrite++
+	seq := g.lastWrite
+	g.writes[seq] = done
 	future := ctx.RequestFuture(ctx.Parent(), req, 2*g.cfg.requestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
+		done, ok := g.writes[seq]
+		if !ok {
+			return // answered when the group was released
+		}
+		delete(g.writes, seq)
 		r, ok := res.(*appendOffsetsResult)
 		switch {
 		case err != nil:
-			done(messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("offsets not written: %v", err))
+			done(messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, fmt.Sprintf("offsets not written in time: %v", err))
 		case !ok:
 			done(messages.ErrorCode_UNKNOWN_SERVER_ERROR, fmt.Sprintf("coordinator answered %T", res))
 		default:
@@ -867,6 +969,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 			ErrorMessage: fmt.Sprintf("group %q has %s", g.cfg.id, activeMembers(len(g.members)))})
 		return
 	}
+	sender := ctx.Sender()
 	req := &appendOffsets{group: g.cfg.id}
 	for _, o := range g.sortedOffsets() {
 		req.keys = append(req.keys, &messages.OffsetKey{Group: g.cfg.id, Topic: o.Topic, Partition: o.Partition})
@@ -875,7 +978,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 	finish := func() {
 		g.state, g.generation, g.assignor, g.counts = groupDead, 0, "", nil
 		g.logger.Info("group deleted")
-		ctx.Respond(&messages.DeleteGroupResponse{})
+		answer(ctx, sender, &messages.DeleteGroupResponse{})
 		g.report(ctx)
 	}
 	if len(req.keys) == 0 {
@@ -884,7 +987,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 	}
 	g.write(ctx, req, func(code messages.ErrorCode, text string) {
 		if code != messages.ErrorCode_NONE {
-			ctx.Respond(&messages.DeleteGroupResponse{Error: code, ErrorMessage: text})
+			answer(ctx, sender, &messages.DeleteGroupResponse{Error: code, ErrorMessage: text})
 			return
 		}
 		for _, k := range req.keys {
@@ -893,7 +996,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 		if len(g.members) > 0 || len(g.offsets) > 0 {
 			// A member joined or an admin committed while the tombstones
 			// were written: the group lives on without the deleted offsets.
-			ctx.Respond(&messages.DeleteGroupResponse{})
+			answer(ctx, sender, &messages.DeleteGroupResponse{})
 			g.report(ctx)
 			return
 		}
@@ -902,18 +1005,5 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 }
 
 func (g *groupActor) onStopping(ctx actor.Context) {
-	if g.stopMetadataTick != nil {
-		g.stopMetadataTick()
-	}
-	if g.cancelRebalance != nil {
-		g.cancelRebalance()
-	}
-	for _, mem := range g.members {
-		g.stopSession(mem)
-		if mem.pending != nil {
-			ctx.Send(mem.pending, &messages.JoinGroupResponse{Error: messages.ErrorCode_NOT_COORDINATOR, Generation: -1, MemberId: mem.id,
-				ErrorMessage: "group coordinator stopping"})
-			mem.pending = nil
-		}
-	}
+	g.release(ctx, "group coordinator stopping")
 }

@@ -153,13 +153,13 @@ func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, m
 	if err != nil {
 		return topic.Config{}, messages.ErrorCode_INVALID_CONFIG, fmt.Sprintf("invalid config for topic %q: %s", name, configReason(err))
 	}
-	switch rf := ReplicationFactor(m); {
-	case rf < 1:
-		return topic.Config{}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
-			fmt.Sprintf("topic %q cannot have replication factor %d: it is at least 1", name, rf)
+	switch rf := m.GetReplicationFactor(); {
 	case rf > MaxReplicationFactor:
 		return topic.Config{}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
 			fmt.Sprintf("topic %q cannot have replication factor %d: it is at most %d", name, rf, MaxReplicationFactor)
+	case rf < -MaxReplicationFactor:
+		return topic.Config{}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
+			fmt.Sprintf("topic %q cannot have replication factor up to %d: it is at most %d", name, -int64(rf), MaxReplicationFactor)
 	}
 	return config, messages.ErrorCode_NONE, ""
 }
@@ -170,13 +170,39 @@ func configReason(err error) string {
 	return messages.CleanErrorText(strings.TrimPrefix(err.Error(), topic.ErrInvalidConfig.Error()+": "))
 }
 
-// ReplicationFactor is the replication factor m asks for, the default (1)
-// for none.
-func ReplicationFactor(m *messages.CreateTopicRequest) int32 {
-	if rf := m.GetReplicationFactor(); rf != 0 {
-		return rf
+// ReplicationFactor is the replication factor m asks for with the image's
+// live nodes: the default (1) for none, and for a negative factor -n as many
+// as there are live nodes, up to n, and at least 1 (so that a create with no
+// live node fails as any other would, for want of nodes).
+func (im *Image) ReplicationFactor(m *messages.CreateTopicRequest) int32 {
+	return replicationFactor(m.GetReplicationFactor(), len(im.Live()))
+}
+
+// replicationFactor is ReplicationFactor of a request asking for asked
+// with live nodes unfenced.
+func replicationFactor(asked int32, live int) int32 {
+	switch {
+	case asked == 0:
+		return 1
+	case asked < 0:
+		return int32(max(1, min(-int64(asked), int64(live))))
 	}
-	return 1
+	return asked
+}
+
+// HasReplicationFactor reports whether a topic whose partitions have
+// replicas replicas each is what m asks for: the factor asked, or, for a
+// negative factor -n, any from 1 to n, since the live nodes it was decided
+// by may have changed since.
+func HasReplicationFactor(m *messages.CreateTopicRequest, replicas int) bool {
+	switch asked := int64(m.GetReplicationFactor()); {
+	case asked < 0:
+		return replicas >= 1 && int64(replicas) <= -asked
+	case asked == 0:
+		return replicas == 1
+	default:
+		return int64(replicas) == asked
+	}
 }
 
 // CreateTopic returns the record that creates the topic m asks for, with

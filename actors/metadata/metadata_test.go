@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -138,6 +139,11 @@ func TestValidateCreate(t *testing.T) {
 		{"too many partitions", &messages.CreateTopicRequest{Name: "orders", Partitions: MaxPartitionsPerTopic + 1}, messages.ErrorCode_INVALID_PARTITIONS, `topic "orders" cannot have 10001 partitions: a topic has 1 to 10000`},
 		{"bad config", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, Configs: map[string]string{"nope": "1"}}, messages.ErrorCode_INVALID_CONFIG, `invalid config for topic "orders": unknown key "nope"`},
 		{"bad config value", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, Configs: map[string]string{"retention.ms": "soon"}}, messages.ErrorCode_INVALID_CONFIG, `invalid config for topic "orders": retention.ms "soon" is not an integer`},
+		{"up to three replicas", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, ReplicationFactor: -3}, messages.ErrorCode_NONE, ""},
+		{"too many replicas", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, ReplicationFactor: MaxReplicationFactor + 1}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
+			`topic "orders" cannot have replication factor 32768: it is at most 32767`},
+		{"up to too many replicas", &messages.CreateTopicRequest{Name: "orders", Partitions: 1, ReplicationFactor: -MaxReplicationFactor - 1}, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
+			`topic "orders" cannot have replication factor up to 32768: it is at most 32767`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, code, msg := image.ValidateCreate(tc.req)
@@ -294,6 +300,47 @@ func register(id int32) []*messages.MetadataRecord {
 	return []*messages.MetadataRecord{
 		RegisterNode(&messages.RegisterNodeRequest{NodeId: id, Address: fmt.Sprintf("127.0.0.1:%d", 7000+id)}),
 		fenceRecord(id, false),
+	}
+}
+
+// A negative replication factor -n asks for as many replicas as there are
+// live nodes, up to n; a topic created so is what a retry of the same
+// create asks for with any factor from 1 to n.
+func TestReplicationFactor(t *testing.T) {
+	three, _ := replay(t, Empty(), append(append(register(1), register(2)...), register(3)...)...)
+	oneFenced, _ := replay(t, three, three.Fence(3)...)
+	for _, tc := range []struct {
+		name  string
+		image *Image
+		asked int32
+		want  int32
+	}{
+		{"default", three, 0, 1},
+		{"as asked", three, 2, 2},
+		{"as asked, above the live nodes", three, 5, 5},
+		{"up to three of three", three, -3, 3},
+		{"up to three of two live", oneFenced, -3, 2},
+		{"up to one", three, -1, 1},
+		{"up to five of three", three, -5, 3},
+		{"no live node", Empty(), -3, 1},
+		{"the least int32", three, math.MinInt32, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, tc.image.ReplicationFactor(&messages.CreateTopicRequest{ReplicationFactor: tc.asked}))
+		})
+	}
+	for _, tc := range []struct {
+		asked    int32
+		replicas int
+		want     bool
+	}{
+		{0, 1, true}, {0, 2, false},
+		{3, 3, true}, {3, 2, false},
+		{-3, 1, true}, {-3, 2, true}, {-3, 3, true}, {-3, 4, false}, {-3, 0, false},
+	} {
+		t.Run(fmt.Sprintf("asked %d has %d", tc.asked, tc.replicas), func(t *testing.T) {
+			require.Equal(t, tc.want, HasReplicationFactor(&messages.CreateTopicRequest{ReplicationFactor: tc.asked}, tc.replicas))
+		})
 	}
 }
 
