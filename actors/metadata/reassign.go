@@ -122,8 +122,9 @@ func without(list, drop []int32) []int32 {
 // node twice or one not registered, adds a replica on a fenced node, is
 // already its replicas with no move in flight (nothing to do), or leaves
 // its ISR without a member (INVALID_REPLICA_ASSIGNMENT). A target asked
-// again while its move is in flight, or, in a retried request, one the
-// partition already has, changes nothing and succeeds.
+// again while its move is in flight, and, in a retried request, one the
+// partition already has or a cancel with no move in flight, change
+// nothing and succeed.
 func (im *Image) Reassign(m *messages.ReassignPartitionsRequest) ([]*messages.MetadataRecord, []*messages.ReassignmentResult) {
 	var recs []*messages.MetadataRecord
 	results := make([]*messages.ReassignmentResult, 0, len(m.GetPartitions()))
@@ -165,6 +166,8 @@ func (im *Image) reassign(r *messages.PartitionReassignment, retried bool) (*mes
 	}
 	target := r.GetReplicas()
 	switch {
+	case r.GetCancel() && !p.Reassigning() && retried:
+		return nil, messages.ErrorCode_NONE, ""
 	case r.GetCancel() && !p.Reassigning():
 		return nil, messages.ErrorCode_NO_REASSIGNMENT_IN_PROGRESS, fmt.Sprintf("%s: no reassignment in progress", name)
 	case r.GetCancel():

@@ -94,6 +94,11 @@ func TestReassignRefusals(t *testing.T) {
 	recs, results = image.Reassign(retried)
 	require.Empty(t, recs)
 	require.Equal(t, messages.ErrorCode_NONE, results[0].GetError(), "a retry finds its move made")
+	retried = cancelMove()
+	retried.Retried = true
+	recs, results = image.Reassign(retried)
+	require.Empty(t, recs)
+	require.Equal(t, messages.ErrorCode_NONE, results[0].GetError(), "a retry finds its cancel made")
 
 	// A replica the partition keeps may be on a fenced node.
 	image, _ = replay(t, image, image.Fence(2)...)
