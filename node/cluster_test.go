@@ -69,6 +69,13 @@ func newTestCluster(t testing.TB, voters int) *testCluster {
 // newTestClusterWith is newTestCluster with the quorum settings given.
 func newTestClusterWith(t testing.TB, voters int, quorum QuorumSettings) *testCluster {
 	t.Helper()
+	return newTestClusterConfigured(t, voters, quorum, nil)
+}
+
+// newTestClusterConfigured is newTestClusterWith with each node's config
+// changed by configure, when not nil, before it starts.
+func newTestClusterConfigured(t testing.TB, voters int, quorum QuorumSettings, configure func(*Config)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, cfgs: map[int32]Config{}, nodes: map[int32]*Node{}}
 	for i, addr := range freeAddrs(t, voters) {
 		c.voters = append(c.voters, Voter{ID: int32(i + 1), Address: addr})
@@ -77,6 +84,9 @@ func newTestClusterWith(t testing.TB, voters int, quorum QuorumSettings) *testCl
 		cfg := testConfig(t, t.TempDir())
 		cfg.NodeID, cfg.Listen, cfg.HTTP = v.ID, v.Address, ""
 		cfg.Controllers, cfg.Quorum = c.voters, quorum
+		if configure != nil {
+			configure(&cfg)
+		}
 		c.cfgs[v.ID] = cfg
 	}
 	var wg sync.WaitGroup

@@ -485,6 +485,7 @@ func (n *Node) startPartitions() error {
 				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: dir,
 				Leader: p.Leader, LeaderAddress: p.LeaderAddress, Replicas: p.Replicas, Isr: p.Isr,
 				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 			}
 			if dir, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
 				a.LogDir, a.DirId = dir, n.dirIDs[dir]

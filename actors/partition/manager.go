@@ -320,7 +320,7 @@ func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartition
 			continue
 		}
 		if req.Delete {
-			ctx.Send(pid, &deletePartition{})
+			ctx.Send(pid, &deletePartition{movedAway: req.MovedAway})
 			delete(m.states, key)
 		}
 		m.onUnfollow(ctx, &unfollow{tp: key})

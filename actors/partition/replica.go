@@ -514,11 +514,14 @@ func (a *partitionActor) maybeAlterISR(ctx actor.Context) {
 			a.logger.WithError(err).Warn("ISR change not answered; asking again")
 		case resp.GetError() != messages.ErrorCode_NONE:
 			a.logger.WithFields(logrus.Fields{"error": resp.GetError().String(), "reason": resp.GetErrorMessage()}).Warn("ISR change refused")
+		case resp.GetLeader() != a.cfg.NodeID || resp.GetLeaderEpoch() != a.core.LeaderEpoch():
+			// The change made another leader (a reassignment completed
+			// without this node), or one came since: the metadata brings
+			// the partition's new state.
 		default:
-			cur := a.core.Assignment()
 			a.core.Assign(state.Assignment{
-				Leader: cur.Leader, LeaderEpoch: resp.GetLeaderEpoch(), PartitionEpoch: resp.GetPartitionEpoch(),
-				Replicas: cur.Replicas, ISR: resp.GetIsr(),
+				Leader: a.cfg.NodeID, LeaderEpoch: resp.GetLeaderEpoch(), PartitionEpoch: resp.GetPartitionEpoch(),
+				Replicas: resp.GetReplicas(), ISR: resp.GetIsr(),
 			}, a.now())
 		}
 		a.acknowledge(ctx)

@@ -276,6 +276,7 @@ func (m *partitionManager) startState(p *messages.PartitionAssignment) *messages
 	s := &messages.PartitionState{
 		Topic: p.GetTopic(), Partition: p.GetPartition(), Leader: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch(),
 		PartitionEpoch: p.GetPartitionEpoch(), Replicas: p.GetReplicas(), Isr: p.GetIsr(), LeaderAddress: p.GetLeaderAddress(),
+		AddingReplicas: p.GetAddingReplicas(),
 	}
 	if len(s.Replicas) == 0 {
 		// Assignments from before replication name the node alone.
