@@ -221,6 +221,9 @@ type partitionActor struct {
 	// wakeArmed is set while a follower's fetch found nothing new and its
 	// manager waits to hear of the next append.
 	wakeArmed bool
+	// throttled is set while the partition follows as a replica a
+	// reassignment adds, out of the ISR: its fetches are throttled.
+	throttled bool
 	// stopISRTick stops a leader's isrTicks.
 	stopISRTick scheduler.CancelFunc
 }
