@@ -57,27 +57,31 @@ const (
 	ErrorCode_INVALID_PARTITIONS               ErrorCode = 37
 	ErrorCode_INVALID_REPLICATION_FACTOR       ErrorCode = 38
 	ErrorCode_INVALID_CONFIG                   ErrorCode = 40
-	ErrorCode_INVALID_REQUEST                  ErrorCode = 42
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER     ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER        ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH           ErrorCode = 47
-	ErrorCode_BROKER_NOT_AVAILABLE             ErrorCode = 8
-	ErrorCode_STALE_CONTROLLER_EPOCH           ErrorCode = 11
-	ErrorCode_NOT_CONTROLLER                   ErrorCode = 41
-	ErrorCode_KAFKA_STORAGE_ERROR              ErrorCode = 56
-	ErrorCode_LOG_DIR_NOT_FOUND                ErrorCode = 57
-	ErrorCode_UNKNOWN_PRODUCER_ID              ErrorCode = 59
-	ErrorCode_NON_EMPTY_GROUP                  ErrorCode = 68
-	ErrorCode_GROUP_ID_NOT_FOUND               ErrorCode = 69
-	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE     ErrorCode = 76
-	ErrorCode_FENCED_LEADER_EPOCH              ErrorCode = 74
-	ErrorCode_UNKNOWN_LEADER_EPOCH             ErrorCode = 75
-	ErrorCode_FENCED_INSTANCE_ID               ErrorCode = 82
-	ErrorCode_INVALID_UPDATE_VERSION           ErrorCode = 95
-	ErrorCode_INELIGIBLE_REPLICA               ErrorCode = 107
-	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE   ErrorCode = 80
-	ErrorCode_ELECTION_NOT_NEEDED              ErrorCode = 84
-	ErrorCode_INCONSISTENT_CLUSTER_ID          ErrorCode = 104
+	// INVALID_REPLICA_ASSIGNMENT refuses a reassignment's target: empty, a
+	// node named twice, a node not registered, or one fenced that it adds.
+	ErrorCode_INVALID_REPLICA_ASSIGNMENT     ErrorCode = 39
+	ErrorCode_INVALID_REQUEST                ErrorCode = 42
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER   ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER      ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH         ErrorCode = 47
+	ErrorCode_BROKER_NOT_AVAILABLE           ErrorCode = 8
+	ErrorCode_STALE_CONTROLLER_EPOCH         ErrorCode = 11
+	ErrorCode_NOT_CONTROLLER                 ErrorCode = 41
+	ErrorCode_KAFKA_STORAGE_ERROR            ErrorCode = 56
+	ErrorCode_LOG_DIR_NOT_FOUND              ErrorCode = 57
+	ErrorCode_UNKNOWN_PRODUCER_ID            ErrorCode = 59
+	ErrorCode_NON_EMPTY_GROUP                ErrorCode = 68
+	ErrorCode_GROUP_ID_NOT_FOUND             ErrorCode = 69
+	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE   ErrorCode = 76
+	ErrorCode_FENCED_LEADER_EPOCH            ErrorCode = 74
+	ErrorCode_UNKNOWN_LEADER_EPOCH           ErrorCode = 75
+	ErrorCode_FENCED_INSTANCE_ID             ErrorCode = 82
+	ErrorCode_INVALID_UPDATE_VERSION         ErrorCode = 95
+	ErrorCode_INELIGIBLE_REPLICA             ErrorCode = 107
+	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE ErrorCode = 80
+	ErrorCode_ELECTION_NOT_NEEDED            ErrorCode = 84
+	ErrorCode_NO_REASSIGNMENT_IN_PROGRESS    ErrorCode = 85
+	ErrorCode_INCONSISTENT_CLUSTER_ID        ErrorCode = 104
 	// LEADER_NOT_AVAILABLE is Kafka's 5, whose number INVALID_FETCH_SIZE
 	// took here first: a partition whose replicas are all fenced.
 	ErrorCode_LEADER_NOT_AVAILABLE          ErrorCode = 1005
@@ -114,6 +118,7 @@ var (
 		37:   "INVALID_PARTITIONS",
 		38:   "INVALID_REPLICATION_FACTOR",
 		40:   "INVALID_CONFIG",
+		39:   "INVALID_REPLICA_ASSIGNMENT",
 		42:   "INVALID_REQUEST",
 		45:   "OUT_OF_ORDER_SEQUENCE_NUMBER",
 		46:   "DUPLICATE_SEQUENCE_NUMBER",
@@ -134,6 +139,7 @@ var (
 		107:  "INELIGIBLE_REPLICA",
 		80:   "PREFERRED_LEADER_NOT_AVAILABLE",
 		84:   "ELECTION_NOT_NEEDED",
+		85:   "NO_REASSIGNMENT_IN_PROGRESS",
 		104:  "INCONSISTENT_CLUSTER_ID",
 		1005: "LEADER_NOT_AVAILABLE",
 		101:  "DUPLICATE_BROKER_REGISTRATION",
@@ -166,6 +172,7 @@ var (
 		"INVALID_PARTITIONS":               37,
 		"INVALID_REPLICATION_FACTOR":       38,
 		"INVALID_CONFIG":                   40,
+		"INVALID_REPLICA_ASSIGNMENT":       39,
 		"INVALID_REQUEST":                  42,
 		"OUT_OF_ORDER_SEQUENCE_NUMBER":     45,
 		"DUPLICATE_SEQUENCE_NUMBER":        46,
@@ -186,6 +193,7 @@ var (
 		"INELIGIBLE_REPLICA":               107,
 		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
 		"ELECTION_NOT_NEEDED":              84,
+		"NO_REASSIGNMENT_IN_PROGRESS":      85,
 		"INCONSISTENT_CLUSTER_ID":          104,
 		"LEADER_NOT_AVAILABLE":             1005,
 		"DUPLICATE_BROKER_REGISTRATION":    101,
@@ -1536,8 +1544,13 @@ type PartitionMetadata struct {
 	ReplicaDirs []*ReplicaDir `protobuf:"bytes,11,rep,name=replica_dirs,json=replicaDirs,proto3" json:"replica_dirs,omitempty"`
 	// partition_epoch goes up with every change of leader or ISR.
 	PartitionEpoch int32 `protobuf:"varint,12,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// adding_replicas and removing_replicas are, while a reassignment moves
+	// the partition, the replicas it adds and those it removes (KIP-455):
+	// replicas are then its target, followed by those it removes.
+	AddingReplicas   []int32 `protobuf:"varint,13,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,14,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionMetadata) Reset() {
@@ -1652,6 +1665,20 @@ func (x *PartitionMetadata) GetPartitionEpoch() int32 {
 		return x.PartitionEpoch
 	}
 	return 0
+}
+
+func (x *PartitionMetadata) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
 }
 
 // ReplicaDir is the log directory of one replica of a partition.
@@ -2228,7 +2255,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12\x16\n" +
 	"\x06fenced\x18\x04 \x01(\bR\x06fenced\x12\x14\n" +
 	"\x05voter\x18\x05 \x01(\bR\x05voter\x12#\n" +
-	"\rkafka_address\x18\x06 \x01(\tR\fkafkaAddress\"\x97\x03\n" +
+	"\rkafka_address\x18\x06 \x01(\tR\fkafkaAddress\"\xed\x03\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12&\n" +
 	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12\x16\n" +
@@ -2243,7 +2270,9 @@ const file_depot_proto_rawDesc = "" +
 	"\fleader_epoch\x18\n" +
 	" \x01(\x05R\vleaderEpoch\x124\n" +
 	"\freplica_dirs\x18\v \x03(\v2\x11.depot.ReplicaDirR\vreplicaDirs\x12'\n" +
-	"\x0fpartition_epoch\x18\f \x01(\x05R\x0epartitionEpoch\"v\n" +
+	"\x0fpartition_epoch\x18\f \x01(\x05R\x0epartitionEpoch\x12'\n" +
+	"\x0fadding_replicas\x18\r \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x0e \x03(\x05R\x10removingReplicas\"v\n" +
 	"\n" +
 	"ReplicaDir\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\x05R\x04node\x12\x17\n" +
@@ -2284,7 +2313,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xac\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xed\n" +
 	"\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
@@ -2314,7 +2343,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x14TOPIC_ALREADY_EXISTS\x10$\x12\x16\n" +
 	"\x12INVALID_PARTITIONS\x10%\x12\x1e\n" +
 	"\x1aINVALID_REPLICATION_FACTOR\x10&\x12\x12\n" +
-	"\x0eINVALID_CONFIG\x10(\x12\x13\n" +
+	"\x0eINVALID_CONFIG\x10(\x12\x1e\n" +
+	"\x1aINVALID_REPLICA_ASSIGNMENT\x10'\x12\x13\n" +
 	"\x0fINVALID_REQUEST\x10*\x12 \n" +
 	"\x1cOUT_OF_ORDER_SEQUENCE_NUMBER\x10-\x12\x1d\n" +
 	"\x19DUPLICATE_SEQUENCE_NUMBER\x10.\x12\x1a\n" +
@@ -2334,7 +2364,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\"\n" +
 	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x17\n" +
-	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1b\n" +
+	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1f\n" +
+	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x1b\n" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x19\n" +
 	"\x14LEADER_NOT_AVAILABLE\x10\xed\a\x12!\n" +
 	"\x1dDUPLICATE_BROKER_REGISTRATION\x10eB%Z#github.com/depot-dev/depot/messagesb\x06proto3"

@@ -48,8 +48,12 @@ type PartitionAssignment struct {
 	// when it has none. Records keep the leader in node_id.
 	Leader        int32  `protobuf:"varint,10,opt,name=leader,proto3" json:"leader,omitempty"`
 	LeaderAddress string `protobuf:"bytes,11,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// adding_replicas and removing_replicas are those of replicas that a
+	// reassignment in flight adds and removes (see ReplicaSet).
+	AddingReplicas   []int32 `protobuf:"varint,12,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32 `protobuf:"varint,13,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionAssignment) Reset() {
@@ -157,6 +161,20 @@ func (x *PartitionAssignment) GetLeaderAddress() string {
 		return x.LeaderAddress
 	}
 	return ""
+}
+
+func (x *PartitionAssignment) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionAssignment) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
 }
 
 // StartPartitionsRequest asks a node's partition manager to start partition
@@ -376,11 +394,15 @@ func (x *AssignReplicaDirsResponse) GetErrorMessage() string {
 }
 
 // StopPartitionsRequest stops partition actors; with delete, their logs are
-// removed from disk.
+// removed from disk. moved_away says the node no longer holds them (a
+// reassignment took them elsewhere), not that they were deleted: what they
+// hold is answered NOT_LEADER_OR_FOLLOWER, which a client retries on the
+// partition's new leader.
 type StopPartitionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partitions    []*TopicPartition      `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	Delete        bool                   `protobuf:"varint,2,opt,name=delete,proto3" json:"delete,omitempty"`
+	MovedAway     bool                   `protobuf:"varint,3,opt,name=moved_away,json=movedAway,proto3" json:"moved_away,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +447,13 @@ func (x *StopPartitionsRequest) GetPartitions() []*TopicPartition {
 func (x *StopPartitionsRequest) GetDelete() bool {
 	if x != nil {
 		return x.Delete
+	}
+	return false
+}
+
+func (x *StopPartitionsRequest) GetMovedAway() bool {
+	if x != nil {
+		return x.MovedAway
 	}
 	return false
 }
@@ -911,8 +940,9 @@ func (x *NodeFenceRecord) GetFenced() bool {
 	return false
 }
 
-// PartitionChangeRecord changes a partition's leader or ISR, as Kafka's.
-// leader -1 is no leader: every replica is fenced.
+// PartitionChangeRecord changes a partition's leader or ISR, as Kafka's,
+// and with replicas its replicas. leader -1 is no leader: every replica is
+// fenced.
 type PartitionChangeRecord struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Topic          string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -921,8 +951,11 @@ type PartitionChangeRecord struct {
 	Isr            []int32                `protobuf:"varint,4,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	LeaderEpoch    int32                  `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32                  `protobuf:"varint,6,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// replicas, when set, are the partition's replicas after the change;
+	// unset, they stay as they were.
+	Replicas      *ReplicaSet `protobuf:"bytes,7,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionChangeRecord) Reset() {
@@ -997,6 +1030,79 @@ func (x *PartitionChangeRecord) GetPartitionEpoch() int32 {
 	return 0
 }
 
+func (x *PartitionChangeRecord) GetReplicas() *ReplicaSet {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+// ReplicaSet is a partition's replicas, and the reassignment in flight
+// among them, as Kafka's PartitionChangeRecord holds them (KIP-455): while
+// a move is in flight, replicas are its target followed by the replicas it
+// removes; adding_replicas are those of the target the partition did not
+// have, removing_replicas those it had that the target leaves out. With
+// neither, no move is in flight.
+type ReplicaSet struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Replicas         []int32                `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32                `protobuf:"varint,2,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32                `protobuf:"varint,3,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReplicaSet) Reset() {
+	*x = ReplicaSet{}
+	mi := &file_node_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaSet) ProtoMessage() {}
+
+func (x *ReplicaSet) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaSet.ProtoReflect.Descriptor instead.
+func (*ReplicaSet) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ReplicaSet) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *ReplicaSet) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *ReplicaSet) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 // RegisterNodeRequest is sent by a node to the active controller when it
 // starts, and again until it is answered.
 type RegisterNodeRequest struct {
@@ -1017,7 +1123,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_node_proto_msgTypes[13]
+	mi := &file_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1135,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[13]
+	mi := &file_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1148,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{13}
+	return file_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterNodeRequest) GetNodeId() int32 {
@@ -1105,7 +1211,7 @@ type RegisterNodeResponse struct {
 
 func (x *RegisterNodeResponse) Reset() {
 	*x = RegisterNodeResponse{}
-	mi := &file_node_proto_msgTypes[14]
+	mi := &file_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1223,7 @@ func (x *RegisterNodeResponse) String() string {
 func (*RegisterNodeResponse) ProtoMessage() {}
 
 func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[14]
+	mi := &file_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1236,7 @@ func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{14}
+	return file_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterNodeResponse) GetError() ErrorCode {
@@ -1175,7 +1281,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_node_proto_msgTypes[15]
+	mi := &file_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1293,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[15]
+	mi := &file_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1306,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{15}
+	return file_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeHeartbeatRequest) GetNodeId() int32 {
@@ -1256,7 +1362,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_node_proto_msgTypes[16]
+	mi := &file_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1374,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[16]
+	mi := &file_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1387,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{16}
+	return file_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeHeartbeatResponse) GetError() ErrorCode {
@@ -1321,7 +1427,7 @@ type PartitionDirRecord struct {
 
 func (x *PartitionDirRecord) Reset() {
 	*x = PartitionDirRecord{}
-	mi := &file_node_proto_msgTypes[17]
+	mi := &file_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1439,7 @@ func (x *PartitionDirRecord) String() string {
 func (*PartitionDirRecord) ProtoMessage() {}
 
 func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[17]
+	mi := &file_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1452,7 @@ func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDirRecord.ProtoReflect.Descriptor instead.
 func (*PartitionDirRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{17}
+	return file_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionDirRecord) GetTopic() string {
@@ -1399,7 +1505,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_node_proto_msgTypes[18]
+	mi := &file_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1517,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[18]
+	mi := &file_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1530,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{18}
+	return file_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1471,7 +1577,7 @@ type TopicDeletedRecord struct {
 
 func (x *TopicDeletedRecord) Reset() {
 	*x = TopicDeletedRecord{}
-	mi := &file_node_proto_msgTypes[19]
+	mi := &file_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1589,7 @@ func (x *TopicDeletedRecord) String() string {
 func (*TopicDeletedRecord) ProtoMessage() {}
 
 func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[19]
+	mi := &file_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1602,7 @@ func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDeletedRecord.ProtoReflect.Descriptor instead.
 func (*TopicDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{19}
+	return file_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TopicDeletedRecord) GetName() string {
@@ -1516,7 +1622,7 @@ type ProducerIdBlockRecord struct {
 
 func (x *ProducerIdBlockRecord) Reset() {
 	*x = ProducerIdBlockRecord{}
-	mi := &file_node_proto_msgTypes[20]
+	mi := &file_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1634,7 @@ func (x *ProducerIdBlockRecord) String() string {
 func (*ProducerIdBlockRecord) ProtoMessage() {}
 
 func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[20]
+	mi := &file_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1647,7 @@ func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdBlockRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdBlockRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{20}
+	return file_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ProducerIdBlockRecord) GetNextProducerId() int64 {
@@ -1556,7 +1662,7 @@ var File_node_proto protoreflect.FileDescriptor
 const file_node_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"node.proto\x12\x05depot\x1a\vdepot.proto\"\xcb\x02\n" +
+	"node.proto\x12\x05depot\x1a\vdepot.proto\"\xa1\x03\n" +
 	"\x13PartitionAssignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x17\n" +
@@ -1569,7 +1675,9 @@ const file_node_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\t \x01(\x05R\x0epartitionEpoch\x12\x16\n" +
 	"\x06leader\x18\n" +
 	" \x01(\x05R\x06leader\x12%\n" +
-	"\x0eleader_address\x18\v \x01(\tR\rleaderAddress\"\xd6\x01\n" +
+	"\x0eleader_address\x18\v \x01(\tR\rleaderAddress\x12'\n" +
+	"\x0fadding_replicas\x18\f \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\r \x03(\x05R\x10removingReplicas\"\xd6\x01\n" +
 	"\x16StartPartitionsRequest\x12:\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\n" +
@@ -1586,12 +1694,14 @@ const file_node_proto_rawDesc = "" +
 	"\vassignments\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\vassignments\"h\n" +
 	"\x19AssignReplicaDirsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"f\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x85\x01\n" +
 	"\x15StopPartitionsRequest\x125\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x15.depot.TopicPartitionR\n" +
 	"partitions\x12\x16\n" +
-	"\x06delete\x18\x02 \x01(\bR\x06delete\"e\n" +
+	"\x06delete\x18\x02 \x01(\bR\x06delete\x12\x1d\n" +
+	"\n" +
+	"moved_away\x18\x03 \x01(\bR\tmovedAway\"e\n" +
 	"\x16StopPartitionsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xec\x03\n" +
@@ -1623,14 +1733,20 @@ const file_node_proto_rawDesc = "" +
 	"\adir_ids\x18\x06 \x03(\tR\x06dirIds\"B\n" +
 	"\x0fNodeFenceRecord\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x16\n" +
-	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"\xc1\x01\n" +
+	"\x06fenced\x18\x02 \x01(\bR\x06fenced\"\xf0\x01\n" +
 	"\x15PartitionChangeRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12\x10\n" +
 	"\x03isr\x18\x04 \x03(\x05R\x03isr\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12'\n" +
-	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\"\xdb\x01\n" +
+	"\x0fpartition_epoch\x18\x06 \x01(\x05R\x0epartitionEpoch\x12-\n" +
+	"\breplicas\x18\a \x01(\v2\x11.depot.ReplicaSetR\breplicas\"~\n" +
+	"\n" +
+	"ReplicaSet\x12\x1a\n" +
+	"\breplicas\x18\x01 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\x02 \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\x03 \x03(\x05R\x10removingReplicas\"\xdb\x01\n" +
 	"\x13RegisterNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
@@ -1690,7 +1806,7 @@ func file_node_proto_rawDescGZIP() []byte {
 	return file_node_proto_rawDescData
 }
 
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_node_proto_goTypes = []any{
 	(*PartitionAssignment)(nil),       // 0: depot.PartitionAssignment
 	(*StartPartitionsRequest)(nil),    // 1: depot.StartPartitionsRequest
@@ -1705,46 +1821,48 @@ var file_node_proto_goTypes = []any{
 	(*NodeRecord)(nil),                // 10: depot.NodeRecord
 	(*NodeFenceRecord)(nil),           // 11: depot.NodeFenceRecord
 	(*PartitionChangeRecord)(nil),     // 12: depot.PartitionChangeRecord
-	(*RegisterNodeRequest)(nil),       // 13: depot.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),      // 14: depot.RegisterNodeResponse
-	(*NodeHeartbeatRequest)(nil),      // 15: depot.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),     // 16: depot.NodeHeartbeatResponse
-	(*PartitionDirRecord)(nil),        // 17: depot.PartitionDirRecord
-	(*TopicRecord)(nil),               // 18: depot.TopicRecord
-	(*TopicDeletedRecord)(nil),        // 19: depot.TopicDeletedRecord
-	(*ProducerIdBlockRecord)(nil),     // 20: depot.ProducerIdBlockRecord
-	nil,                               // 21: depot.StartPartitionsRequest.ConfigsEntry
-	nil,                               // 22: depot.TopicRecord.ConfigsEntry
-	(ErrorCode)(0),                    // 23: depot.ErrorCode
-	(*TopicPartition)(nil),            // 24: depot.TopicPartition
+	(*ReplicaSet)(nil),                // 13: depot.ReplicaSet
+	(*RegisterNodeRequest)(nil),       // 14: depot.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),      // 15: depot.RegisterNodeResponse
+	(*NodeHeartbeatRequest)(nil),      // 16: depot.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),     // 17: depot.NodeHeartbeatResponse
+	(*PartitionDirRecord)(nil),        // 18: depot.PartitionDirRecord
+	(*TopicRecord)(nil),               // 19: depot.TopicRecord
+	(*TopicDeletedRecord)(nil),        // 20: depot.TopicDeletedRecord
+	(*ProducerIdBlockRecord)(nil),     // 21: depot.ProducerIdBlockRecord
+	nil,                               // 22: depot.StartPartitionsRequest.ConfigsEntry
+	nil,                               // 23: depot.TopicRecord.ConfigsEntry
+	(ErrorCode)(0),                    // 24: depot.ErrorCode
+	(*TopicPartition)(nil),            // 25: depot.TopicPartition
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: depot.StartPartitionsRequest.partitions:type_name -> depot.PartitionAssignment
-	21, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
-	23, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
+	22, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
+	24, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
 	0,  // 3: depot.StartPartitionsResponse.assigned:type_name -> depot.PartitionAssignment
 	0,  // 4: depot.AssignReplicaDirsRequest.assignments:type_name -> depot.PartitionAssignment
-	23, // 5: depot.AssignReplicaDirsResponse.error:type_name -> depot.ErrorCode
-	24, // 6: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
-	23, // 7: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
-	18, // 8: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
-	19, // 9: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
-	20, // 10: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
-	17, // 11: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
+	24, // 5: depot.AssignReplicaDirsResponse.error:type_name -> depot.ErrorCode
+	25, // 6: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
+	24, // 7: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
+	19, // 8: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
+	20, // 9: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
+	21, // 10: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
+	18, // 11: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
 	10, // 12: depot.MetadataRecord.node:type_name -> depot.NodeRecord
 	11, // 13: depot.MetadataRecord.node_fence:type_name -> depot.NodeFenceRecord
 	12, // 14: depot.MetadataRecord.partition_change:type_name -> depot.PartitionChangeRecord
 	9,  // 15: depot.MetadataRecord.cluster:type_name -> depot.ClusterRecord
 	7,  // 16: depot.MetadataBatch.records:type_name -> depot.MetadataRecord
-	23, // 17: depot.RegisterNodeResponse.error:type_name -> depot.ErrorCode
-	23, // 18: depot.NodeHeartbeatResponse.error:type_name -> depot.ErrorCode
-	0,  // 19: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
-	22, // 20: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	13, // 17: depot.PartitionChangeRecord.replicas:type_name -> depot.ReplicaSet
+	24, // 18: depot.RegisterNodeResponse.error:type_name -> depot.ErrorCode
+	24, // 19: depot.NodeHeartbeatResponse.error:type_name -> depot.ErrorCode
+	0,  // 20: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
+	23, // 21: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -1769,7 +1887,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -42,8 +42,12 @@ type PartitionState struct {
 	// leader_address is the actor address of the leader's node, "" when
 	// there is no leader.
 	LeaderAddress string `protobuf:"bytes,8,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// adding_replicas are the replicas a reassignment in flight adds: they
+	// catch up under the node's replication throttle until they join the
+	// ISR.
+	AddingReplicas []int32 `protobuf:"varint,9,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PartitionState) Reset() {
@@ -130,6 +134,13 @@ func (x *PartitionState) GetLeaderAddress() string {
 		return x.LeaderAddress
 	}
 	return ""
+}
+
+func (x *PartitionState) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
 }
 
 // UpdatePartitionsRequest gives a node's partition manager the states of
@@ -909,10 +920,14 @@ type AlterPartitionResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	// The partition as it is after the change, or as it is when refused.
+	// The partition as it is after the change, or as it is when refused. A
+	// change that completes a reassignment may also change the replicas and,
+	// when the target leaves the leader out, the leader.
 	LeaderEpoch    int32   `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	PartitionEpoch int32   `protobuf:"varint,4,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
 	Isr            []int32 `protobuf:"varint,5,rep,packed,name=isr,proto3" json:"isr,omitempty"`
+	Leader         int32   `protobuf:"varint,6,opt,name=leader,proto3" json:"leader,omitempty"`
+	Replicas       []int32 `protobuf:"varint,7,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -978,6 +993,20 @@ func (x *AlterPartitionResponse) GetPartitionEpoch() int32 {
 func (x *AlterPartitionResponse) GetIsr() []int32 {
 	if x != nil {
 		return x.Isr
+	}
+	return nil
+}
+
+func (x *AlterPartitionResponse) GetLeader() int32 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *AlterPartitionResponse) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
 	}
 	return nil
 }
@@ -1178,11 +1207,298 @@ func (x *ElectionResult) GetLeader() int32 {
 	return 0
 }
 
+// ReassignPartitionsRequest asks the controller to move partitions'
+// replicas to other nodes, online, as Kafka's AlterPartitionReassignments
+// (KIP-455): the replicas the target adds start on their nodes and follow
+// the leader, and once every one of them is in the ISR the partition's
+// replicas become the target and those it leaves out stop and delete their
+// logs. A partition already moving is given the new target in place of the
+// old, from its original replicas; cancel takes a move back to them.
+type ReassignPartitionsRequest struct {
+	state      protoimpl.MessageState   `protogen:"open.v1"`
+	Partitions []*PartitionReassignment `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// retried is set on a request sent again after its answer was lost: a
+	// partition whose replicas are already its target answers success.
+	Retried       bool `protobuf:"varint,2,opt,name=retried,proto3" json:"retried,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignPartitionsRequest) Reset() {
+	*x = ReassignPartitionsRequest{}
+	mi := &file_replication_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignPartitionsRequest) ProtoMessage() {}
+
+func (x *ReassignPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*ReassignPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReassignPartitionsRequest) GetPartitions() []*PartitionReassignment {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ReassignPartitionsRequest) GetRetried() bool {
+	if x != nil {
+		return x.Retried
+	}
+	return false
+}
+
+// PartitionReassignment is one partition's target: its replicas, the
+// preferred leader first; or, with cancel, the end of its move in flight.
+type PartitionReassignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Replicas      []int32                `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	Cancel        bool                   `protobuf:"varint,4,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_replication_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionReassignment) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+type ReassignPartitionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Results       []*ReassignmentResult  `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReassignPartitionsResponse) Reset() {
+	*x = ReassignPartitionsResponse{}
+	mi := &file_replication_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignPartitionsResponse) ProtoMessage() {}
+
+func (x *ReassignPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*ReassignPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ReassignPartitionsResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ReassignPartitionsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ReassignPartitionsResponse) GetResults() []*ReassignmentResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ReassignmentResult is one partition's outcome, and its replicas once
+// the change is applied: adding_replicas and removing_replicas empty when
+// the move completed at once (a target that only reorders or drops
+// replicas of the ISR) or was cancelled.
+type ReassignmentResult struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Topic            string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition        int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error            ErrorCode              `protobuf:"varint,3,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage     string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Replicas         []int32                `protobuf:"varint,5,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	AddingReplicas   []int32                `protobuf:"varint,6,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	RemovingReplicas []int32                `protobuf:"varint,7,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReassignmentResult) Reset() {
+	*x = ReassignmentResult{}
+	mi := &file_replication_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReassignmentResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReassignmentResult) ProtoMessage() {}
+
+func (x *ReassignmentResult) ProtoReflect() protoreflect.Message {
+	mi := &file_replication_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReassignmentResult.ProtoReflect.Descriptor instead.
+func (*ReassignmentResult) Descriptor() ([]byte, []int) {
+	return file_replication_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReassignmentResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReassignmentResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReassignmentResult) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ReassignmentResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ReassignmentResult) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *ReassignmentResult) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *ReassignmentResult) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
+	}
+	return nil
+}
+
 var File_replication_proto protoreflect.FileDescriptor
 
 const file_replication_proto_rawDesc = "" +
 	"\n" +
-	"\x11replication.proto\x12\x05depot\x1a\vdepot.proto\"\xfd\x01\n" +
+	"\x11replication.proto\x12\x05depot\x1a\vdepot.proto\"\xa6\x02\n" +
 	"\x0ePartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -1191,7 +1507,8 @@ const file_replication_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x05 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\x06 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\a \x03(\x05R\x03isr\x12%\n" +
-	"\x0eleader_address\x18\b \x01(\tR\rleaderAddress\"P\n" +
+	"\x0eleader_address\x18\b \x01(\tR\rleaderAddress\x12'\n" +
+	"\x0fadding_replicas\x18\t \x03(\x05R\x0eaddingReplicas\"P\n" +
 	"\x17UpdatePartitionsRequest\x125\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x15.depot.PartitionStateR\n" +
@@ -1260,13 +1577,15 @@ const file_replication_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\x05R\x06leader\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x05 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
-	"\x03isr\x18\x06 \x03(\x05R\x03isr\"\xc3\x01\n" +
+	"\x03isr\x18\x06 \x03(\x05R\x03isr\"\xf7\x01\n" +
 	"\x16AlterPartitionResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12!\n" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
-	"\x03isr\x18\x05 \x03(\x05R\x03isr\"K\n" +
+	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12\x16\n" +
+	"\x06leader\x18\x06 \x01(\x05R\x06leader\x12\x1a\n" +
+	"\breplicas\x18\a \x03(\x05R\breplicas\"K\n" +
 	"\x13ElectLeadersRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
@@ -1281,7 +1600,29 @@ const file_replication_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
 	"\x05error\x18\x03 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\x05R\x06leaderB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
+	"\x06leader\x18\x05 \x01(\x05R\x06leader\"s\n" +
+	"\x19ReassignPartitionsRequest\x12<\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x1c.depot.PartitionReassignmentR\n" +
+	"partitions\x12\x18\n" +
+	"\aretried\x18\x02 \x01(\bR\aretried\"\x7f\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\x12\x16\n" +
+	"\x06cancel\x18\x04 \x01(\bR\x06cancel\"\x9e\x01\n" +
+	"\x1aReassignPartitionsResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x123\n" +
+	"\aresults\x18\x03 \x03(\v2\x19.depot.ReassignmentResultR\aresults\"\x87\x02\n" +
+	"\x12ReassignmentResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
+	"\x05error\x18\x03 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x1a\n" +
+	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12'\n" +
+	"\x0fadding_replicas\x18\x06 \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\a \x03(\x05R\x10removingReplicasB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
 
 var (
 	file_replication_proto_rawDescOnce sync.Once
@@ -1295,7 +1636,7 @@ func file_replication_proto_rawDescGZIP() []byte {
 	return file_replication_proto_rawDescData
 }
 
-var file_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_replication_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_replication_proto_goTypes = []any{
 	(*PartitionState)(nil),               // 0: depot.PartitionState
 	(*UpdatePartitionsRequest)(nil),      // 1: depot.UpdatePartitionsRequest
@@ -1313,26 +1654,34 @@ var file_replication_proto_goTypes = []any{
 	(*ElectLeadersRequest)(nil),          // 13: depot.ElectLeadersRequest
 	(*ElectLeadersResponse)(nil),         // 14: depot.ElectLeadersResponse
 	(*ElectionResult)(nil),               // 15: depot.ElectionResult
-	(ErrorCode)(0),                       // 16: depot.ErrorCode
+	(*ReassignPartitionsRequest)(nil),    // 16: depot.ReassignPartitionsRequest
+	(*PartitionReassignment)(nil),        // 17: depot.PartitionReassignment
+	(*ReassignPartitionsResponse)(nil),   // 18: depot.ReassignPartitionsResponse
+	(*ReassignmentResult)(nil),           // 19: depot.ReassignmentResult
+	(ErrorCode)(0),                       // 20: depot.ErrorCode
 }
 var file_replication_proto_depIdxs = []int32{
 	0,  // 0: depot.UpdatePartitionsRequest.partitions:type_name -> depot.PartitionState
-	16, // 1: depot.UpdatePartitionsResponse.error:type_name -> depot.ErrorCode
+	20, // 1: depot.UpdatePartitionsResponse.error:type_name -> depot.ErrorCode
 	4,  // 2: depot.ReplicaFetchRequest.partitions:type_name -> depot.ReplicaFetchPartition
 	6,  // 3: depot.ReplicaFetchResponse.partitions:type_name -> depot.ReplicaFetchedPartition
-	16, // 4: depot.ReplicaFetchedPartition.error:type_name -> depot.ErrorCode
+	20, // 4: depot.ReplicaFetchedPartition.error:type_name -> depot.ErrorCode
 	8,  // 5: depot.OffsetForLeaderEpochRequest.partitions:type_name -> depot.EpochQuery
 	10, // 6: depot.OffsetForLeaderEpochResponse.partitions:type_name -> depot.EpochEnd
-	16, // 7: depot.EpochEnd.error:type_name -> depot.ErrorCode
-	16, // 8: depot.AlterPartitionResponse.error:type_name -> depot.ErrorCode
-	16, // 9: depot.ElectLeadersResponse.error:type_name -> depot.ErrorCode
+	20, // 7: depot.EpochEnd.error:type_name -> depot.ErrorCode
+	20, // 8: depot.AlterPartitionResponse.error:type_name -> depot.ErrorCode
+	20, // 9: depot.ElectLeadersResponse.error:type_name -> depot.ErrorCode
 	15, // 10: depot.ElectLeadersResponse.results:type_name -> depot.ElectionResult
-	16, // 11: depot.ElectionResult.error:type_name -> depot.ErrorCode
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	20, // 11: depot.ElectionResult.error:type_name -> depot.ErrorCode
+	17, // 12: depot.ReassignPartitionsRequest.partitions:type_name -> depot.PartitionReassignment
+	20, // 13: depot.ReassignPartitionsResponse.error:type_name -> depot.ErrorCode
+	19, // 14: depot.ReassignPartitionsResponse.results:type_name -> depot.ReassignmentResult
+	20, // 15: depot.ReassignmentResult.error:type_name -> depot.ErrorCode
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_replication_proto_init() }
@@ -1347,7 +1696,7 @@ func file_replication_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replication_proto_rawDesc), len(file_replication_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

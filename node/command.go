@@ -93,7 +93,7 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 	flags.DurationVar(&f.cfg.Balance.Interval, "balance-interval", d.Balance.Interval, "how often the balancer plans moves between log dirs (negative: only on request)")
 	flags.Float64Var(&f.cfg.Balance.MaxDeviation, "balance-max-deviation", d.Balance.MaxDeviation, "keep every log dir's used fraction within this fraction of the node's mean")
 	flags.Float64Var(&f.cfg.Balance.HighWater, "balance-high-water", d.Balance.HighWater, "keep every log dir below this fraction of its capacity")
-	flags.StringVar(&f.throttle, "move-throttle", formatBytes(d.Balance.ThrottleBytesPerS), "copy rate of a partition move, per second (0: unlimited)")
+	flags.StringVar(&f.throttle, "move-throttle", formatBytes(d.Balance.ThrottleBytesPerS), "copy rate of a partition move between log dirs, and fetch rate of the replicas a reassignment adds here until they are in sync, per second (0: unlimited)")
 	flags.StringVar(&f.voters, "controllers", "", "voters of the controller quorum, ID@HOST:PORT,... as Kafka's controller.quorum.voters (default: this node alone)")
 	flags.StringVar(&f.cfg.Rack, "rack", "", "this node's rack, for rack-aware replica placement")
 	flags.DurationVar(&f.cfg.ReplicaLagMax, "replica-lag-max", partition.DefaultReplicaLagMax, "a follower that has not caught up with its leader for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")

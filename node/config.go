@@ -68,7 +68,9 @@ type Config struct {
 	// against capacity, spread per topic) or "count" (Kafka's rule).
 	Policy string
 	// Balance tunes the balancer that moves partitions between log
-	// directories.
+	// directories. Its ThrottleBytesPerS also bounds the fetch rate of
+	// the replicas a reassignment adds to the node, until they are in
+	// sync.
 	Balance disks.BalanceSettings
 	// DiskReserve is each log dir's free-space reserve: under it the dir is
 	// full, refusing appends while reads go on, until twice as much is

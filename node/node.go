@@ -154,17 +154,18 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 
 	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
-		FS:            cfg.FS,
-		NodeID:        cfg.NodeID,
-		Transport:     n.transport,
-		LogDirs:       logDirPIDs,
-		DirIDs:        clone(n.dirIDs),
-		Placement:     actor.NewPID(n.address, actors.PlacementActorName),
-		Checkpoints:   checkpoints,
-		TickInterval:  cfg.TickInterval,
-		Controller:    actor.NewPID(n.address, actors.MetadataActorName),
-		ReplicaLagMax: cfg.ReplicaLagMax,
-		Logger:        n.logger,
+		FS:              cfg.FS,
+		NodeID:          cfg.NodeID,
+		Transport:       n.transport,
+		LogDirs:         logDirPIDs,
+		DirIDs:          clone(n.dirIDs),
+		Placement:       actor.NewPID(n.address, actors.PlacementActorName),
+		Checkpoints:     checkpoints,
+		TickInterval:    cfg.TickInterval,
+		Controller:      actor.NewPID(n.address, actors.MetadataActorName),
+		ReplicaLagMax:   cfg.ReplicaLagMax,
+		ReplicaThrottle: replicaThrottle(cfg.Balance),
+		Logger:          n.logger,
 	}), actors.PartitionManagerName)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -485,6 +486,7 @@ func (n *Node) startPartitions() error {
 				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: dir,
 				Leader: p.Leader, LeaderAddress: p.LeaderAddress, Replicas: p.Replicas, Isr: p.Isr,
 				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 			}
 			if dir, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
 				a.LogDir, a.DirId = dir, n.dirIDs[dir]
@@ -516,6 +518,19 @@ func (n *Node) startPartitions() error {
 	}
 	n.logger.WithFields(logrus.Fields{"topics": len(md.Topics), "partitions": count, "dirs_recorded": len(moved)}).Debug("partitions started")
 	return nil
+}
+
+// replicaThrottle is the rate at which the replicas a reassignment adds to
+// the node catch up, in bytes a second, 0 unlimited: the balancer's move
+// throttle, whose 0 is its default and a negative value unlimited.
+func replicaThrottle(b disks.BalanceSettings) int64 {
+	switch {
+	case b.ThrottleBytesPerS == 0:
+		return disks.DefaultBalanceSettings().ThrottleBytesPerS
+	case b.ThrottleBytesPerS < 0:
+		return 0
+	}
+	return b.ThrottleBytesPerS
 }
 
 // replicaDir is the directory id of nodeID's replica of p, and whether it

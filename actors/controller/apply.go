@@ -105,7 +105,9 @@ type actOutcome struct {
 
 // queueActs queues the steps that have the partition manager do what
 // changes says for this node: stop and delete the partitions of deleted
-// topics, then start those of created ones.
+// topics and the replicas reassignments removed, start those of created
+// topics and the replicas reassignments added (each in a directory the
+// node chooses, as for a new topic), and hand the others their new states.
 func (a *controllerActor) queueActs(changes metadata.LocalChanges, outcome *actOutcome) {
 	for _, t := range changes.Deleted {
 		stop := &messages.StopPartitionsRequest{Delete: true}
@@ -114,17 +116,37 @@ func (a *controllerActor) queueActs(changes metadata.LocalChanges, outcome *actO
 		}
 		a.acts = append(a.acts, act{req: stop, what: "stop partitions", topic: t.Name, outcome: outcome})
 	}
+	if len(changes.Removed) > 0 {
+		stop := &messages.StopPartitionsRequest{Partitions: changes.Removed, Delete: true, MovedAway: true}
+		a.acts = append(a.acts, act{req: stop, what: "stop replicas moved away", topic: changes.Removed[0].Topic, outcome: outcome})
+	}
 	for _, t := range changes.Created {
-		start := &messages.StartPartitionsRequest{Partitions: t.Assignments(a.cfg.NodeID), Configs: t.Config.Map()}
-		for _, p := range start.Partitions {
-			p.LeaderAddress = a.image.Address(p.Leader)
+		a.queueStart(t, t.Assignments(a.cfg.NodeID), "start partitions", outcome)
+	}
+	for rest := changes.Added; len(rest) > 0; {
+		n := 1
+		for n < len(rest) && rest[n].Topic == rest[0].Topic {
+			n++
 		}
-		a.acts = append(a.acts, act{req: start, what: "start partitions", topic: t.Name, outcome: outcome})
+		if t, ok := a.image.Topic(rest[0].Topic); ok {
+			a.queueStart(t, rest[:n], "start replicas moved here", outcome)
+		}
+		rest = rest[n:]
 	}
 	if len(changes.Updated) > 0 {
 		update := &messages.UpdatePartitionsRequest{Partitions: changes.Updated}
 		a.acts = append(a.acts, act{req: update, what: "update partitions", topic: changes.Updated[0].Topic, outcome: outcome})
 	}
+}
+
+// queueStart queues the start of partitions, replicas of t on this node,
+// each told its leader's address.
+func (a *controllerActor) queueStart(t *metadata.Topic, partitions []*messages.PartitionAssignment, what string, outcome *actOutcome) {
+	for _, p := range partitions {
+		p.LeaderAddress = a.image.Address(p.Leader)
+	}
+	start := &messages.StartPartitionsRequest{Partitions: partitions, Configs: t.Config.Map()}
+	a.acts = append(a.acts, act{req: start, what: what, topic: t.Name, outcome: outcome})
 }
 
 // runActs runs the queued steps one after the other, each once the one

@@ -264,7 +264,19 @@ func (a *controllerActor) build(req any) (recs []*messages.MetadataRecord, finis
 		if rec == nil {
 			return nil, finish, code, msg
 		}
+		if rec.GetPartitionChange().GetReplicas() != nil {
+			// Only the completion of a reassignment changes the replicas.
+			finish = func() { a.logReassignment(rec, "partition reassignment completed") }
+		}
 		return []*messages.MetadataRecord{rec}, finish, code, msg
+	case *messages.ReassignPartitionsRequest:
+		recs, results := a.image.Reassign(m)
+		a.reassignments[m] = results
+		return recs, func() {
+			for _, rec := range recs {
+				a.logReassignment(rec, "partition reassignment applied")
+			}
+		}, messages.ErrorCode_NONE, ""
 	case *fenceChange:
 		if m.fenced {
 			return a.image.Fence(m.node), finish, messages.ErrorCode_NONE, ""
@@ -272,6 +284,17 @@ func (a *controllerActor) build(req any) (recs []*messages.MetadataRecord, finis
 		return a.image.Unfence(m.node), finish, messages.ErrorCode_NONE, ""
 	}
 	return nil, finish, messages.ErrorCode_INVALID_REQUEST, fmt.Sprintf("no change is made of %T", req)
+}
+
+// logReassignment logs what rec, a change of a partition's replicas, made
+// of them.
+func (a *controllerActor) logReassignment(rec *messages.MetadataRecord, what string) {
+	change := rec.GetPartitionChange()
+	a.logger.WithFields(logrus.Fields{
+		"topic": change.GetTopic(), "partition": change.GetPartition(), "leader": change.GetLeader(), "isr": change.GetIsr(),
+		"replicas": change.GetReplicas().GetReplicas(), "adding": change.GetReplicas().GetAddingReplicas(),
+		"removing": change.GetReplicas().GetRemovingReplicas(),
+	}).Info(what)
 }
 
 func (a *controllerActor) buildCreate(m *messages.CreateTopicRequest) ([]*messages.MetadataRecord, func(), messages.ErrorCode, string) {
@@ -332,8 +355,18 @@ func (a *controllerActor) response(req any, code messages.ErrorCode, msg string)
 		resp := &messages.AlterPartitionResponse{Error: code, ErrorMessage: msg}
 		if p, ok := a.image.Partition(m.GetTopic(), m.GetPartition()); ok {
 			resp.LeaderEpoch, resp.PartitionEpoch, resp.Isr = p.LeaderEpoch, p.PartitionEpoch, slices.Clone(p.ISR)
+			resp.Leader, resp.Replicas = p.Leader, slices.Clone(p.Replicas)
 		}
 		return resp
+	case *messages.ReassignPartitionsRequest:
+		results := a.reassignments[m]
+		delete(a.reassignments, m)
+		for _, r := range results {
+			if p, ok := a.image.Partition(r.GetTopic(), r.GetPartition()); ok && r.GetError() == messages.ErrorCode_NONE {
+				r.Replicas, r.AddingReplicas, r.RemovingReplicas = slices.Clone(p.Replicas), slices.Clone(p.Adding), slices.Clone(p.Removing)
+			}
+		}
+		return &messages.ReassignPartitionsResponse{Error: code, ErrorMessage: msg, Results: results}
 	}
 	return refusal(req, code, msg)
 }
@@ -370,6 +403,8 @@ func refusal(req any, code messages.ErrorCode, msg string) proto.Message {
 		return &messages.AlterPartitionResponse{Error: code, ErrorMessage: msg}
 	case *messages.ElectLeadersRequest:
 		return &messages.ElectLeadersResponse{Error: code, ErrorMessage: msg}
+	case *messages.ReassignPartitionsRequest:
+		return &messages.ReassignPartitionsResponse{Error: code, ErrorMessage: msg}
 	}
 	return nil
 }

@@ -181,7 +181,8 @@ func (c Config) withDefaults() Config {
 //
 // It answers CreateTopicRequest, DeleteTopicRequest, MetadataRequest,
 // ClusterInfoRequest, InitProducerIdRequest, AssignReplicaDirsRequest,
-// RegisterNodeRequest and NodeHeartbeatRequest, and takes raft's messages
+// RegisterNodeRequest, NodeHeartbeatRequest, AlterPartitionRequest,
+// ElectLeadersRequest and ReassignPartitionsRequest, and takes raft's messages
 // (raftpb.Message, and messages.RaftChunk for snapshots) from the other
 // nodes' controllers. Like every actor it is not shared: all access is
 // through its mailbox.
@@ -267,6 +268,9 @@ type controllerActor struct {
 	// answer.
 	rebalanced time.Time
 	elections  map[*messages.ElectLeadersRequest][]*messages.ElectionResult
+	// reassignments keeps the outcome of each ReassignPartitionsRequest
+	// between its build and its answer.
+	reassignments map[*messages.ReassignPartitionsRequest][]*messages.ReassignmentResult
 	// outboxes send to other nodes, by address.
 	outboxes *actors.Outboxes
 	// endpoints is the subscription to lost remote endpoints.
@@ -317,6 +321,8 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 		a.onChange(ctx, m)
 	case *messages.ElectLeadersRequest:
 		a.onChange(ctx, m)
+	case *messages.ReassignPartitionsRequest:
+		a.onChange(ctx, m)
 	case *messages.NodeHeartbeatRequest:
 		a.onHeartbeat(ctx, m)
 	case *AwaitRegistration:
@@ -344,6 +350,7 @@ func (a *controllerActor) onStarted(ctx actor.Context) {
 	a.assembler = quorum.NewAssembler(0)
 	a.outboxes = actors.NewOutboxes(a.logger)
 	a.elections = map[*messages.ElectLeadersRequest][]*messages.ElectionResult{}
+	a.reassignments = map[*messages.ReassignPartitionsRequest][]*messages.ReassignmentResult{}
 	a.life = newLifecycle()
 	a.watches = map[int32]*nodeWatch{}
 	root, self := ctx.ActorSystem().Root, a.self

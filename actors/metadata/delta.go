@@ -95,6 +95,7 @@ func (d *Delta) replayTopic(r *messages.TopicRecord) error {
 			Partition: a.GetPartition(), Leader: a.GetNodeId(),
 			Replicas: slices.Clone(a.GetReplicas()), ISR: slices.Clone(a.GetIsr()),
 			LeaderEpoch: a.GetLeaderEpoch(), PartitionEpoch: a.GetPartitionEpoch(),
+			Adding: ids(a.GetAddingReplicas()), Removing: ids(a.GetRemovingReplicas()),
 		}
 		if len(p.Replicas) == 0 {
 			// Written before replicas: the one node that holds it.
@@ -130,13 +131,31 @@ func (d *Delta) replayChange(r *messages.PartitionChangeRecord) {
 	}
 	for i := range t.Partitions {
 		p := &t.Partitions[i]
-		if p.Partition == r.GetPartition() {
-			p.Leader = r.GetLeader()
-			p.ISR = slices.Clone(r.GetIsr())
-			p.LeaderEpoch = r.GetLeaderEpoch()
-			p.PartitionEpoch = r.GetPartitionEpoch()
+		if p.Partition != r.GetPartition() {
+			continue
+		}
+		p.Leader = r.GetLeader()
+		p.ISR = slices.Clone(r.GetIsr())
+		p.LeaderEpoch = r.GetLeaderEpoch()
+		p.PartitionEpoch = r.GetPartitionEpoch()
+		if set := r.GetReplicas(); set != nil {
+			// A replica kept keeps its directory; one added has none yet.
+			dirs := make([]string, len(set.GetReplicas()))
+			for j, id := range set.GetReplicas() {
+				dirs[j] = p.Dir(id)
+			}
+			p.Replicas, p.Dirs = slices.Clone(set.GetReplicas()), dirs
+			p.Adding, p.Removing = ids(set.GetAddingReplicas()), ids(set.GetRemovingReplicas())
 		}
 	}
+}
+
+// ids is a copy of list, nil when it is empty.
+func ids(list []int32) []int32 {
+	if len(list) == 0 {
+		return nil
+	}
+	return slices.Clone(list)
 }
 
 // changedNode returns the delta's own copy of node id, made on first use,
@@ -228,14 +247,25 @@ type LocalChanges struct {
 	// Deleted are the topics the delta deleted, with the partitions the
 	// node held.
 	Deleted []*Topic
-	// Updated are the partitions the node holds, of topics neither created
-	// nor deleted, whose leader, epochs, replicas or ISR changed, as their
-	// replicas act on them.
+	// Added are the replicas of topics neither created nor deleted that
+	// the node holds after the delta and did not before, a reassignment
+	// having moved them there: it starts them, each in a directory it
+	// chooses. By topic name, then partition.
+	Added []*messages.PartitionAssignment
+	// Removed are the partitions of topics neither created nor deleted
+	// whose replica the node held before the delta and no longer holds: it
+	// stops them and deletes their logs. By topic name, then partition.
+	Removed []*messages.TopicPartition
+	// Updated are the partitions the node holds before and after, of topics
+	// neither created nor deleted, whose leader, epochs, replicas, ISR or
+	// replicas being added changed, as their replicas act on them.
 	Updated []*messages.PartitionState
 }
 
 // LocalChanges tells what the delta changes for nodeID: the topics created
-// and deleted that have partitions there, each in name order.
+// and deleted that have partitions there, each in name order, and the
+// replicas a reassignment adds there or removes, and the states of those
+// it keeps that changed.
 func (d *Delta) LocalChanges(nodeID int32) LocalChanges {
 	var out LocalChanges
 	names := slices.Collect(maps.Keys(d.topics))
@@ -251,7 +281,7 @@ func (d *Delta) LocalChanges(nodeID int32) LocalChanges {
 			out.Created = append(out.Created, after)
 		}
 		if existed && after != nil && !replaced {
-			out.Updated = append(out.Updated, updated(d.after(), before, after, nodeID)...)
+			out.changed(d.after(), before, after, nodeID)
 		}
 	}
 	return out
@@ -272,21 +302,23 @@ func mergedNodes(base, changed map[int32]*Node) map[int32]*Node {
 	return out
 }
 
-// updated are the states of the partitions of topic after, held by nodeID,
-// that differ from before, the same topic.
-func updated(im *Image, before, after *Topic, nodeID int32) []*messages.PartitionState {
-	var out []*messages.PartitionState
+// changed adds what changed for nodeID's replicas from topic before to
+// after, the same topic, with im the image after: the replicas added to
+// the node, those removed from it, and the states of those it keeps that
+// differ.
+func (out *LocalChanges) changed(im *Image, before, after *Topic, nodeID int32) {
 	for i := range after.Partitions {
 		p := &after.Partitions[i]
-		if !p.Holds(nodeID) && (i >= len(before.Partitions) || !before.Partitions[i].Holds(nodeID)) {
-			continue
+		held := i < len(before.Partitions) && before.Partitions[i].Holds(nodeID)
+		switch holds := p.Holds(nodeID); {
+		case holds && !held:
+			out.Added = append(out.Added, after.assignment(p, nodeID))
+		case !holds && held:
+			out.Removed = append(out.Removed, &messages.TopicPartition{Topic: after.Name, Partition: p.Partition})
+		case holds && !sameState(&before.Partitions[i], p):
+			out.Updated = append(out.Updated, im.State(after, p))
 		}
-		if i < len(before.Partitions) && sameState(&before.Partitions[i], p) {
-			continue
-		}
-		out = append(out, im.State(after, p))
 	}
-	return out
 }
 
 // holds reports whether nodeID holds a partition of t.

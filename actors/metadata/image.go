@@ -65,7 +65,21 @@ type Partition struct {
 	// Dirs are the ids of the log directories (KIP-858) of Replicas, in
 	// their order, "" while a node has not chosen one.
 	Dirs []string
+	// Adding and Removing are, while a reassignment moves the partition
+	// (KIP-455), the replicas of its target the partition did not have
+	// and those it had that the target leaves out: Replicas are then the
+	// target followed by Removing. Both are nil when no move is in flight.
+	Adding   []int32
+	Removing []int32
 }
+
+// Reassigning reports whether a reassignment of the partition is in
+// flight.
+func (p *Partition) Reassigning() bool { return len(p.Adding) > 0 || len(p.Removing) > 0 }
+
+// Target is the replicas the partition has once its move in flight
+// completes: Replicas without Removing. Without a move, its Replicas.
+func (p *Partition) Target() []int32 { return without(p.Replicas, p.Removing) }
 
 // Dir returns the id of nodeID's log directory for the partition, "" when
 // it holds no replica or has not chosen one.
@@ -84,6 +98,8 @@ func (p Partition) clone() Partition {
 	p.Replicas = slices.Clone(p.Replicas)
 	p.ISR = slices.Clone(p.ISR)
 	p.Dirs = slices.Clone(p.Dirs)
+	p.Adding = slices.Clone(p.Adding)
+	p.Removing = slices.Clone(p.Removing)
 	return p
 }
 
@@ -305,13 +321,15 @@ func (im *Image) DescribeTopic(t *Topic, view View) *messages.TopicMetadata {
 	md.Partitions = make([]*messages.PartitionMetadata, len(t.Partitions))
 	for i, p := range t.Partitions {
 		pm := &messages.PartitionMetadata{
-			Partition:      p.Partition,
-			Leader:         p.Leader,
-			ActorName:      actorName(t.Name, p.Partition),
-			Replicas:       slices.Clone(p.Replicas),
-			Isr:            slices.Clone(p.ISR),
-			LeaderEpoch:    p.LeaderEpoch,
-			PartitionEpoch: p.PartitionEpoch,
+			Partition:        p.Partition,
+			Leader:           p.Leader,
+			ActorName:        actorName(t.Name, p.Partition),
+			Replicas:         slices.Clone(p.Replicas),
+			Isr:              slices.Clone(p.ISR),
+			LeaderEpoch:      p.LeaderEpoch,
+			PartitionEpoch:   p.PartitionEpoch,
+			AddingReplicas:   slices.Clone(p.Adding),
+			RemovingReplicas: slices.Clone(p.Removing),
 		}
 		for j, r := range p.Replicas {
 			pm.ReplicaDirs = append(pm.ReplicaDirs, &messages.ReplicaDir{Node: r, DirId: p.Dirs[j], LogDir: view.DirPath(r, p.Dirs[j]), LogEndOffset: -1})
@@ -333,16 +351,23 @@ func (im *Image) DescribeTopic(t *Topic, view View) *messages.TopicMetadata {
 // partition's leader, replicas, ISR and epochs.
 func (t *Topic) Assignments(nodeID int32) []*messages.PartitionAssignment {
 	var out []*messages.PartitionAssignment
-	for _, p := range t.Partitions {
-		if p.Holds(nodeID) {
-			out = append(out, &messages.PartitionAssignment{
-				Topic: t.Name, Partition: p.Partition, NodeId: nodeID, DirId: p.Dir(nodeID),
-				Leader: p.Leader, Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
-				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
-			})
+	for i := range t.Partitions {
+		if p := &t.Partitions[i]; p.Holds(nodeID) {
+			out = append(out, t.assignment(p, nodeID))
 		}
 	}
 	return out
+}
+
+// assignment is nodeID's replica of p, as its partition manager is asked
+// to start it.
+func (t *Topic) assignment(p *Partition, nodeID int32) *messages.PartitionAssignment {
+	return &messages.PartitionAssignment{
+		Topic: t.Name, Partition: p.Partition, NodeId: nodeID, DirId: p.Dir(nodeID),
+		Leader: p.Leader, Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
+		LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+		AddingReplicas: slices.Clone(p.Adding), RemovingReplicas: slices.Clone(p.Removing),
+	}
 }
 
 // State is the state of partition p of t for its replicas' nodes.
@@ -350,6 +375,7 @@ func (im *Image) State(t *Topic, p *Partition) *messages.PartitionState {
 	s := &messages.PartitionState{
 		Topic: t.Name, Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
 		PartitionEpoch: p.PartitionEpoch, Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
+		AddingReplicas: slices.Clone(p.Adding),
 	}
 	if p.Leader != NoLeader {
 		s.LeaderAddress = im.Address(p.Leader)
@@ -358,10 +384,10 @@ func (im *Image) State(t *Topic, p *Partition) *messages.PartitionState {
 }
 
 // sameState reports whether a and b give a replica the same leader,
-// epochs, replicas and ISR.
+// epochs, replicas, ISR and replicas being added.
 func sameState(a, b *Partition) bool {
 	return a.Leader == b.Leader && a.LeaderEpoch == b.LeaderEpoch && a.PartitionEpoch == b.PartitionEpoch &&
-		slices.Equal(a.Replicas, b.Replicas) && slices.Equal(a.ISR, b.ISR)
+		slices.Equal(a.Replicas, b.Replicas) && slices.Equal(a.ISR, b.ISR) && slices.Equal(a.Adding, b.Adding)
 }
 
 // actorName is actors.PartitionActorName, which this package does not

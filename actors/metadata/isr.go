@@ -15,7 +15,10 @@ import (
 // (else INVALID_UPDATE_VERSION): a leader that was replaced, or that has
 // not seen the last change, changes nothing. The ISR must hold the
 // leader, only replicas, each once, and a replica it adds must be live
-// (else INELIGIBLE_REPLICA), as KIP-841 asks.
+// (else INELIGIBLE_REPLICA), as KIP-841 asks. A change that brings the
+// last replica a reassignment adds into the ISR completes the
+// reassignment in the same record (see completed): it may change the
+// replicas and the leader too.
 func (im *Image) AlterPartition(m *messages.AlterPartitionRequest) (*messages.MetadataRecord, messages.ErrorCode, string) {
 	t, ok := im.topics[m.GetTopic()]
 	if !ok || m.GetPartition() < 0 || int(m.GetPartition()) >= len(t.Partitions) {
@@ -52,10 +55,15 @@ func (im *Image) AlterPartition(m *messages.AlterPartitionRequest) (*messages.Me
 			return nil, messages.ErrorCode_INELIGIBLE_REPLICA, fmt.Sprintf("%s: node %d cannot join the ISR: it is fenced or not registered", name, r)
 		}
 	}
+	s := stateOf(p)
+	s.isr = isr
+	if done, ok := im.completed(s); ok {
+		return done.record(t.Name, p), messages.ErrorCode_NONE, ""
+	}
 	if slices.Equal(sortedCopy(isr), sortedCopy(p.ISR)) {
 		return nil, messages.ErrorCode_NONE, ""
 	}
-	return changeRecord(t.Name, p, p.Leader, isr), messages.ErrorCode_NONE, ""
+	return s.record(t.Name, p), messages.ErrorCode_NONE, ""
 }
 
 // Partition returns partition p of the named topic.

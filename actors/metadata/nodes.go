@@ -168,14 +168,9 @@ func fenceRecord(id int32, fenced bool) *messages.MetadataRecord {
 // changeRecord is the record that gives p leader and isr, with the epochs
 // that go with the change.
 func changeRecord(topicName string, p *Partition, leader int32, isr []int32) *messages.MetadataRecord {
-	leaderEpoch := p.LeaderEpoch
-	if leader != p.Leader {
-		leaderEpoch++
-	}
-	return &messages.MetadataRecord{Record: &messages.MetadataRecord_PartitionChange{PartitionChange: &messages.PartitionChangeRecord{
-		Topic: topicName, Partition: p.Partition, Leader: leader, Isr: slices.Clone(isr),
-		LeaderEpoch: leaderEpoch, PartitionEpoch: p.PartitionEpoch + 1,
-	}}}
+	s := stateOf(p)
+	s.leader, s.isr = leader, isr
+	return s.record(topicName, p)
 }
 
 // Records returns the records that rebuild the image from an empty one: the
@@ -203,6 +198,7 @@ func (im *Image) Records() []*messages.MetadataRecord {
 				Topic: t.Name, Partition: p.Partition, NodeId: p.Leader,
 				Replicas: slices.Clone(p.Replicas), Isr: slices.Clone(p.ISR),
 				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				AddingReplicas: slices.Clone(p.Adding), RemovingReplicas: slices.Clone(p.Removing),
 			})
 			for i, r := range p.Replicas {
 				if p.Dirs[i] != "" {
@@ -230,7 +226,8 @@ func NewClusterID() string {
 
 // Diff is what changes for nodeID's partitions from one image to another,
 // as LocalChanges tells it of a delta: the topics, known by id, that only
-// one of them has with a partition there.
+// one of them has with a partition there, and of the others the replicas
+// added, removed and changed.
 func Diff(before, after *Image, nodeID int32) LocalChanges {
 	var out LocalChanges
 	for _, name := range before.TopicNames() {
@@ -246,7 +243,7 @@ func Diff(before, after *Image, nodeID int32) LocalChanges {
 			out.Created = append(out.Created, t)
 		}
 		if ok && b.ID == t.ID {
-			out.Updated = append(out.Updated, updated(after, b, t, nodeID)...)
+			out.changed(after, b, t, nodeID)
 		}
 	}
 	return out

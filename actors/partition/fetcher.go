@@ -40,7 +40,11 @@ type fetcherConfig struct {
 	NodeID  int32
 	Leader  int32
 	Address string
-	Logger  *logrus.Entry
+	// Throttle is the most bytes a second the fetcher fetches for its
+	// throttled partitions together, 0 unlimited (see
+	// PartitionManagerConfig.ReplicaThrottle).
+	Throttle int64
+	Logger   *logrus.Entry
 }
 
 // fetchPhase is where a followed partition stands.
@@ -68,6 +72,42 @@ type followed struct {
 	// highWatermark is the leader's, as last passed on.
 	highWatermark int64
 	retryAt       time.Time
+	// throttled is set while the partition catches up as a replica a
+	// reassignment adds: its fetches are paced by the fetcher's throttle.
+	throttled bool
+}
+
+// fetchThrottle paces the fetches of a fetcher's throttled partitions so
+// that what they bring averages at most rate bytes a second: after an
+// answer brings n bytes, none is fetched again until n/rate seconds later
+// than the last such time, or than now if that has passed, so idle time
+// gives no burst. Each fetch asks at most a tenth of a second's worth, as
+// a throttled move copies. Owned by the fetcher.
+type fetchThrottle struct {
+	rate int64 // bytes a second, 0 unlimited
+	due  time.Time
+}
+
+// ready reports whether throttled partitions may be fetched at now.
+func (t *fetchThrottle) ready(now time.Time) bool { return t.rate <= 0 || !now.Before(t.due) }
+
+// maxBytes is what one fetch may ask of a throttled partition.
+func (t *fetchThrottle) maxBytes() int32 {
+	if t.rate <= 0 {
+		return replicaPartitionMaxBytes
+	}
+	return int32(min(int64(replicaPartitionMaxBytes), max(t.rate/10, minThrottledChunkBytes)))
+}
+
+// took counts n bytes a throttled partition's fetch brought at now.
+func (t *fetchThrottle) took(n int, now time.Time) {
+	if t.rate <= 0 || n == 0 {
+		return
+	}
+	if t.due.Before(now) {
+		t.due = now
+	}
+	t.due = t.due.Add(time.Duration(float64(n) / float64(t.rate) * float64(time.Second)))
 }
 
 // replicaFetcher fetches, for every partition its node follows from one
@@ -77,15 +117,18 @@ type followed struct {
 // there. It appends nothing itself: each partition's actor appends its
 // records and says where its log now ends. A fetch to a node that is gone
 // may block this actor for the seconds protoactor takes to give up on the
-// address, which delays only the partitions that follow that node. Not
-// shared: all access is through its mailbox.
+// address, which delays only the partitions that follow that node. The
+// partitions that catch up as replicas a reassignment adds are fetched
+// under the node's throttle (fetchThrottle). Not shared: all access is
+// through its mailbox.
 type replicaFetcher struct {
-	cfg    fetcherConfig
-	leader *actor.PID
-	parts  map[disk.TopicPartition]*followed
-	timers *scheduler.TimerScheduler
-	stop   scheduler.CancelFunc
-	logger *logrus.Entry
+	cfg      fetcherConfig
+	leader   *actor.PID
+	parts    map[disk.TopicPartition]*followed
+	throttle fetchThrottle
+	timers   *scheduler.TimerScheduler
+	stop     scheduler.CancelFunc
+	logger   *logrus.Entry
 
 	nextCorr   uint64
 	fetchCorr  uint64 // of the fetch in flight, 0 when none
@@ -94,18 +137,26 @@ type replicaFetcher struct {
 	epochSent  time.Time
 	appending  int // partitions appending the last fetch's records
 	lastFailed time.Time
+	// throttleWake is when the wake scheduled for throttled partitions held
+	// back is due, zero when none is.
+	throttleWake time.Time
 }
 
 type fetcherTick struct{}
+
+// throttleWoken kicks the fetcher once its throttle lets the partitions it
+// held back be fetched.
+type throttleWoken struct{}
 
 func newFetcherProps(cfg fetcherConfig) *actor.Props {
 	logger := cfg.Logger.WithFields(logrus.Fields{"actor": "fetcher", "leader": cfg.Leader})
 	return actors.Props(func() actor.Actor {
 		return &replicaFetcher{
-			cfg:    cfg,
-			leader: actor.NewPID(cfg.Address, actors.PartitionManagerName),
-			parts:  map[disk.TopicPartition]*followed{},
-			logger: logger,
+			cfg:      cfg,
+			leader:   actor.NewPID(cfg.Address, actors.PartitionManagerName),
+			parts:    map[disk.TopicPartition]*followed{},
+			throttle: fetchThrottle{rate: cfg.Throttle},
+			logger:   logger,
 		}
 	}, logger)
 }
@@ -121,12 +172,23 @@ func (f *replicaFetcher) Receive(ctx actor.Context) {
 		}
 	case *follow:
 		f.drop(m.tp)
-		f.parts[m.tp] = &followed{pid: m.pid, epoch: m.epoch, latestEpoch: m.latestEpoch, offset: m.logEnd, phase: startPhase(m.latestEpoch), highWatermark: -1}
+		f.parts[m.tp] = &followed{
+			pid: m.pid, epoch: m.epoch, latestEpoch: m.latestEpoch, offset: m.logEnd, phase: startPhase(m.latestEpoch),
+			highWatermark: -1, throttled: m.throttled,
+		}
 		f.kick(ctx)
 	case *unfollow:
 		f.drop(m.tp)
+	case *throttleFollow:
+		if p, ok := f.parts[m.tp]; ok {
+			p.throttled = m.throttled
+			f.kick(ctx)
+		}
 	case *fetcherTick:
 		f.onTick(ctx)
+	case *throttleWoken:
+		f.throttleWake = time.Time{}
+		f.kick(ctx)
 	case *messages.OffsetForLeaderEpochResponse:
 		f.onEpochs(ctx, m)
 	case *truncated:
@@ -177,12 +239,22 @@ func (f *replicaFetcher) kick(ctx actor.Context) {
 		return
 	}
 	req := &messages.ReplicaFetchRequest{ReplicaId: f.cfg.NodeID, MaxWaitMs: int32(replicaFetchWait / time.Millisecond), MaxBytes: replicaFetchMaxBytes}
+	throttledReady := f.throttle.ready(now)
 	for tp, p := range f.parts {
-		if p.phase == phaseFetch && !now.Before(p.retryAt) {
-			req.Partitions = append(req.Partitions, &messages.ReplicaFetchPartition{
-				Topic: tp.Topic, Partition: tp.Partition, CurrentLeaderEpoch: p.epoch, FetchOffset: p.offset, MaxBytes: replicaPartitionMaxBytes,
-			})
+		if p.phase != phaseFetch || now.Before(p.retryAt) {
+			continue
 		}
+		if p.throttled && !throttledReady {
+			f.wakeForThrottle(ctx, now)
+			continue
+		}
+		maxBytes := int32(replicaPartitionMaxBytes)
+		if p.throttled {
+			maxBytes = f.throttle.maxBytes()
+		}
+		req.Partitions = append(req.Partitions, &messages.ReplicaFetchPartition{
+			Topic: tp.Topic, Partition: tp.Partition, CurrentLeaderEpoch: p.epoch, FetchOffset: p.offset, MaxBytes: maxBytes,
+		})
 	}
 	if len(req.Partitions) == 0 {
 		return
@@ -191,6 +263,17 @@ func (f *replicaFetcher) kick(ctx actor.Context) {
 	f.fetchCorr, f.fetchSent = f.nextCorr, now
 	req.CorrelationId = f.fetchCorr
 	ctx.Request(f.leader, req)
+}
+
+// wakeForThrottle schedules a kick for when the throttle lets its
+// partitions be fetched again, unless one is scheduled: they wait for no
+// tick.
+func (f *replicaFetcher) wakeForThrottle(ctx actor.Context, now time.Time) {
+	if !f.throttleWake.IsZero() {
+		return
+	}
+	f.throttleWake = f.throttle.due
+	f.timers.SendOnce(f.throttle.due.Sub(now), ctx.Self(), &throttleWoken{})
 }
 
 // onTick gives up on answers that are late, taken for lost, and sends what
@@ -277,6 +360,9 @@ func (f *replicaFetcher) onFetched(ctx actor.Context, resp *messages.ReplicaFetc
 			// the metadata will say who does.
 			p.retryAt = now.Add(replicaRetryBackoff)
 			continue
+		}
+		if p.throttled {
+			f.throttle.took(len(r.GetRecords()), now)
 		}
 		if len(r.GetRecords()) == 0 && r.GetError() == messages.ErrorCode_NONE && r.GetHighWatermark() == p.highWatermark {
 			continue

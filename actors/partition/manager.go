@@ -42,7 +42,12 @@ type PartitionManagerConfig struct {
 	// DefaultReplicaLagMax).
 	Controller    *actor.PID
 	ReplicaLagMax time.Duration
-	Logger        *logrus.Entry
+	// ReplicaThrottle is the most bytes a second that the fetcher of one
+	// leader node fetches, together, for the replicas a reassignment adds
+	// to this node while they catch up, out of the ISR: the rate of a move
+	// between log dirs (--move-throttle). 0 is unlimited.
+	ReplicaThrottle int64
+	Logger          *logrus.Entry
 }
 
 // partitionManager starts and stops the node's partition actors, its
@@ -134,6 +139,10 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onFollow(ctx, msg)
 	case *unfollow:
 		m.onUnfollow(ctx, msg)
+	case *throttleFollow:
+		for _, ref := range m.fetchers {
+			ctx.Send(ref.pid, msg)
+		}
 	case *actor.Terminated:
 		m.onTerminated(ctx, msg)
 	case *disks.LogDirAdded:
@@ -320,7 +329,7 @@ func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartition
 			continue
 		}
 		if req.Delete {
-			ctx.Send(pid, &deletePartition{})
+			ctx.Send(pid, &deletePartition{movedAway: req.MovedAway})
 			delete(m.states, key)
 		}
 		m.onUnfollow(ctx, &unfollow{tp: key})

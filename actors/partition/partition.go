@@ -83,8 +83,10 @@ type PartitionConfig struct {
 	flushHook func()
 }
 
-// deletePartition makes a partition actor remove its log before it stops.
-type deletePartition struct{}
+// deletePartition makes a partition actor remove its log before it stops;
+// movedAway says its node no longer holds a replica of it, which a
+// reassignment moved elsewhere, rather than that it was deleted.
+type deletePartition struct{ movedAway bool }
 
 // partitionTick drives retention, roll by age and reports.
 type partitionTick struct{}
@@ -197,6 +199,9 @@ type partitionActor struct {
 	parkedProduces state.ParkedProduces[parkedProduce]
 	parkedFetches  state.ParkedFetches[*parkedFetch]
 	deleted        bool
+	// movedAway is set with deleted when the partition's replica left the
+	// node for another (see deletePartition).
+	movedAway bool
 	// appendedBytes counts the bytes appended since the actor started; the
 	// log-dir actor derives the write rate from it.
 	appendedBytes int64
@@ -218,6 +223,9 @@ type partitionActor struct {
 	// wakeArmed is set while a follower's fetch found nothing new and its
 	// manager waits to hear of the next append.
 	wakeArmed bool
+	// throttled is set while the partition follows as a replica a
+	// reassignment adds, out of the ISR: its fetches are throttled.
+	throttled bool
 	// stopISRTick stops a leader's isrTicks; expiryArmed is set while a
 	// produceExpiry is on its way.
 	stopISRTick scheduler.CancelFunc
@@ -284,6 +292,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	case *disks.GoOffline:
 		a.onOffline(ctx, m)
 	case *deletePartition:
+		a.movedAway = m.movedAway
 		a.onDelete(ctx)
 	case *messages.MovePartitionRequest:
 		a.onMove(ctx, m)
@@ -391,6 +400,9 @@ func (a *partitionActor) leaderEpochCap() int32 {
 // unavailable returns the error code and message for a request when the
 // log is not open.
 func (a *partitionActor) unavailable() (messages.ErrorCode, string) {
+	if a.movedAway {
+		return messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, fmt.Sprintf("node %d no longer holds a replica of partition %s", a.cfg.NodeID, a.tp)
+	}
 	if a.deleted {
 		return messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("partition %s was deleted", a.tp)
 	}

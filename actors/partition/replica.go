@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -61,7 +62,8 @@ type (
 	}
 	// follow asks the manager to have the fetcher of leader fetch for the
 	// partition in leader epoch epoch, from its log end logEnd after
-	// truncating from latestEpoch (none to truncate when negative).
+	// truncating from latestEpoch (none to truncate when negative);
+	// throttled while it catches up as a replica a reassignment adds.
 	follow struct {
 		tp          disk.TopicPartition
 		pid         *actor.PID
@@ -70,9 +72,16 @@ type (
 		epoch       int32
 		latestEpoch int32
 		logEnd      int64
+		throttled   bool
 	}
 	// unfollow takes the partition off every fetcher.
 	unfollow struct{ tp disk.TopicPartition }
+	// throttleFollow tells the fetchers whether the partition catches up
+	// as a replica a reassignment adds, throttled, or no longer.
+	throttleFollow struct {
+		tp        disk.TopicPartition
+		throttled bool
+	}
 	// truncateTo is a fetcher's leader's answer to the partition's epoch
 	// query, in the partition's leader epoch epoch.
 	truncateTo struct {
@@ -139,15 +148,20 @@ func (a *partitionActor) onPartitionState(ctx actor.Context, s *messages.Partiti
 	if a.log != nil {
 		a.log.SetLeaderEpoch(s.GetLeaderEpoch())
 	}
+	wasThrottled := a.throttled
+	a.throttled = slices.Contains(s.GetAddingReplicas(), a.cfg.NodeID) && !slices.Contains(s.GetIsr(), a.cfg.NodeID)
 	role := a.core.Role()
 	if change == state.AssignNewEpoch || role != before {
 		a.logger.WithFields(logrus.Fields{"role": roleName(role), "leader": s.GetLeader(), "leader_epoch": s.GetLeaderEpoch(), "isr": s.GetIsr()}).Debug("partition state")
 	}
 	switch role {
 	case state.Follower:
-		if change == state.AssignNewEpoch || before != state.Follower {
+		switch {
+		case change == state.AssignNewEpoch || before != state.Follower:
 			a.stopLeading(ctx)
 			a.startFollowing(ctx)
+		case a.throttled != wasThrottled:
+			ctx.Send(ctx.Parent(), &throttleFollow{tp: a.tp, throttled: a.throttled})
 		}
 	default:
 		if before == state.Follower {
@@ -223,7 +237,7 @@ func (a *partitionActor) startFollowing(ctx actor.Context) {
 	}
 	ctx.Send(ctx.Parent(), &follow{
 		tp: a.tp, pid: ctx.Self(), leader: leader, address: a.leaderAddress,
-		epoch: a.core.LeaderEpoch(), latestEpoch: latest, logEnd: a.log.EndOffset(),
+		epoch: a.core.LeaderEpoch(), latestEpoch: latest, logEnd: a.log.EndOffset(), throttled: a.throttled,
 	})
 }
 
@@ -520,11 +534,14 @@ func (a *partitionActor) maybeAlterISR(ctx actor.Context) {
 			a.logger.WithError(err).Warn("ISR change not answered; asking again")
 		case resp.GetError() != messages.ErrorCode_NONE:
 			a.logger.WithFields(logrus.Fields{"error": resp.GetError().String(), "reason": resp.GetErrorMessage()}).Warn("ISR change refused")
+		case resp.GetLeader() != a.cfg.NodeID || resp.GetLeaderEpoch() != a.core.LeaderEpoch():
+			// The change made another leader (a reassignment completed
+			// without this node), or one came since: the metadata brings
+			// the partition's new state.
 		default:
-			cur := a.core.Assignment()
 			a.core.Assign(state.Assignment{
-				Leader: cur.Leader, LeaderEpoch: resp.GetLeaderEpoch(), PartitionEpoch: resp.GetPartitionEpoch(),
-				Replicas: cur.Replicas, ISR: resp.GetIsr(),
+				Leader: a.cfg.NodeID, LeaderEpoch: resp.GetLeaderEpoch(), PartitionEpoch: resp.GetPartitionEpoch(),
+				Replicas: resp.GetReplicas(), ISR: resp.GetIsr(),
 			}, a.now())
 		}
 		a.acknowledge(ctx)

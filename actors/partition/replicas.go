@@ -227,7 +227,7 @@ func (m *partitionManager) onFollow(ctx actor.Context, f *follow) {
 		}
 		ref = &fetcherRef{address: f.address}
 		ref.pid = ctx.Spawn(newFetcherProps(fetcherConfig{
-			NodeID: m.cfg.NodeID, Leader: f.leader, Address: f.address, Logger: m.cfg.Logger,
+			NodeID: m.cfg.NodeID, Leader: f.leader, Address: f.address, Throttle: m.cfg.ReplicaThrottle, Logger: m.cfg.Logger,
 		}))
 		m.fetchers[f.leader] = ref
 	}
@@ -276,6 +276,7 @@ func (m *partitionManager) startState(p *messages.PartitionAssignment) *messages
 	s := &messages.PartitionState{
 		Topic: p.GetTopic(), Partition: p.GetPartition(), Leader: p.GetLeader(), LeaderEpoch: p.GetLeaderEpoch(),
 		PartitionEpoch: p.GetPartitionEpoch(), Replicas: p.GetReplicas(), Isr: p.GetIsr(), LeaderAddress: p.GetLeaderAddress(),
+		AddingReplicas: p.GetAddingReplicas(),
 	}
 	if len(s.Replicas) == 0 {
 		// Assignments from before replication name the node alone.

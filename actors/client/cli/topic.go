@@ -16,7 +16,7 @@ import (
 
 func newTopicCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
-	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicElectLeadersCommand(g))
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicElectLeadersCommand(g), newTopicReassignCommand(g))
 	return cmd
 }
 
@@ -107,17 +107,21 @@ func newTopicListCommand(g *globals) *cobra.Command {
 type partitionDescription struct {
 	Partition int32 `json:"partition"`
 	// Leader is -1 when the partition has none.
-	Leader         int32         `json:"leader"`
-	Replicas       []int32       `json:"replicas"`
-	ISR            []int32       `json:"isr"`
-	LeaderEpoch    int32         `json:"leader_epoch"`
-	LogDir         string        `json:"log_dir"`
-	ReplicaDirs    []replicaDirs `json:"replica_dirs"`
-	LogStartOffset int64         `json:"log_start_offset"`
-	LogEndOffset   int64         `json:"log_end_offset"`
-	Bytes          int64         `json:"bytes"`
-	Segments       int32         `json:"segments"`
-	Error          string        `json:"error,omitempty"`
+	Leader      int32         `json:"leader"`
+	Replicas    []int32       `json:"replicas"`
+	ISR         []int32       `json:"isr"`
+	LeaderEpoch int32         `json:"leader_epoch"`
+	LogDir      string        `json:"log_dir"`
+	ReplicaDirs []replicaDirs `json:"replica_dirs"`
+	// AddingReplicas and RemovingReplicas are those a reassignment in
+	// flight adds and removes, [] when none is.
+	AddingReplicas   []int32 `json:"adding_replicas"`
+	RemovingReplicas []int32 `json:"removing_replicas"`
+	LogStartOffset   int64   `json:"log_start_offset"`
+	LogEndOffset     int64   `json:"log_end_offset"`
+	Bytes            int64   `json:"bytes"`
+	Segments         int32   `json:"segments"`
+	Error            string  `json:"error,omitempty"`
 }
 
 // replicaDirs is one replica of a partition in `depot topic describe`.
@@ -134,6 +138,7 @@ func describePartition(p *messages.PartitionMetadata) partitionDescription {
 	d := partitionDescription{
 		Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir, LeaderEpoch: p.LeaderEpoch,
 		Replicas: append([]int32{}, p.Replicas...), ISR: append([]int32{}, p.Isr...), ReplicaDirs: []replicaDirs{},
+		AddingReplicas: append([]int32{}, p.AddingReplicas...), RemovingReplicas: append([]int32{}, p.RemovingReplicas...),
 	}
 	for _, r := range p.ReplicaDirs {
 		d.ReplicaDirs = append(d.ReplicaDirs, replicaDirs{Node: r.Node, LogDir: r.LogDir, LogEndOffset: r.LogEndOffset})
