@@ -277,6 +277,7 @@ func NewGroupsProps(cfg GroupsConfig) *actor.Props {
 			stopping: map[string]string{},
 			listings: map[string]*messages.GroupListing{},
 			builder:  wire.NewBuilder(wire.NoProducer),
+			outboxes: actors.NewOutboxes(logger),
 		}
 	}, logger, actor.WithSupervisor(supervisor))
 }
@@ -302,6 +303,7 @@ type groupCoordinator struct {
 	stopping map[string]string
 	listings map[string]*messages.GroupListing
 	builder  *wire.Builder
+	outboxes *actors.Outboxes
 }
 
 func (c *groupCoordinator) Receive(ctx actor.Context) {
@@ -749,7 +751,9 @@ func (c *groupCoordinator) onFindCoordinator(ctx actor.Context, m *messages.Find
 	case p != nil && !p.leading:
 		// The coordinator of a group is the node that leads the group's
 		// partition of __consumer_offsets: it answers.
-		ctx.RequestWithCustomSender(actor.NewPID(p.leaderAddress, actors.GroupCoordinatorName),
+		// Through an outbox: a leader's node that died would stall every
+		// group of this node for the seconds protoactor takes to give up.
+		c.outboxes.Send(ctx, actor.NewPID(p.leaderAddress, actors.GroupCoordinatorName),
 			&messages.FindCoordinatorRequest{GroupId: m.GroupId, Forwarded: true}, ctx.Sender())
 		return
 	}
