@@ -86,18 +86,31 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for the broker error codes a caller most often tests for.
 var (
-	ErrUnknownTopic           = &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
-	ErrNotLeader              = &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER}
-	ErrOffsetOutOfRange       = &Error{Code: messages.ErrorCode_OFFSET_OUT_OF_RANGE}
-	ErrTopicAlreadyExists     = &Error{Code: messages.ErrorCode_TOPIC_ALREADY_EXISTS}
-	ErrInvalidTopic           = &Error{Code: messages.ErrorCode_INVALID_TOPIC}
-	ErrInvalidPartitions      = &Error{Code: messages.ErrorCode_INVALID_PARTITIONS}
-	ErrMessageTooLarge        = &Error{Code: messages.ErrorCode_MESSAGE_TOO_LARGE}
-	ErrOutOfOrderSequence     = &Error{Code: messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}
-	ErrInvalidProducerEpoch   = &Error{Code: messages.ErrorCode_INVALID_PRODUCER_EPOCH}
-	ErrCorruptMessage         = &Error{Code: messages.ErrorCode_CORRUPT_MESSAGE}
-	ErrUnknownServerError     = &Error{Code: messages.ErrorCode_UNKNOWN_SERVER_ERROR}
-	ErrNotEnoughReplicas      = &Error{Code: messages.ErrorCode_NOT_ENOUGH_REPLICAS}
+	ErrUnknownTopic         = &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+	ErrNotLeader            = &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER}
+	ErrOffsetOutOfRange     = &Error{Code: messages.ErrorCode_OFFSET_OUT_OF_RANGE}
+	ErrTopicAlreadyExists   = &Error{Code: messages.ErrorCode_TOPIC_ALREADY_EXISTS}
+	ErrInvalidTopic         = &Error{Code: messages.ErrorCode_INVALID_TOPIC}
+	ErrInvalidPartitions    = &Error{Code: messages.ErrorCode_INVALID_PARTITIONS}
+	ErrMessageTooLarge      = &Error{Code: messages.ErrorCode_MESSAGE_TOO_LARGE}
+	ErrOutOfOrderSequence   = &Error{Code: messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}
+	ErrInvalidProducerEpoch = &Error{Code: messages.ErrorCode_INVALID_PRODUCER_EPOCH}
+	ErrCorruptMessage       = &Error{Code: messages.ErrorCode_CORRUPT_MESSAGE}
+	ErrUnknownServerError   = &Error{Code: messages.ErrorCode_UNKNOWN_SERVER_ERROR}
+	ErrNotEnoughReplicas    = &Error{Code: messages.ErrorCode_NOT_ENOUGH_REPLICAS}
+	// ErrNotEnoughReplicasAfterAppend means the leader wrote the batch but
+	// too few replicas are in sync to acknowledge it with acks=all; sent
+	// again, an idempotent producer's batch is recognised, not written twice.
+	ErrNotEnoughReplicasAfterAppend = &Error{Code: messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+	// ErrFencedLeaderEpoch means the request named a leader epoch older than
+	// the partition's: the client's metadata is stale.
+	ErrFencedLeaderEpoch = &Error{Code: messages.ErrorCode_FENCED_LEADER_EPOCH}
+	// ErrUnknownLeaderEpoch means the request named a leader epoch newer
+	// than the replica knows: it has not yet heard of its leadership.
+	ErrUnknownLeaderEpoch = &Error{Code: messages.ErrorCode_UNKNOWN_LEADER_EPOCH}
+	// ErrLeaderNotAvailable means the partition has no leader for now, or
+	// its leader's connection was lost.
+	ErrLeaderNotAvailable     = &Error{Code: messages.ErrorCode_LEADER_NOT_AVAILABLE}
 	ErrKafkaStorageError      = &Error{Code: messages.ErrorCode_KAFKA_STORAGE_ERROR}
 	ErrRequestTimedOut        = &Error{Code: messages.ErrorCode_REQUEST_TIMED_OUT}
 	ErrUnsupportedCompression = &Error{Code: messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
@@ -123,15 +136,20 @@ func codeError(code messages.ErrorCode, msg string) error {
 }
 
 // retriable reports whether a request failing with code may succeed when
-// sent again, possibly after a metadata refresh.
+// sent again, possibly after a metadata refresh. NOT_ENOUGH_REPLICAS_AFTER_APPEND
+// is among them: the batch is in the leader's log, and its resend, with the
+// same producer id and sequence, is recognised rather than written again.
 func retriable(code messages.ErrorCode) bool {
 	switch code {
 	case messages.ErrorCode_NOT_LEADER_OR_FOLLOWER,
 		messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
 		messages.ErrorCode_LEADER_NOT_AVAILABLE,
+		messages.ErrorCode_FENCED_LEADER_EPOCH,
+		messages.ErrorCode_UNKNOWN_LEADER_EPOCH,
 		messages.ErrorCode_NOT_CONTROLLER,
 		messages.ErrorCode_REQUEST_TIMED_OUT,
 		messages.ErrorCode_NOT_ENOUGH_REPLICAS,
+		messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 		messages.ErrorCode_KAFKA_STORAGE_ERROR,
 		messages.ErrorCode_CORRUPT_MESSAGE:
 		return true
@@ -139,12 +157,21 @@ func retriable(code messages.ErrorCode) bool {
 	return false
 }
 
-// needsMetadata reports whether code means the client's routing is stale.
+// needsMetadata reports whether code means the client's routing is stale:
+// the leader moved or is not known, or the leader epoch the client named is
+// older (FENCED_LEADER_EPOCH) or newer (UNKNOWN_LEADER_EPOCH) than the
+// replica's.
 func needsMetadata(code messages.ErrorCode) bool {
-	return code == messages.ErrorCode_NOT_LEADER_OR_FOLLOWER ||
-		code == messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION ||
-		code == messages.ErrorCode_LEADER_NOT_AVAILABLE ||
-		code == messages.ErrorCode_KAFKA_STORAGE_ERROR
+	switch code {
+	case messages.ErrorCode_NOT_LEADER_OR_FOLLOWER,
+		messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+		messages.ErrorCode_LEADER_NOT_AVAILABLE,
+		messages.ErrorCode_FENCED_LEADER_EPOCH,
+		messages.ErrorCode_UNKNOWN_LEADER_EPOCH,
+		messages.ErrorCode_KAFKA_STORAGE_ERROR:
+		return true
+	}
+	return false
 }
 
 // Opt configures a Client.
