@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
@@ -542,11 +543,12 @@ func (c *Consumer) Close() {
 
 // fetcher is a consumer's actor. It resolves starting offsets, keeps one
 // long-poll FetchRequest in flight per partition while the prefetch bound
-// allows, resends fetches that go unanswered, refreshes metadata when a
-// leader moves, and resets out-of-range offsets. When the connection to a
-// node drops, what was in flight there is asked again at once, from the
-// same offsets, of the leaders a metadata refresh names. Not shared: all
-// access is through its mailbox.
+// allows, each naming the leader epoch the metadata gave the partition,
+// resends fetches that go unanswered, refreshes metadata when a leader
+// moves or its epoch is not the partition's, and resets out-of-range
+// offsets. When the connection to a node drops, what was in flight there is
+// asked again at once, from the same offsets, of the leaders a metadata
+// refresh names. Not shared: all access is through its mailbox.
 type fetcher struct {
 	cons  *Consumer
 	parts map[partKey]*fetchPart
@@ -570,8 +572,10 @@ type fetcher struct {
 
 // fetchPart is the fetcher's state for one partition.
 type fetchPart struct {
-	key       partKey
-	leader    *actor.PID
+	key    partKey
+	leader *actor.PID
+	// epoch is the leader epoch the metadata gave with leader.
+	epoch     int32
 	offset    int64 // next offset to fetch
 	at        Offset
 	resolve   bool // offset must be resolved from at first
@@ -725,7 +729,7 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 	}
 	c := f.cons.client
 	if fp.leader == nil {
-		if fp.leader = c.leader(fp.key.topic, fp.key.partition); fp.leader == nil {
+		if fp.leader, fp.epoch = c.leaderOf(fp.key.topic, fp.key.partition); fp.leader == nil {
 			f.refresh(ctx, fp.key.topic)
 			return
 		}
@@ -751,14 +755,15 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 	fp.corrID, fp.inflight, fp.sentAt, fp.asked = f.corrID, true, time.Now(), int32(ask)
 	f.asked += ask
 	ctx.Request(fp.leader, &messages.FetchRequest{
-		Topic:         fp.key.topic,
-		Partition:     fp.key.partition,
-		Offset:        fp.offset,
-		MaxBytes:      int32(ask),
-		ChunkBytes:    fp.maxBytes,
-		MinBytes:      cfg.fetchMinBytes,
-		MaxWaitMs:     int32(cfg.fetchMaxWait.Milliseconds()),
-		CorrelationId: fp.corrID,
+		Topic:              fp.key.topic,
+		Partition:          fp.key.partition,
+		Offset:             fp.offset,
+		MaxBytes:           int32(ask),
+		ChunkBytes:         fp.maxBytes,
+		MinBytes:           cfg.fetchMinBytes,
+		MaxWaitMs:          int32(cfg.fetchMaxWait.Milliseconds()),
+		CorrelationId:      fp.corrID,
+		CurrentLeaderEpoch: proto.Int32(fp.epoch),
 	})
 }
 
@@ -1004,7 +1009,7 @@ func (f *fetcher) refresh(ctx actor.Context, topic string) {
 		}
 		for _, fp := range f.order {
 			if fp.key.topic == topic {
-				if fp.leader = c.leader(topic, fp.key.partition); fp.leader == nil {
+				if fp.leader, fp.epoch = c.leaderOf(topic, fp.key.partition); fp.leader == nil {
 					f.fetchFailed(fp, fp.offset, ErrNoLeader)
 					fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
 				}
