@@ -16,6 +16,15 @@
 // sequence number per partition in each record batch, checked by the
 // partition actor).
 //
+// A connection that drops is not waited out: the client's actor hears of it
+// from protoactor remote (EndpointTerminatedEvent on the actor system's event
+// stream) and fails at once, with ErrConnectionLost, every request awaiting
+// an answer from that address. Producers and consumers send theirs again to
+// the partition's leader as a metadata refresh names it, producers from the
+// first batch not acknowledged, in sequence order; until the node is heard
+// from again, or the metadata names a new leadership (a higher leader epoch),
+// its partitions count as leaderless.
+//
 // The producer does not send one message per record. Callers append records
 // straight into a per-partition wire.Builder under the producer's mutex; a
 // sealed batch (at BatchBytes, or when Linger expires) goes to the producer's
@@ -36,6 +45,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
 
@@ -58,6 +68,11 @@ var (
 	ErrDeliveryTimeout = errors.New("client: delivery timeout")
 	// ErrBadResponse means a broker answered with a message of the wrong type.
 	ErrBadResponse = errors.New("client: unexpected response")
+	// ErrConnectionLost means the connection to the node a request went to
+	// dropped before its answer came. The request may or may not have been
+	// carried out; it is retriable, after a metadata refresh when it went to
+	// a partition's leader.
+	ErrConnectionLost = errors.New("client: connection to node lost")
 )
 
 // Error is an error code returned by a broker, with its detail.
@@ -86,18 +101,31 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for the broker error codes a caller most often tests for.
 var (
-	ErrUnknownTopic           = &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
-	ErrNotLeader              = &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER}
-	ErrOffsetOutOfRange       = &Error{Code: messages.ErrorCode_OFFSET_OUT_OF_RANGE}
-	ErrTopicAlreadyExists     = &Error{Code: messages.ErrorCode_TOPIC_ALREADY_EXISTS}
-	ErrInvalidTopic           = &Error{Code: messages.ErrorCode_INVALID_TOPIC}
-	ErrInvalidPartitions      = &Error{Code: messages.ErrorCode_INVALID_PARTITIONS}
-	ErrMessageTooLarge        = &Error{Code: messages.ErrorCode_MESSAGE_TOO_LARGE}
-	ErrOutOfOrderSequence     = &Error{Code: messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}
-	ErrInvalidProducerEpoch   = &Error{Code: messages.ErrorCode_INVALID_PRODUCER_EPOCH}
-	ErrCorruptMessage         = &Error{Code: messages.ErrorCode_CORRUPT_MESSAGE}
-	ErrUnknownServerError     = &Error{Code: messages.ErrorCode_UNKNOWN_SERVER_ERROR}
-	ErrNotEnoughReplicas      = &Error{Code: messages.ErrorCode_NOT_ENOUGH_REPLICAS}
+	ErrUnknownTopic         = &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION}
+	ErrNotLeader            = &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER}
+	ErrOffsetOutOfRange     = &Error{Code: messages.ErrorCode_OFFSET_OUT_OF_RANGE}
+	ErrTopicAlreadyExists   = &Error{Code: messages.ErrorCode_TOPIC_ALREADY_EXISTS}
+	ErrInvalidTopic         = &Error{Code: messages.ErrorCode_INVALID_TOPIC}
+	ErrInvalidPartitions    = &Error{Code: messages.ErrorCode_INVALID_PARTITIONS}
+	ErrMessageTooLarge      = &Error{Code: messages.ErrorCode_MESSAGE_TOO_LARGE}
+	ErrOutOfOrderSequence   = &Error{Code: messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER}
+	ErrInvalidProducerEpoch = &Error{Code: messages.ErrorCode_INVALID_PRODUCER_EPOCH}
+	ErrCorruptMessage       = &Error{Code: messages.ErrorCode_CORRUPT_MESSAGE}
+	ErrUnknownServerError   = &Error{Code: messages.ErrorCode_UNKNOWN_SERVER_ERROR}
+	ErrNotEnoughReplicas    = &Error{Code: messages.ErrorCode_NOT_ENOUGH_REPLICAS}
+	// ErrNotEnoughReplicasAfterAppend means the leader wrote the batch but
+	// too few replicas are in sync to acknowledge it with acks=all; sent
+	// again, an idempotent producer's batch is recognised, not written twice.
+	ErrNotEnoughReplicasAfterAppend = &Error{Code: messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+	// ErrFencedLeaderEpoch means the request named a leader epoch older than
+	// the partition's: the client's metadata is stale.
+	ErrFencedLeaderEpoch = &Error{Code: messages.ErrorCode_FENCED_LEADER_EPOCH}
+	// ErrUnknownLeaderEpoch means the request named a leader epoch newer
+	// than the replica knows: it has not yet heard of its leadership.
+	ErrUnknownLeaderEpoch = &Error{Code: messages.ErrorCode_UNKNOWN_LEADER_EPOCH}
+	// ErrLeaderNotAvailable means the partition has no leader for now, or
+	// its leader's connection was lost.
+	ErrLeaderNotAvailable     = &Error{Code: messages.ErrorCode_LEADER_NOT_AVAILABLE}
 	ErrKafkaStorageError      = &Error{Code: messages.ErrorCode_KAFKA_STORAGE_ERROR}
 	ErrRequestTimedOut        = &Error{Code: messages.ErrorCode_REQUEST_TIMED_OUT}
 	ErrUnsupportedCompression = &Error{Code: messages.ErrorCode_UNSUPPORTED_COMPRESSION_TYPE}
@@ -123,15 +151,20 @@ func codeError(code messages.ErrorCode, msg string) error {
 }
 
 // retriable reports whether a request failing with code may succeed when
-// sent again, possibly after a metadata refresh.
+// sent again, possibly after a metadata refresh. NOT_ENOUGH_REPLICAS_AFTER_APPEND
+// is among them: the batch is in the leader's log, and its resend, with the
+// same producer id and sequence, is recognised rather than written again.
 func retriable(code messages.ErrorCode) bool {
 	switch code {
 	case messages.ErrorCode_NOT_LEADER_OR_FOLLOWER,
 		messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
 		messages.ErrorCode_LEADER_NOT_AVAILABLE,
+		messages.ErrorCode_FENCED_LEADER_EPOCH,
+		messages.ErrorCode_UNKNOWN_LEADER_EPOCH,
 		messages.ErrorCode_NOT_CONTROLLER,
 		messages.ErrorCode_REQUEST_TIMED_OUT,
 		messages.ErrorCode_NOT_ENOUGH_REPLICAS,
+		messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 		messages.ErrorCode_KAFKA_STORAGE_ERROR,
 		messages.ErrorCode_CORRUPT_MESSAGE:
 		return true
@@ -139,12 +172,21 @@ func retriable(code messages.ErrorCode) bool {
 	return false
 }
 
-// needsMetadata reports whether code means the client's routing is stale.
+// needsMetadata reports whether code means the client's routing is stale:
+// the leader moved or is not known, or the leader epoch the client named is
+// older (FENCED_LEADER_EPOCH) or newer (UNKNOWN_LEADER_EPOCH) than the
+// replica's.
 func needsMetadata(code messages.ErrorCode) bool {
-	return code == messages.ErrorCode_NOT_LEADER_OR_FOLLOWER ||
-		code == messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION ||
-		code == messages.ErrorCode_LEADER_NOT_AVAILABLE ||
-		code == messages.ErrorCode_KAFKA_STORAGE_ERROR
+	switch code {
+	case messages.ErrorCode_NOT_LEADER_OR_FOLLOWER,
+		messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+		messages.ErrorCode_LEADER_NOT_AVAILABLE,
+		messages.ErrorCode_FENCED_LEADER_EPOCH,
+		messages.ErrorCode_UNKNOWN_LEADER_EPOCH,
+		messages.ErrorCode_KAFKA_STORAGE_ERROR:
+		return true
+	}
+	return false
 }
 
 // Opt configures a Client.
@@ -210,6 +252,11 @@ type Client struct {
 	ownSystem bool
 	logger    *logrus.Entry
 
+	// watcher is the client's actor, and endpointEvents its subscription
+	// to the actor system's event stream: see endpointWatcher.
+	watcher        *actor.PID
+	endpointEvents *eventstream.Subscription
+
 	nextBroker atomic.Uint32
 	contacted  atomic.Bool
 	closed     atomic.Bool
@@ -220,14 +267,35 @@ type Client struct {
 	// the rotation passes them by for brokerRetryAfter while another is
 	// left. Guarded by mu.
 	unanswered map[string]time.Time
+	// endpoints are the addresses requests have awaited answers from, by
+	// address. Guarded by mu.
+	endpoints map[string]*endpoint
 }
 
 // brokerRetryAfter is how long a broker that did not answer is passed by.
 const brokerRetryAfter = 10 * time.Second
 
+// lostHold is how long after its connection dropped an address's partitions
+// count as leaderless while nothing says the node is back: about as long as
+// protoactor's endpoint writer tries to connect to an unreachable address
+// (five tries, two seconds apart) before it gives up on what was sent there.
+const lostHold = brokerRetryAfter
+
+// endpoint is what the client knows of its connection to one address.
+type endpoint struct {
+	// lost is closed when the connection drops, and then replaced: a
+	// request awaiting an answer from the address waits on it too.
+	lost chan struct{}
+	// lostAt is when the connection last dropped; zero once the node was
+	// heard from since.
+	lostAt time.Time
+}
+
 // topicRoute is what the client knows of a topic's partitions.
 type topicRoute struct {
 	leaders []*actor.PID // nil where the partition has no leader
+	// epochs are the partitions' leader epochs.
+	epochs []int32
 }
 
 // New returns a client. Unless ActorSystem is given it starts an actor system
@@ -251,7 +319,7 @@ func New(opts ...Opt) (*Client, error) {
 	if cfg.logger == nil {
 		cfg.logger = logrus.NewEntry(logrus.StandardLogger())
 	}
-	c := &Client{cfg: cfg, logger: cfg.logger.WithField("actor", "client"), routes: map[string]*topicRoute{}}
+	c := &Client{cfg: cfg, logger: cfg.logger.WithField("actor", "client"), routes: map[string]*topicRoute{}, endpoints: map[string]*endpoint{}}
 	if cfg.system != nil {
 		c.system = cfg.system
 		c.transport = cfg.transport
@@ -262,6 +330,7 @@ func New(opts ...Opt) (*Client, error) {
 		c.ownSystem = true
 	}
 	c.root = c.system.Root
+	c.watchEndpoints()
 	return c, nil
 }
 
@@ -298,6 +367,7 @@ func (c *Client) Close() {
 	if !c.closed.CompareAndSwap(false, true) {
 		return
 	}
+	c.stopWatchingEndpoints()
 	if c.ownSystem {
 		c.remote.Shutdown(false)
 		c.system.Shutdown()
@@ -321,12 +391,16 @@ func (c *Client) metadataPID() (*actor.PID, string) {
 	return actor.NewPID(addr, actors.MetadataActorName), addr
 }
 
-// answered records whether the broker at addr answered.
+// answered records whether the broker at addr answered: one that did is
+// no longer passed by, and its connection no longer counts as lost.
 func (c *Client) answered(addr string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ok {
 		delete(c.unanswered, addr)
+		if e := c.endpoints[addr]; e != nil {
+			e.lostAt = time.Time{}
+		}
 		return
 	}
 	if c.unanswered == nil {
@@ -345,9 +419,11 @@ func (c *Client) contactTimeout() time.Duration {
 }
 
 // request sends msg to pid and waits for the answer, at most timeout and
-// never past ctx's deadline. When the wait ends at ctx's deadline, the error
-// is ctx's (context.DeadlineExceeded), not ErrTimeout, even if ctx has not
-// yet been marked done: its timer and the request's fire apart.
+// never past ctx's deadline, and no longer than pid's address keeps its
+// connection (ErrConnectionLost when it drops). When the wait ends at ctx's
+// deadline, the error is ctx's (context.DeadlineExceeded), not ErrTimeout,
+// even if ctx has not yet been marked done: its timer and the request's fire
+// apart.
 func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -364,6 +440,7 @@ func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout t
 	if timeout <= 0 {
 		return nil, context.DeadlineExceeded
 	}
+	lost := c.lostSignal(pid.GetAddress())
 	f := c.root.RequestFuture(pid, msg, timeout)
 	done := make(chan struct{})
 	var res any
@@ -376,6 +453,8 @@ func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout t
 	case <-done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-lost:
+		return nil, fmt.Errorf("%w: %T to %s", ErrConnectionLost, msg, pid.GetAddress())
 	}
 	if errors.Is(err, actor.ErrTimeout) {
 		if err := ctx.Err(); err != nil {
@@ -393,11 +472,15 @@ func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout t
 }
 
 // adminRequest sends msg to the metadata actor of each broker in turn until
-// one answers.
-func (c *Client) adminRequest(ctx context.Context, msg any) (any, error) {
+// one answers; resend, when not nil, is called before msg goes to the next
+// broker, which may find it carried out already.
+func (c *Client) adminRequest(ctx context.Context, msg any, resend func()) (any, error) {
 	var tried []string
 	var lastErr error
-	for range c.cfg.brokers {
+	for i := range c.cfg.brokers {
+		if i > 0 && resend != nil {
+			resend()
+		}
 		pid, addr := c.metadataPID()
 		res, err := c.request(ctx, pid, msg, c.contactTimeout())
 		if err == nil {
@@ -412,7 +495,7 @@ func (c *Client) adminRequest(ctx context.Context, msg any) (any, error) {
 		tried = append(tried, addr)
 		lastErr = err
 	}
-	if errors.Is(lastErr, ErrTimeout) || errors.Is(lastErr, actor.ErrDeadLetter) {
+	if errors.Is(lastErr, ErrTimeout) || errors.Is(lastErr, actor.ErrDeadLetter) || errors.Is(lastErr, ErrConnectionLost) {
 		return nil, fmt.Errorf("%w: %s", ErrUnreachable, strings.Join(tried, ", "))
 	}
 	return nil, lastErr
@@ -421,7 +504,7 @@ func (c *Client) adminRequest(ctx context.Context, msg any) (any, error) {
 // Metadata asks the brokers in turn for the metadata of topics (all topics
 // when none are named) and refreshes the client's routing with it.
 func (c *Client) Metadata(ctx context.Context, topics ...string) (*messages.MetadataResponse, error) {
-	res, err := c.adminRequest(ctx, &messages.MetadataRequest{Topics: topics})
+	res, err := c.adminRequest(ctx, &messages.MetadataRequest{Topics: topics}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +516,9 @@ func (c *Client) Metadata(ctx context.Context, topics ...string) (*messages.Meta
 	return md, nil
 }
 
-// updateRoutes stores the partition leaders of each topic in md.
+// updateRoutes stores the partition leaders of each topic in md, and their
+// leader epochs. A leader on an address whose connection was lost, in an
+// epoch above the one the client knew, was chosen since: the node is back.
 func (c *Client) updateRoutes(md *messages.MetadataResponse) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -442,13 +527,19 @@ func (c *Client) updateRoutes(md *messages.MetadataResponse) {
 			delete(c.routes, t.GetName())
 			continue
 		}
-		r := &topicRoute{leaders: make([]*actor.PID, len(t.GetPartitions()))}
+		n := len(t.GetPartitions())
+		r := &topicRoute{leaders: make([]*actor.PID, n), epochs: make([]int32, n)}
+		prev := c.routes[t.GetName()]
 		for _, p := range t.GetPartitions() {
 			i := int(p.GetPartition())
 			if i < 0 || i >= len(r.leaders) || p.GetError() != messages.ErrorCode_NONE || p.GetLeaderAddress() == "" {
 				continue
 			}
 			r.leaders[i] = actor.NewPID(p.GetLeaderAddress(), p.GetActorName())
+			r.epochs[i] = p.GetLeaderEpoch()
+			if e := c.endpoints[p.GetLeaderAddress()]; e != nil && prev != nil && i < len(prev.epochs) && p.GetLeaderEpoch() > prev.epochs[i] {
+				e.lostAt = time.Time{}
+			}
 		}
 		c.routes[t.GetName()] = r
 	}
@@ -461,13 +552,84 @@ func (c *Client) route(topic string) *topicRoute {
 	return c.routes[topic]
 }
 
-// leader returns the cached partition actor of a partition, or nil.
+// leader returns the cached partition actor of a partition, or nil; see
+// leaderOf.
 func (c *Client) leader(topic string, partition int32) *actor.PID {
-	r := c.route(topic)
+	pid, _ := c.leaderOf(topic, partition)
+	return pid
+}
+
+// leaderOf returns the cached partition actor of a partition and its
+// leader epoch, or nil when the metadata names no leader or the leader's
+// connection was lost (see lostHold).
+func (c *Client) leaderOf(topic string, partition int32) (*actor.PID, int32) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	r := c.routes[topic]
 	if r == nil || partition < 0 || int(partition) >= len(r.leaders) {
-		return nil
+		return nil, 0
 	}
-	return r.leaders[partition]
+	pid := r.leaders[partition]
+	if pid == nil || c.lostLocked(pid.GetAddress()) {
+		return nil, 0
+	}
+	return pid, r.epochs[partition]
+}
+
+// lostLocked reports whether the connection to addr dropped less than
+// lostHold ago and nothing since says the node is back. c.mu is held.
+func (c *Client) lostLocked(addr string) bool {
+	e := c.endpoints[addr]
+	return e != nil && !e.lostAt.IsZero() && time.Since(e.lostAt) < lostHold
+}
+
+// lostSignal returns the channel closed when the connection to addr drops.
+func (c *Client) lostSignal(addr string) <-chan struct{} {
+	c.mu.RLock()
+	e := c.endpoints[addr]
+	c.mu.RUnlock()
+	if e != nil {
+		return e.lost
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.endpointLocked(addr).lost
+}
+
+// endpointLocked returns the state of addr, creating it. c.mu is held.
+func (c *Client) endpointLocked(addr string) *endpoint {
+	e := c.endpoints[addr]
+	if e == nil {
+		e = &endpoint{lost: make(chan struct{})}
+		c.endpoints[addr] = e
+	}
+	return e
+}
+
+// connectionLost fails the requests awaiting an answer from addr, holds
+// its partitions leaderless, and passes the broker by. Called by the
+// client's actor.
+func (c *Client) connectionLost(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.endpointLocked(addr)
+	close(e.lost)
+	e.lost = make(chan struct{})
+	e.lostAt = time.Now()
+	if c.unanswered == nil {
+		c.unanswered = map[string]time.Time{}
+	}
+	c.unanswered[addr] = e.lostAt
+}
+
+// connectionFound records that addr is reachable again.
+func (c *Client) connectionFound(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.endpoints[addr]; e != nil {
+		e.lostAt = time.Time{}
+	}
+	delete(c.unanswered, addr)
 }
 
 // topicRoute returns topic's route, asking for metadata when it is not
@@ -504,16 +666,19 @@ func (c *Client) partitionLeader(ctx context.Context, topic string, partition in
 	if partition < 0 || int(partition) >= len(r.leaders) {
 		return nil, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: fmt.Sprintf("topic %q has no partition %d", topic, partition)}
 	}
-	if r.leaders[partition] == nil {
-		if _, err := c.Metadata(ctx, topic); err != nil {
-			return nil, err
-		}
-		if pid := c.leader(topic, partition); pid != nil {
-			return pid, nil
-		}
-		return nil, &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: fmt.Sprintf("partition %s-%d has no leader", topic, partition)}
+	if pid := c.leader(topic, partition); pid != nil {
+		return pid, nil
 	}
-	return r.leaders[partition], nil
+	if _, err := c.Metadata(ctx, topic); err != nil {
+		return nil, err
+	}
+	if pid := c.leader(topic, partition); pid != nil {
+		return pid, nil
+	}
+	if r := c.route(topic); r != nil && int(partition) < len(r.leaders) && r.leaders[partition] != nil {
+		return nil, &Error{Code: messages.ErrorCode_LEADER_NOT_AVAILABLE, Message: fmt.Sprintf("the connection to %s, the leader of partition %s-%d, was lost", r.leaders[partition].GetAddress(), topic, partition)}
+	}
+	return nil, &Error{Code: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, Message: fmt.Sprintf("partition %s-%d has no leader", topic, partition)}
 }
 
 // forget drops topic's cached route, so the next use asks for metadata.
@@ -550,12 +715,13 @@ func (c *Client) CreateTopicReplicated(ctx context.Context, name string, partiti
 
 // adminChange sends a change to the brokers as adminRequest does, and asks
 // again, after retry(), while the answer is NOT_CONTROLLER or
-// REQUEST_TIMED_OUT, until the request timeout has passed.
+// REQUEST_TIMED_OUT, until the request timeout has passed; retry() is also
+// called before the change goes to another broker when one gave no answer.
 func (c *Client) adminChange(ctx context.Context, msg any, retry func()) (any, error) {
 	deadline := time.Now().Add(c.cfg.requestTimeout)
 	backoff := 50 * time.Millisecond
 	for {
-		res, err := c.adminRequest(ctx, msg)
+		res, err := c.adminRequest(ctx, msg, retry)
 		if err != nil {
 			return nil, err
 		}
@@ -577,7 +743,7 @@ func (c *Client) adminChange(ctx context.Context, msg any, retry func()) (any, e
 // ClusterInfo asks the brokers in turn what they know of the cluster: its
 // id, its nodes, and the active controller.
 func (c *Client) ClusterInfo(ctx context.Context) (*messages.ClusterInfoResponse, error) {
-	res, err := c.adminRequest(ctx, &messages.ClusterInfoRequest{})
+	res, err := c.adminRequest(ctx, &messages.ClusterInfoRequest{}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -615,7 +781,8 @@ func (c *Client) initProducerID(ctx context.Context) (int64, int16, error) {
 }
 
 // partitionRequest sends msg to a partition's leader, refreshing metadata
-// once when the leader is not known or has moved.
+// and sending it again once when the leader is not known or has moved, or
+// its connection dropped before the answer came.
 func (c *Client) partitionRequest(ctx context.Context, topic string, partition int32, msg any) (any, error) {
 	for attempt := 0; ; attempt++ {
 		pid, err := c.partitionLeader(ctx, topic, partition)
@@ -623,6 +790,12 @@ func (c *Client) partitionRequest(ctx context.Context, topic string, partition i
 			return nil, err
 		}
 		res, err := c.request(ctx, pid, msg, c.cfg.requestTimeout)
+		if errors.Is(err, ErrConnectionLost) && attempt == 0 {
+			if _, err := c.Metadata(ctx, topic); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,6 +103,40 @@ func consumeAll(t *testing.T, ctx context.Context, c *Client, topic string, n in
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Empty(t, more)
 	return out
+}
+
+// numbered is n records to topic, keyed "key-<i>" for i from
+// first, with values of about 100 bytes, so that small batches hold few.
+func numbered(topic string, first, n int) []*Record {
+	rs := make([]*Record, n)
+	for i := range rs {
+		k := strconv.Itoa(first + i)
+		rs[i] = &Record{Topic: topic, Key: []byte("key-" + k), Value: []byte("value-" + k + strings.Repeat(".", 100))}
+	}
+	return rs
+}
+
+// pollUntil polls cons until it has returned n records in all, within
+// limit, and returns them.
+func pollUntil(t *testing.T, cons *Consumer, got []*Record, n int, limit time.Duration) []*Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	for len(got) < n {
+		more, err := cons.Poll(ctx)
+		require.NoError(t, err, "after %d of %d records", len(got), n)
+		got = append(got, more...)
+	}
+	return got
+}
+
+// requireProducedInOrder checks that the records of one partition have the
+// offsets 0, 1, ... in the order they were produced.
+func requireProducedInOrder(t *testing.T, rs []*Record) {
+	t.Helper()
+	for i, r := range rs {
+		require.Equal(t, int64(i), r.Offset, "record %s", r.Key)
+	}
 }
 
 // checkExactlyOnce checks that got holds each produced record once, with
@@ -1015,5 +1050,68 @@ func TestFormatAcks(t *testing.T) {
 		got, err := ParseAcks(want)
 		require.NoError(t, err)
 		require.Equal(t, acks, got)
+	}
+}
+
+// The codes of replication are retriable; those that say the client's
+// routing or leader epoch is stale make it refresh its metadata first.
+func TestReplicationCodes(t *testing.T) {
+	for _, tc := range []struct {
+		code          messages.ErrorCode
+		sentinel      error
+		needsMetadata bool
+	}{
+		{messages.ErrorCode_NOT_ENOUGH_REPLICAS, ErrNotEnoughReplicas, false},
+		{messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrNotEnoughReplicasAfterAppend, false},
+		{messages.ErrorCode_FENCED_LEADER_EPOCH, ErrFencedLeaderEpoch, true},
+		{messages.ErrorCode_UNKNOWN_LEADER_EPOCH, ErrUnknownLeaderEpoch, true},
+		{messages.ErrorCode_LEADER_NOT_AVAILABLE, ErrLeaderNotAvailable, true},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			require.True(t, retriable(tc.code))
+			require.Equal(t, tc.needsMetadata, needsMetadata(tc.code))
+			require.ErrorIs(t, codeError(tc.code, "detail"), tc.sentinel)
+		})
+	}
+}
+
+// A produce refused with a replication code is sent again until it is
+// taken, each record once and in order: NOT_ENOUGH_REPLICAS (nothing
+// written), NOT_ENOUGH_REPLICAS_AFTER_APPEND (written, and recognised when
+// sent again), and, after a metadata refresh, FENCED_LEADER_EPOCH,
+// UNKNOWN_LEADER_EPOCH and LEADER_NOT_AVAILABLE.
+func TestProduceRetriesReplicationCodes(t *testing.T) {
+	for _, tc := range []struct {
+		code          messages.ErrorCode
+		written       bool
+		needsMetadata bool
+	}{
+		{messages.ErrorCode_NOT_ENOUGH_REPLICAS, false, false},
+		{messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND, true, false},
+		{messages.ErrorCode_FENCED_LEADER_EPOCH, false, true},
+		{messages.ErrorCode_UNKNOWN_LEADER_EPOCH, false, true},
+		{messages.ErrorCode_LEADER_NOT_AVAILABLE, false, true},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			fc, c, p, ctx := setupTopic(t, 20*time.Second, RetryBackoff(5*time.Millisecond), MaxInFlightPerPartition(1), BatchBytes(1<<10), Linger(0))
+			defer p.Close()
+			produced := numbered("t", 0, 20)
+			require.NoError(t, p.ProduceSync(ctx, produced[:10]...))
+			asked := fc.metadataRequests.Load()
+			fc.refuseProduces(tc.code, tc.code)
+			require.NoError(t, p.ProduceSync(ctx, produced[10:]...))
+			st := fc.stats("t")
+			require.Equal(t, 2, st.refused)
+			if tc.written {
+				require.Positive(t, st.duplicates, "the batch written was recognised when sent again")
+			} else {
+				require.Zero(t, st.duplicates)
+			}
+			if tc.needsMetadata {
+				require.Greater(t, fc.metadataRequests.Load(), asked, "metadata refreshed")
+			}
+			requireProducedInOrder(t, produced)
+			checkExactlyOnce(t, produced, consumeAll(t, ctx, c, "t", len(produced)), 1, true)
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
@@ -271,6 +272,7 @@ func (c *Client) NewConsumer(opts ...ConsumerOpt) (*Consumer, error) {
 		notify: make(chan struct{}, 1),
 	}
 	cons.fetcher = c.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newFetcher(cons) }))
+	c.root.Send(c.watcher, &watchConnections{pid: cons.fetcher})
 	return cons, nil
 }
 
@@ -536,18 +538,25 @@ func (c *Consumer) Close() {
 	c.mu.Unlock()
 	c.wake()
 	_ = c.client.root.PoisonFuture(c.fetcher).Wait()
+	c.client.root.Send(c.client.watcher, &unwatchConnections{pid: c.fetcher})
 }
 
 // fetcher is a consumer's actor. It resolves starting offsets, keeps one
 // long-poll FetchRequest in flight per partition while the prefetch bound
-// allows, resends fetches that go unanswered, refreshes metadata when a
-// leader moves, and resets out-of-range offsets. Not shared: all access is
-// through its mailbox.
+// allows, each naming the leader epoch the metadata gave the partition,
+// resends fetches that go unanswered, refreshes metadata when a leader
+// moves or its epoch is not the partition's, and resets out-of-range
+// offsets. When the connection to a node drops, what was in flight there is
+// asked again at once, from the same offsets, of the leaders a metadata
+// refresh names. Not shared: all access is through its mailbox.
 type fetcher struct {
-	cons        *Consumer
-	parts       map[partKey]*fetchPart
-	order       []*fetchPart
-	refreshing  map[string]bool
+	cons  *Consumer
+	parts map[partKey]*fetchPart
+	order []*fetchPart
+	// refreshing are the metadata requests in flight, by topic; an answer
+	// to one no longer there is ignored.
+	refreshing  map[string]refreshCall
+	refreshID   int64
 	waiting     map[string]Offset // topics assigned whole, awaiting metadata
 	waitRetryAt time.Time
 	corrID      int64
@@ -563,12 +572,17 @@ type fetcher struct {
 
 // fetchPart is the fetcher's state for one partition.
 type fetchPart struct {
-	key       partKey
-	leader    *actor.PID
+	key    partKey
+	leader *actor.PID
+	// epoch is the leader epoch the metadata gave with leader.
+	epoch     int32
 	offset    int64 // next offset to fetch
 	at        Offset
 	resolve   bool // offset must be resolved from at first
 	resolving bool
+	// resolveID names the resolve in flight; an answer to another is
+	// ignored.
+	resolveID int64
 	stopped   bool
 	inflight  bool
 	corrID    int64
@@ -581,7 +595,7 @@ type fetchPart struct {
 }
 
 func newFetcher(c *Consumer) *fetcher {
-	return &fetcher{cons: c, parts: map[partKey]*fetchPart{}, refreshing: map[string]bool{}, waiting: map[string]Offset{}}
+	return &fetcher{cons: c, parts: map[partKey]*fetchPart{}, refreshing: map[string]refreshCall{}, waiting: map[string]Offset{}}
 }
 
 // Receive dispatches the fetcher's messages.
@@ -603,6 +617,8 @@ func (f *fetcher) Receive(ctx actor.Context) {
 		f.stepAll(ctx)
 	case *fetcherTick:
 		f.onTick(ctx)
+	case *connectionLost:
+		f.onConnectionLost(ctx, m.address)
 	case *actor.Stopping:
 		if f.stopTick != nil {
 			f.stopTick()
@@ -705,7 +721,7 @@ func (f *fetcher) feed(ctx actor.Context) {
 
 // step moves a partition on: find its leader, resolve its offset, or fetch.
 func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
-	if fp.stopped || fp.inflight || fp.resolving || f.refreshing[fp.key.topic] {
+	if _, refreshing := f.refreshing[fp.key.topic]; fp.stopped || fp.inflight || fp.resolving || refreshing {
 		return
 	}
 	if time.Now().Before(fp.retryAt) {
@@ -713,7 +729,7 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 	}
 	c := f.cons.client
 	if fp.leader == nil {
-		if fp.leader = c.leader(fp.key.topic, fp.key.partition); fp.leader == nil {
+		if fp.leader, fp.epoch = c.leaderOf(fp.key.topic, fp.key.partition); fp.leader == nil {
 			f.refresh(ctx, fp.key.topic)
 			return
 		}
@@ -739,14 +755,15 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 	fp.corrID, fp.inflight, fp.sentAt, fp.asked = f.corrID, true, time.Now(), int32(ask)
 	f.asked += ask
 	ctx.Request(fp.leader, &messages.FetchRequest{
-		Topic:         fp.key.topic,
-		Partition:     fp.key.partition,
-		Offset:        fp.offset,
-		MaxBytes:      int32(ask),
-		ChunkBytes:    fp.maxBytes,
-		MinBytes:      cfg.fetchMinBytes,
-		MaxWaitMs:     int32(cfg.fetchMaxWait.Milliseconds()),
-		CorrelationId: fp.corrID,
+		Topic:              fp.key.topic,
+		Partition:          fp.key.partition,
+		Offset:             fp.offset,
+		MaxBytes:           int32(ask),
+		ChunkBytes:         fp.maxBytes,
+		MinBytes:           cfg.fetchMinBytes,
+		MaxWaitMs:          int32(cfg.fetchMaxWait.Milliseconds()),
+		CorrelationId:      fp.corrID,
+		CurrentLeaderEpoch: proto.Int32(fp.epoch),
 	})
 }
 
@@ -758,10 +775,14 @@ const chunksPerFetch = 8
 // resolve asks the leader for the offset fp.at names.
 func (f *fetcher) resolve(ctx actor.Context, fp *fetchPart) {
 	fp.resolving = true
-	at := fp.at
+	fp.resolveID++
+	at, id := fp.at, fp.resolveID
 	req := &messages.ListOffsetsRequest{Topic: fp.key.topic, Partition: fp.key.partition, Timestamp: at.listTimestamp()}
 	fut := ctx.RequestFuture(fp.leader, req, f.cons.cfg.requestTimeout)
 	ctx.ReenterAfter(fut, func(res any, err error) {
+		if fp.resolveID != id {
+			return // given up when the leader's connection dropped
+		}
 		fp.resolving = false
 		if f.parts[fp.key] != fp {
 			return // unassigned meanwhile
@@ -938,16 +959,22 @@ func (f *fetcher) onTick(ctx actor.Context) {
 // refresh asks for topic's metadata, then assigns partitions of a topic
 // assigned whole and moves on the topic's partitions.
 func (f *fetcher) refresh(ctx actor.Context, topic string) {
-	if f.refreshing[topic] {
+	if _, ok := f.refreshing[topic]; ok {
 		return
 	}
-	f.refreshing[topic] = true
+	f.refreshID++
 	c := f.cons.client
-	pid, _ := c.metadataPID()
+	pid, addr := c.metadataPID()
+	call := refreshCall{id: f.refreshID, address: addr}
+	f.refreshing[topic] = call
 	fut := ctx.RequestFuture(pid, &messages.MetadataRequest{Topics: []string{topic}}, c.contactTimeout())
 	ctx.ReenterAfter(fut, func(res any, err error) {
+		if f.refreshing[topic] != call {
+			return // given up when the broker's connection dropped
+		}
 		delete(f.refreshing, topic)
 		md, ok := res.(*messages.MetadataResponse)
+		c.answered(addr, err == nil && ok)
 		if err != nil || !ok {
 			f.retryLater(topic)
 			return
@@ -982,7 +1009,7 @@ func (f *fetcher) refresh(ctx actor.Context, topic string) {
 		}
 		for _, fp := range f.order {
 			if fp.key.topic == topic {
-				if fp.leader = c.leader(topic, fp.key.partition); fp.leader == nil {
+				if fp.leader, fp.epoch = c.leaderOf(topic, fp.key.partition); fp.leader == nil {
 					f.fetchFailed(fp, fp.offset, ErrNoLeader)
 					fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
 				}
@@ -990,6 +1017,44 @@ func (f *fetcher) refresh(ctx actor.Context, topic string) {
 			}
 		}
 	})
+}
+
+// onConnectionLost asks again, at once, what the partitions led from addr
+// had in flight there, which will not be answered: fetches from the offset
+// the partition has reached (the chunks of a fetch that did arrive
+// advanced it), and where to start reading. Their leaders come from a
+// metadata refresh; one in flight to addr is given up and asked of another
+// broker.
+func (f *fetcher) onConnectionLost(ctx actor.Context, addr string) {
+	lost := fmt.Errorf("%w: %s", ErrConnectionLost, addr)
+	topics := map[string]bool{}
+	for topic, call := range f.refreshing {
+		if call.address == addr {
+			delete(f.refreshing, topic)
+			topics[topic] = true
+		}
+	}
+	for _, fp := range f.order {
+		if fp.leader == nil || fp.leader.GetAddress() != addr {
+			continue
+		}
+		fp.leader = nil
+		topics[fp.key.topic] = true
+		switch {
+		case fp.inflight:
+			fp.inflight, fp.corrID = false, 0
+			f.asked -= int64(fp.asked)
+			f.fetchFailed(fp, fp.offset, lost)
+		case fp.resolving:
+			fp.resolving = false
+			fp.resolveID++
+			f.fetchFailed(fp, -1, lost)
+		}
+	}
+	f.feed(ctx)
+	for topic := range topics {
+		f.refresh(ctx, topic)
+	}
 }
 
 // retryLater backs off the partitions of topic; a topic awaiting its first

@@ -371,3 +371,51 @@ func TestConsumerUnassignDropsHeldRecords(t *testing.T) {
 	}
 	checkExactlyOnce(t, produced, got, 1, true)
 }
+
+// Every fetch names the leader epoch the metadata gives its partition. A
+// fetch fenced for an older epoch than the leader's, or refused for a
+// newer one the leader has yet to learn, makes the consumer refresh its
+// metadata and fetch again from the same offset: no record skipped or
+// read twice.
+func TestConsumerFetchesWithTheLeaderEpoch(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("t", 1))
+	for range 3 {
+		fc.bumpEpoch("t", 0)
+	}
+	p, err := c.NewProducer(Linger(0))
+	require.NoError(t, err)
+	defer p.Close()
+	cons, err := c.NewConsumer(ConsumerRetryBackoff(5*time.Millisecond), FetchMaxWait(50*time.Millisecond))
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.Assign("t", 0, AtStart())
+	produced := numbered("t", 0, 100)
+	require.NoError(t, p.ProduceSync(ctx, produced...))
+	got := pollUntil(t, cons, nil, 100, 10*time.Second)
+	require.Equal(t, int32(3), fc.fetchEpoch("t", 0))
+
+	// Re-elected: the consumer's epoch is fenced.
+	fc.bumpEpoch("t", 0)
+	more := numbered("t", 100, 100)
+	require.NoError(t, p.ProduceSync(ctx, more...))
+	produced = append(produced, more...)
+	got = pollUntil(t, cons, got, 200, 10*time.Second)
+	require.Positive(t, fc.stats("t").fenced)
+	require.Equal(t, int32(4), fc.fetchEpoch("t", 0))
+
+	// Fenced again, and the metadata now gives an epoch the leader has
+	// yet to learn.
+	fc.bumpEpoch("t", 0)
+	fc.announceEpoch("t", 0, 3)
+	more = numbered("t", 200, 100)
+	require.NoError(t, p.ProduceSync(ctx, more...))
+	produced = append(produced, more...)
+	got = pollUntil(t, cons, got, 300, 10*time.Second)
+	st := fc.stats("t")
+	require.Equal(t, 3, st.unknownEpoch)
+	require.Equal(t, int32(6), fc.fetchEpoch("t", 0))
+	require.Zero(t, st.withoutEpoch, "every fetch named an epoch")
+	checkExactlyOnce(t, produced, got, 1, true)
+}

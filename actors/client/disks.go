@@ -22,7 +22,7 @@ func nodeRequest[T any](ctx context.Context, c *Client, addr, name string, msg a
 		return zero, err
 	}
 	res, err := c.request(ctx, actor.NewPID(addr, name), msg, c.contactTimeout())
-	if errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter) {
+	if errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, ErrConnectionLost) {
 		return zero, fmt.Errorf("%w: %s", ErrUnreachable, addr)
 	}
 	if err != nil {

@@ -48,6 +48,8 @@ type faults struct {
 	// unless hideMaxMessageBytes (as a node that does not say it).
 	maxMessageBytes     int
 	hideMaxMessageBytes bool
+	// dropListOffsets ignores every ListOffsetsRequest.
+	dropListOffsets bool
 }
 
 // fakeCluster is a metadata actor and partition actors, in memory.
@@ -58,6 +60,16 @@ type fakeCluster struct {
 	faults     faults
 	topics     map[string][]*fakePartition
 	producerID int64
+	// refusals are the codes the next produce requests are answered
+	// with, one each, in order: NOT_ENOUGH_REPLICAS_AFTER_APPEND after
+	// appending the batch, as a leader whose followers fell behind does,
+	// any other without.
+	refusals []messages.ErrorCode
+	// loseCreates is how many next CreateTopicRequests create their
+	// topic and send no answer.
+	loseCreates int
+	// metadataRequests counts the MetadataRequests answered.
+	metadataRequests atomic.Int32
 
 	// working counts the partitions working on a produce request
 	// (with holdProduce), and workingBytes the size of those requests'
@@ -197,6 +209,33 @@ func (fc *fakeCluster) getFaults() faults {
 	return fc.faults
 }
 
+// refuseProduces has the next produce requests answered with codes, one
+// each (see fakeCluster.refusals).
+func (fc *fakeCluster) refuseProduces(codes ...messages.ErrorCode) {
+	fc.mu.Lock()
+	fc.refusals = append(fc.refusals, codes...)
+	fc.mu.Unlock()
+}
+
+// nextRefusal takes the code the next produce request is answered with,
+// NONE when none is left.
+func (fc *fakeCluster) nextRefusal() messages.ErrorCode {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.refusals) == 0 {
+		return messages.ErrorCode_NONE
+	}
+	code := fc.refusals[0]
+	fc.refusals = fc.refusals[1:]
+	return code
+}
+
+// loseEndpoint publishes on the cluster's event stream what protoactor
+// remote publishes when the connection to addr drops.
+func (fc *fakeCluster) loseEndpoint(addr string) {
+	fc.system.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
+}
+
 // createTopic makes a topic with n partitions.
 func (fc *fakeCluster) createTopic(name string, n int) error {
 	fc.mu.Lock()
@@ -247,6 +286,11 @@ func (fc *fakeCluster) stats(topic string) (st fakeStats) {
 		st.chunkDropped += p.stats.chunkDropped
 		st.refetched += p.stats.refetched
 		st.maxTimeoutMs = max(st.maxTimeoutMs, p.stats.maxTimeoutMs)
+		st.refused += p.stats.refused
+		st.fenced += p.stats.fenced
+		st.unknownEpoch += p.stats.unknownEpoch
+		st.withoutEpoch += p.stats.withoutEpoch
+		st.listsDropped += p.stats.listsDropped
 		p.mu.Unlock()
 	}
 	return st
@@ -263,6 +307,14 @@ type fakeStats struct {
 	// maxTimeoutMs is the longest timeout_ms of the produce requests
 	// received.
 	maxTimeoutMs int32
+	// refused counts produce requests answered from fakeCluster.refusals.
+	refused int
+	// fenced and unknownEpoch count the fetches refused for an older and a
+	// newer current_leader_epoch than the partition's, withoutEpoch those
+	// that named none.
+	fenced, unknownEpoch, withoutEpoch int
+	// listsDropped counts the ListOffsetsRequests ignored.
+	listsDropped int
 }
 
 // fakeMetadata answers metadata and admin requests from the fake cluster.
@@ -272,9 +324,25 @@ func (m *fakeMetadata) Receive(ctx actor.Context) {
 	fc := m.fc
 	switch req := ctx.Message().(type) {
 	case *messages.MetadataRequest:
+		fc.metadataRequests.Add(1)
 		ctx.Respond(fc.metadata(req.GetTopics()))
+	case *messages.ClusterInfoRequest:
+		ctx.Respond(&messages.ClusterInfoResponse{})
 	case *messages.CreateTopicRequest:
-		if err := fc.createTopic(req.GetName(), int(req.GetPartitions())); err != nil {
+		err := fc.createTopic(req.GetName(), int(req.GetPartitions()))
+		fc.mu.Lock()
+		lose := fc.loseCreates > 0
+		if lose {
+			fc.loseCreates--
+		}
+		fc.mu.Unlock()
+		if lose {
+			return
+		}
+		if req.GetRetried() && errors.Is(err, ErrTopicAlreadyExists) {
+			err = nil // found as asked
+		}
+		if err != nil {
 			var e *Error
 			if errors.As(err, &e) {
 				ctx.Respond(&messages.CreateTopicResponse{Error: e.Code, ErrorMessage: e.Message})
@@ -307,26 +375,37 @@ func (m *fakeMetadata) Receive(ctx actor.Context) {
 }
 
 func (fc *fakeCluster) metadata(topics []string) *messages.MetadataResponse {
-	fc.mu.Lock()
-	defer fc.mu.Unlock()
 	addr := fc.system.Address()
 	md := &messages.MetadataResponse{Brokers: []*messages.Broker{{NodeId: 1, Address: addr}}, ControllerId: 1}
+	// The partitions are read under their own locks, not fc.mu: a
+	// partition takes fc.mu under its own.
+	fc.mu.Lock()
 	if len(topics) == 0 {
 		for name := range fc.topics {
 			topics = append(topics, name)
 		}
 	}
+	found := map[string][]*fakePartition{}
 	for _, name := range topics {
-		parts, ok := fc.topics[name]
+		if parts, ok := fc.topics[name]; ok {
+			found[name] = parts
+		}
+	}
+	fc.mu.Unlock()
+	for _, name := range topics {
+		parts, ok := found[name]
 		if !ok {
 			md.Topics = append(md.Topics, &messages.TopicMetadata{Name: name, Error: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION})
 			continue
 		}
 		tm := &messages.TopicMetadata{Name: name}
 		for _, p := range parts {
+			p.mu.Lock()
 			tm.Partitions = append(tm.Partitions, &messages.PartitionMetadata{
-				Partition: p.partition, Leader: 1, LeaderAddress: addr, ActorName: p.name,
+				Partition: p.partition, Leader: 1, LeaderAddress: p.pid.GetAddress(), ActorName: p.name,
+				Replicas: []int32{1}, Isr: []int32{1}, LeaderEpoch: p.announced,
 			})
+			p.mu.Unlock()
 		}
 		md.Topics = append(md.Topics, tm)
 	}
@@ -348,6 +427,14 @@ type fakePartition struct {
 	producers map[int64]*fakeProducer
 	parked    []*parkedFetch
 	moves     int
+	// epoch is the leader's epoch, which fetches naming another are
+	// refused for; announced is the epoch the metadata gives, above epoch
+	// while the leader has not yet learnt of it, which it does after
+	// learnAfter fetches refused as UNKNOWN_LEADER_EPOCH.
+	epoch, announced int32
+	learnAfter       int
+	// lastEpoch is the current_leader_epoch of the last fetch.
+	lastEpoch int32
 	// moved is set when the partition's leader moves, until the fake
 	// partition manager has refused the partition's next requests.
 	moved    bool
@@ -393,12 +480,41 @@ func (fc *fakeCluster) moveLeader(topic string, partition int) error {
 	if err != nil {
 		return err
 	}
-	fc.mu.Lock()
 	p.mu.Lock()
 	p.name, p.pid, p.moved = name, pid, true
+	p.epoch++
+	p.announced = p.epoch
 	p.mu.Unlock()
-	fc.mu.Unlock()
 	return nil
+}
+
+// bumpEpoch starts a new leader epoch on the same leader, as a leader
+// re-elected does: fetches naming the one before are fenced.
+func (fc *fakeCluster) bumpEpoch(topic string, partition int) {
+	p := fc.partition(topic, partition)
+	p.mu.Lock()
+	p.epoch++
+	p.announced = p.epoch
+	p.mu.Unlock()
+}
+
+// announceEpoch has the metadata give a partition the next leader epoch
+// before its leader knows it: the leader refuses fetches naming it, as
+// UNKNOWN_LEADER_EPOCH, learnAfter times, then takes it.
+func (fc *fakeCluster) announceEpoch(topic string, partition, learnAfter int) {
+	p := fc.partition(topic, partition)
+	p.mu.Lock()
+	p.announced = p.epoch + 1
+	p.learnAfter = learnAfter
+	p.mu.Unlock()
+}
+
+// fetchEpoch is the current_leader_epoch of the partition's last fetch.
+func (fc *fakeCluster) fetchEpoch(topic string, partition int) int32 {
+	p := fc.partition(topic, partition)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastEpoch
 }
 
 // fakePartitionActor is one actor serving a fake partition: the leader, or
@@ -441,6 +557,12 @@ func (p *fakePartition) Receive(ctx actor.Context) {
 			p.answerFetch(ctx, m.p.sender, m.p.req)
 		}
 	case *messages.ListOffsetsRequest:
+		if p.fc.getFaults().dropListOffsets {
+			p.mu.Lock()
+			p.stats.listsDropped++
+			p.mu.Unlock()
+			return
+		}
 		ctx.Respond(p.listOffsets(m))
 	case *messages.PartitionStatusRequest:
 		p.mu.Lock()
@@ -464,7 +586,20 @@ func (p *fakePartition) onProduce(ctx actor.Context, m *messages.ProduceRequest)
 		p.mu.Unlock()
 		return
 	}
-	resp := p.append(m)
+	var resp *messages.ProduceResponse
+	switch code := p.fc.nextRefusal(); code {
+	case messages.ErrorCode_NONE:
+		resp = p.append(m)
+	case messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+		p.stats.refused++
+		resp = p.append(m)
+		if resp.GetError() == messages.ErrorCode_NONE {
+			resp.Error, resp.BaseOffset = code, -1
+		}
+	default:
+		p.stats.refused++
+		resp = &messages.ProduceResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), Error: code}
+	}
 	lose := p.strikes(f.loseAnswerEvery)
 	if lose {
 		p.stats.unanswered++
@@ -572,6 +707,12 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 		ctx.Respond(&messages.FetchResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), Error: f.unavailable, ErrorMessage: p.unavailableText()})
 		return
 	}
+	if code := p.checkEpoch(m); code != messages.ErrorCode_NONE {
+		epoch := p.epoch
+		p.mu.Unlock()
+		ctx.Respond(&messages.FetchResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), Error: code, LeaderEpoch: epoch})
+		return
+	}
 	available := p.next - m.GetOffset()
 	enough := p.bytesFrom(m.GetOffset()) >= max(m.GetMinBytes(), 1)
 	p.mu.Unlock()
@@ -584,6 +725,30 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 	p.parked = append(p.parked, pf)
 	p.mu.Unlock()
 	scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(time.Duration(m.GetMaxWaitMs())*time.Millisecond, ctx.Self(), &fetchExpired{pf})
+}
+
+// checkEpoch checks a fetch's current_leader_epoch against the leader's,
+// as a partition does: an older one is fenced, a newer one unknown (until
+// the leader learns it, see announceEpoch). Called with p.mu held.
+func (p *fakePartition) checkEpoch(m *messages.FetchRequest) messages.ErrorCode {
+	if m.CurrentLeaderEpoch == nil {
+		p.stats.withoutEpoch++
+		return messages.ErrorCode_NONE
+	}
+	e := m.GetCurrentLeaderEpoch()
+	p.lastEpoch = e
+	switch {
+	case e < p.epoch:
+		p.stats.fenced++
+		return messages.ErrorCode_FENCED_LEADER_EPOCH
+	case e > p.epoch:
+		p.stats.unknownEpoch++
+		if p.learnAfter--; p.learnAfter <= 0 && e <= p.announced {
+			p.epoch = p.announced
+		}
+		return messages.ErrorCode_UNKNOWN_LEADER_EPOCH
+	}
+	return messages.ErrorCode_NONE
 }
 
 // wakeParked answers the parked fetches that have their min_bytes now, as a
@@ -628,7 +793,7 @@ func (p *fakePartition) bytesFrom(offset int64) int32 {
 func (p *fakePartition) fetchResponse(m *messages.FetchRequest) *messages.FetchResponse {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	resp := &messages.FetchResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), HighWatermark: p.next, Offset: m.GetOffset()}
+	resp := &messages.FetchResponse{Topic: p.topic, Partition: p.partition, CorrelationId: m.GetCorrelationId(), HighWatermark: p.next, Offset: m.GetOffset(), LeaderEpoch: p.epoch}
 	if m.GetOffset() < 0 || m.GetOffset() > p.next {
 		resp.Error = messages.ErrorCode_OFFSET_OUT_OF_RANGE
 		return resp

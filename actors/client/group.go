@@ -285,7 +285,7 @@ func (c *Client) findCoordinator(ctx context.Context, group string) (*actor.PID,
 					return nil, ctx.Err()
 				}
 				switch {
-				case errors.Is(err, ErrTimeout):
+				case errors.Is(err, ErrTimeout), errors.Is(err, ErrConnectionLost):
 					unreachable = append(unreachable, addr)
 					lastErr = fmt.Errorf("%w: %s", ErrUnreachable, addr)
 				case errors.Is(err, actor.ErrDeadLetter):
@@ -329,8 +329,9 @@ type codedResponse interface {
 }
 
 // callCoordinator sends msg to the group's coordinator, finding it again
-// and resending when it moved or did not answer. It returns the response
-// and, for an error code other than NONE, an *Error.
+// and resending when it moved, did not answer, or its connection dropped.
+// It returns the response and, for an error code other than NONE, an
+// *Error.
 func callCoordinator[T codedResponse](ctx context.Context, c *Client, cc *coordinatorCache, msg any, timeout time.Duration) (T, error) {
 	var zero T
 	backoff := 50 * time.Millisecond
@@ -349,7 +350,7 @@ func callCoordinator[T codedResponse](ctx context.Context, c *Client, cc *coordi
 				return r, codeError(r.GetError(), r.GetErrorMessage())
 			}
 		} else if ctx.Err() != nil || attempt >= coordinatorAttempts ||
-			!(errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter)) {
+			!(errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, ErrConnectionLost)) {
 			return zero, err
 		}
 		cc.forget(pid)
@@ -807,7 +808,7 @@ func (g *GroupConsumer) join(ctx context.Context) error {
 			g.mu.Unlock()
 			continue
 		case errors.Is(err, ErrRebalanceInProgress), errors.Is(err, ErrTimeout), errors.Is(err, ErrNotCoordinator),
-			errors.Is(err, ErrCoordinatorNotAvailable):
+			errors.Is(err, ErrCoordinatorNotAvailable), errors.Is(err, ErrConnectionLost):
 			if err := pause(); err != nil {
 				return err
 			}
@@ -1099,7 +1100,7 @@ func (g *GroupConsumer) heartbeat() {
 				err = codeError(code, r.GetErrorMessage())
 			}
 		}
-		if errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter) || coordinatorMoved(code) {
+		if errors.Is(err, ErrTimeout) || errors.Is(err, actor.ErrDeadLetter) || errors.Is(err, ErrConnectionLost) || coordinatorMoved(code) {
 			g.coord.forget(pid)
 		}
 	}

@@ -43,6 +43,9 @@ type fakeGroup struct {
 	heartbeat func(req *messages.HeartbeatRequest) (code messages.ErrorCode, drop bool)
 	// notCoordinator answers this many next requests NOT_COORDINATOR.
 	notCoordinator int
+	// loseCommitAnswers is how many next commits are taken and not
+	// answered.
+	loseCommitAnswers int
 
 	joins      []*messages.JoinGroupRequest
 	heartbeats int
@@ -238,6 +241,10 @@ func (g *fakeGroup) handle(fg *fakeGroups, msg any) (any, bool) {
 		for _, o := range m.GetOffsets() {
 			g.committed[TopicPartition{o.GetTopic(), o.GetPartition()}] = o.GetOffset()
 			resp.Offsets = append(resp.Offsets, &messages.PartitionOffset{Topic: o.GetTopic(), Partition: o.GetPartition(), Offset: o.GetOffset()})
+		}
+		if g.loseCommitAnswers > 0 {
+			g.loseCommitAnswers--
+			return nil, false
 		}
 		return resp, true
 	case *messages.OffsetFetchRequest:

@@ -351,6 +351,7 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 		p.producerID, p.producerEpoch = id, epoch
 	}
 	p.sender = c.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newSender(p) }))
+	c.root.Send(c.watcher, &watchConnections{pid: p.sender})
 	return p, nil
 }
 
@@ -771,6 +772,7 @@ func (p *Producer) Shutdown(ctx context.Context) error {
 	if werr := p.client.root.PoisonFuture(p.sender).Wait(); werr != nil && err == nil {
 		err = fmt.Errorf("client: stop producer: %w", werr)
 	}
+	p.client.root.Send(p.client.watcher, &unwatchConnections{pid: p.sender})
 	return err
 }
 

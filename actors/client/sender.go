@@ -30,8 +30,10 @@ type partKey struct {
 // makes ready for one node go in one message, see flush), matches answers
 // by correlation id, and on a lost answer or a retriable error sends the
 // partition's batches again from the first unacknowledged one, with the
-// same bytes and sequences, after RetryBackoff. Not shared: all access is
-// through its mailbox.
+// same bytes and sequences, after RetryBackoff. When the connection to a
+// node drops, the batches in flight there are sent again at once, from the
+// first unacknowledged one, to the leader a metadata refresh names. Not
+// shared: all access is through its mailbox.
 type sender struct {
 	p     *Producer
 	parts map[partKey]*partSender
@@ -40,9 +42,19 @@ type sender struct {
 	// unanswered are the batches in the outboxes that no answer will
 	// complete (acks=0): flush completes them once it has sent them.
 	unanswered []*batch
-	refreshing map[string]bool
+	// refreshing are the metadata requests in flight, by topic; an answer
+	// to one no longer there is ignored.
+	refreshing map[string]refreshCall
+	refreshID  int64
 	corrID     int64
 	stopTick   scheduler.CancelFunc
+}
+
+// refreshCall is a metadata request in flight: its id, and the address of
+// the broker asked.
+type refreshCall struct {
+	id      int64
+	address string
 }
 
 // partSender is the sender's state for one partition.
@@ -82,7 +94,7 @@ type nodeSender struct {
 }
 
 func newSender(p *Producer) *sender {
-	return &sender{p: p, parts: map[partKey]*partSender{}, nodes: map[string]*nodeSender{}, refreshing: map[string]bool{}}
+	return &sender{p: p, parts: map[partKey]*partSender{}, nodes: map[string]*nodeSender{}, refreshing: map[string]refreshCall{}}
 }
 
 // setInFlight sets the count of ps's batches awaiting an answer, and its
@@ -174,6 +186,8 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.onResponse(ctx, m)
 	case *senderTick:
 		s.onTick(ctx)
+	case *connectionLost:
+		s.onConnectionLost(ctx, m.address)
 	case *actor.Stopping:
 		if s.stopTick != nil {
 			s.stopTick()
@@ -253,7 +267,7 @@ func (s *sender) onBatch(ctx actor.Context, b *batch) {
 // the old leader are answered or time out. One that only its node's bound
 // holds back joins the node's waiting list.
 func (s *sender) trySend(ctx actor.Context, ps *partSender) {
-	if len(ps.queue) == ps.inflight || s.refreshing[ps.key.topic] {
+	if _, refreshing := s.refreshing[ps.key.topic]; len(ps.queue) == ps.inflight || refreshing {
 		return
 	}
 	now := time.Now()
@@ -547,16 +561,22 @@ func (s *sender) onTick(ctx actor.Context) {
 
 // refresh asks for topic's metadata, then sends what waits for it.
 func (s *sender) refresh(ctx actor.Context, topic string) {
-	if s.refreshing[topic] {
+	if _, ok := s.refreshing[topic]; ok {
 		return
 	}
-	s.refreshing[topic] = true
+	s.refreshID++
 	c := s.p.client
-	pid, _ := c.metadataPID()
+	pid, addr := c.metadataPID()
+	call := refreshCall{id: s.refreshID, address: addr}
+	s.refreshing[topic] = call
 	f := ctx.RequestFuture(pid, &messages.MetadataRequest{Topics: []string{topic}}, c.contactTimeout())
 	ctx.ReenterAfter(f, func(res any, err error) {
+		if s.refreshing[topic] != call {
+			return // given up when the broker's connection dropped
+		}
 		delete(s.refreshing, topic)
 		md, ok := res.(*messages.MetadataResponse)
+		c.answered(addr, err == nil && ok)
 		if err == nil && ok {
 			c.contacted.Store(true)
 			c.updateRoutes(md)
@@ -583,6 +603,46 @@ func (s *sender) refresh(ctx actor.Context, topic string) {
 		s.wakeAll(ctx)
 		s.flush(ctx)
 	})
+}
+
+// onConnectionLost sends again, at once, the batches in flight to the node
+// at addr, which will not be answered: every partition that had some there
+// marks them unsent, in their sequence order at the head of its queue, and
+// waits for a metadata refresh to name its leader. A metadata request in
+// flight to addr is given up and asked of another broker.
+func (s *sender) onConnectionLost(ctx actor.Context, addr string) {
+	lost := fmt.Errorf("%w: %s", ErrConnectionLost, addr)
+	now := time.Now()
+	topics := map[string]bool{}
+	for topic, call := range s.refreshing {
+		if call.address == addr {
+			delete(s.refreshing, topic)
+			topics[topic] = true
+		}
+	}
+	node := s.nodes[addr]
+	for _, ps := range s.parts {
+		inflight := node != nil && ps.node == node && ps.inflight > 0
+		if !inflight && (ps.leader == nil || ps.leader.GetAddress() != addr) {
+			continue
+		}
+		ps.leader = nil
+		topics[ps.key.topic] = true
+		if inflight {
+			for _, b := range ps.queue[:ps.inflight] {
+				b.lastErr = lost
+			}
+			s.setInFlight(ps, 0)
+			ps.retryAt = time.Time{}
+			s.expire(ps, now)
+		}
+	}
+	if node != nil {
+		s.wake(ctx, node) // its waiting partitions look for their leader
+	}
+	for topic := range topics {
+		s.refresh(ctx, topic)
+	}
 }
 
 // remove takes the batch at i out of the queue.
