@@ -680,7 +680,7 @@ func (a *controllerActor) onEndpointLost(ctx actor.Context, addr string) {
 		if a.peer != nil {
 			a.peer.ReportUnreachable(uint64(id))
 		}
-		a.life.lost(id, a.cfg.Now())
+		a.life.lost(id, a.cfg.Now(), false)
 	}
 	a.ready(ctx)
 }

@@ -31,6 +31,10 @@ const (
 	// unreachable, has to come back before it is fenced, well under the
 	// session timeout.
 	lostGrace = time.Second
+	// refusedGrace is that grace for a node that, once its connection
+	// dropped, cannot be connected to again: a process that died refuses
+	// at once. It only covers the failure racing the node's heartbeat.
+	refusedGrace = 250 * time.Millisecond
 )
 
 // AwaitRegistration asks the controller to answer, with a *Registration,
@@ -96,6 +100,8 @@ type session struct {
 	// lostAt is when the node's connection dropped or its watch found it
 	// unreachable, zero while it holds.
 	lostAt time.Time
+	// refusedAt is when its address first refused a connection since.
+	refusedAt time.Time
 	// fencedAt is when the node was last fenced by this controller.
 	fencedAt time.Time
 	// bytes and growth are the node's stored bytes and their growth, as
@@ -127,10 +133,17 @@ func (l *lifecycle) newController() {
 }
 
 // lost records that node id's connection dropped, or that its watch
-// found it unreachable.
-func (l *lifecycle) lost(id int32, now time.Time) {
-	if s, ok := l.sessions[id]; ok && s.lostAt.IsZero() {
+// found it unreachable; refused when a connection to it failed.
+func (l *lifecycle) lost(id int32, now time.Time, refused bool) {
+	s, ok := l.sessions[id]
+	if !ok {
+		return
+	}
+	if s.lostAt.IsZero() {
 		s.lostAt = now
+	}
+	if refused && s.refusedAt.IsZero() {
+		s.refusedAt = now
 	}
 }
 
@@ -138,7 +151,7 @@ func (l *lifecycle) lost(id int32, now time.Time) {
 // back before its grace ended is not fenced for the drop.
 func (l *lifecycle) reachable(id int32) {
 	if s, ok := l.sessions[id]; ok {
-		s.lostAt = time.Time{}
+		s.lostAt, s.refusedAt = time.Time{}, time.Time{}
 	}
 }
 
@@ -168,14 +181,15 @@ func (a *controllerActor) lifecycleTick(ctx actor.Context) {
 			continue
 		}
 		lapsed := now.Sub(s.lastSeen) > a.cfg.SessionTimeout
-		dropped := !s.lostAt.IsZero() && now.Sub(s.lostAt) > lostGrace && s.lastSeen.Before(s.lostAt)
+		dropped := !s.lostAt.IsZero() && now.Sub(s.lostAt) > lostGrace && s.lastSeen.Before(s.lostAt) ||
+			!s.refusedAt.IsZero() && now.Sub(s.refusedAt) > refusedGrace && s.lastSeen.Before(s.refusedAt)
 		if lapsed || dropped {
 			why := "its session lapsed"
 			if !lapsed {
 				why = "it is unreachable"
 			}
 			a.logger.WithFields(logrus.Fields{"fenced": n.ID, "why": why}).Warn("node fenced")
-			s.fencedAt, s.lostAt = now, time.Time{}
+			s.fencedAt, s.lostAt, s.refusedAt = now, time.Time{}, time.Time{}
 			a.submit(ctx, &fenceChange{node: n.ID, fenced: true}, nil)
 		}
 	}
@@ -403,7 +417,7 @@ func (a *controllerActor) onHeartbeat(ctx actor.Context, m *messages.NodeHeartbe
 		return
 	}
 	now := a.cfg.Now()
-	s.lastSeen, s.lostAt = now, time.Time{}
+	s.lastSeen, s.lostAt, s.refusedAt = now, time.Time{}, time.Time{}
 	s.bytes, s.growth = m.GetBytes(), m.GetGrowth()
 	a.ensureMember(id)
 	sender := ctx.Sender()

@@ -50,8 +50,8 @@ const (
 )
 
 // nodeReachability is what a watch reports: whether its node's address
-// accepts its connection. cause says why one does not ("dropped",
-// "connect failed"). watch tells the reports of the node's current watch
+// accepts its connection. cause says why one does not (causeDropped,
+// causeConnectFailed). watch tells the reports of the node's current watch
 // from those of one already stopped.
 type nodeReachability struct {
 	node      int32
@@ -72,6 +72,12 @@ type nodeWatch struct {
 // connection is dialled again after a drop, and its attempts repeat while
 // it fails, so that a node that comes back is reported reachable.
 // Blocking: run it on a goroutine of its own.
+// Why a watch finds a node unreachable.
+const (
+	causeDropped       = "dropped"
+	causeConnectFailed = "connect failed"
+)
+
 func watchAddress(ctx context.Context, address string, report func(reachable bool, cause string)) {
 	dialer := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: watchKeepAlive, Interval: watchKeepAlive, Count: watchKeepAliveProbes,
@@ -93,11 +99,13 @@ func watchAddress(ctx context.Context, address string, report func(reachable boo
 	}
 	defer conn.Close()
 	conn.Connect()
-	// known is the reachability last reported, nil before the first.
+	// known is the reachability last reported, nil before the first, and
+	// told its cause.
 	var known *bool
+	var told string
 	tell := func(reachable bool, cause string) {
-		if known == nil || *known != reachable {
-			known = &reachable
+		if known == nil || *known != reachable || told != cause {
+			known, told = &reachable, cause
 			report(reachable, cause)
 		}
 	}
@@ -107,16 +115,14 @@ func watchAddress(ctx context.Context, address string, report func(reachable boo
 		case connectivity.Ready:
 			tell(true, "")
 		case connectivity.TransientFailure:
-			if known != nil && *known {
-				tell(false, "dropped")
-			} else {
-				tell(false, "connect failed")
-			}
+			// A drop is reported first, then the failure to connect again:
+			// a node whose process died refuses at once.
+			tell(false, causeConnectFailed)
 		case connectivity.Idle, connectivity.Connecting:
 			// A ready connection that drops goes idle, or straight to
 			// connecting again.
 			if known != nil && *known {
-				tell(false, "dropped")
+				tell(false, causeDropped)
 			}
 			if state == connectivity.Idle {
 				conn.Connect()
@@ -192,5 +198,5 @@ func (a *controllerActor) onReachability(m *nodeReachability) {
 	if a.peer != nil {
 		a.peer.ReportUnreachable(uint64(m.node))
 	}
-	a.life.lost(m.node, a.cfg.Now())
+	a.life.lost(m.node, a.cfg.Now(), m.cause == causeConnectFailed)
 }

@@ -58,7 +58,8 @@ func next(t *testing.T, reports <-chan reachability) reachability {
 }
 
 // A watch reports a server it connects to reachable, the same server
-// stopped (its connection dropped) unreachable, and reachable again once a
+// stopped (its connection dropped, then connecting again failed)
+// unreachable, and reachable again once a
 // server listens there anew; an address nobody listens on is unreachable
 // at once. Cancelled, a watch returns, and the goroutines of its
 // connection end with it.
@@ -71,6 +72,7 @@ func TestWatchAddress(t *testing.T) {
 
 	s.Stop()
 	require.Equal(t, reachability{false, "dropped"}, next(t, reports))
+	require.Equal(t, reachability{false, "connect failed"}, next(t, reports), "connecting again, to an address nobody listens on, fails")
 	again, _ := serve(t, address)
 	require.Equal(t, reachability{true, ""}, next(t, reports))
 
