@@ -218,6 +218,8 @@ type partitionActor struct {
 	// shared with its props; only the live actor writes it.
 	home *PartitionConfig
 
+	// behavior is leading or following (see Receive).
+	behavior actor.Behavior
 	// leaderAddress is the actor address of the leader's node.
 	leaderAddress string
 	// wakeArmed is set while a follower's fetch found nothing new and its
@@ -238,13 +240,16 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 	// actor restarted after a failure opens the log where it now is.
 	home := &cfg
 	return actors.Props(func() actor.Actor {
-		return &partitionActor{
-			cfg:    *home,
-			home:   home,
-			tp:     disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
-			core:   state.NewPartition(home.Config.MaxMessageBytes),
-			logger: home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
+		a := &partitionActor{
+			cfg:      *home,
+			home:     home,
+			tp:       disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
+			core:     state.NewPartition(home.Config.MaxMessageBytes),
+			logger:   home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
+			behavior: actor.NewBehavior(),
 		}
+		a.behavior.Become(a.leading)
+		return a
 	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
 }
 
@@ -253,31 +258,90 @@ func PartitionDir(logDir, topicName string, partition int32) string {
 	return filepath.Join(logDir, disk.PartitionDirName(disk.TopicPartition{Topic: topicName, Partition: partition}))
 }
 
-func (a *partitionActor) Receive(ctx actor.Context) {
+// Receive hands each message to the replica's behaviour: leading (or
+// alone) or following, which the metadata's partition state decides (see
+// onPartitionState). Both share what any replica does (common).
+func (a *partitionActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+
+// leading is the behaviour of a replica that leads its partition, or is
+// alone in it: it takes produces, serves consumers and its followers'
+// fetches and epoch queries, and keeps its ISR.
+func (a *partitionActor) leading(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		a.onStarted(ctx)
 	case *messages.ProduceRequest:
 		if a.stashProduce(ctx, m) {
 			return
 		}
 		a.onProduce(ctx, ctx.Sender(), m)
 		a.cfg.Transport.Release(m)
+	case *messages.FetchRequest:
+		a.onFetch(ctx, m)
+	case *messages.ListOffsetsRequest:
+		a.onListOffsets(ctx, m)
+	case *messages.DeleteRecordsRequest:
+		a.onDeleteRecords(ctx, m)
+	case *replicaFetch:
+		a.onReplicaFetch(ctx, m)
+	case *epochQuery:
+		a.onEpochQuery(ctx, m)
+	case *isrTick:
+		a.onISRTick(ctx)
+	case *truncateTo:
+		ctx.Respond(&truncated{tp: a.tp, epoch: m.epoch, retry: true})
+	case *replicaRecords:
+		ctx.Respond(&appended{tp: a.tp, epoch: m.epoch, stale: true})
+	default:
+		a.common(ctx)
+	}
+}
+
+// following is the behaviour of a replica that follows its partition's
+// leader: it truncates and appends what its fetcher brings, and refuses
+// what only a leader answers, naming the leader.
+func (a *partitionActor) following(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *truncateTo:
+		a.onTruncateTo(ctx, m)
+	case *replicaRecords:
+		a.onReplicaRecords(ctx, m)
+	case *messages.ProduceRequest:
+		a.onProduce(ctx, ctx.Sender(), m)
+		a.cfg.Transport.Release(m)
+	case *messages.FetchRequest:
+		a.onFetch(ctx, m)
+	case *messages.ListOffsetsRequest:
+		a.onListOffsets(ctx, m)
+	case *messages.DeleteRecordsRequest:
+		resp := &messages.DeleteRecordsResponse{LowWatermark: -1}
+		resp.Error, resp.ErrorMessage = a.notLeader()
+		ctx.Respond(resp)
+	case *replicaFetch:
+		a.onReplicaFetch(ctx, m)
+	case *epochQuery:
+		a.onEpochQuery(ctx, m)
+	case *isrTick:
+		a.stopISRTicks()
+	default:
+		a.common(ctx)
+	}
+}
+
+// common is what a replica does whatever its role: its log's lifecycle,
+// flushes, retention and reports, its log dir's word, moves between log
+// dirs, and the metadata's partition states.
+func (a *partitionActor) common(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.onStarted(ctx)
 	case *syncParked:
 		a.syncing = false
 		a.startFlush(ctx)
 	case *flushDone:
 		a.onFlushDone(ctx, m)
-	case *messages.FetchRequest:
-		a.onFetch(ctx, m)
 	case *fetchExpired:
 		a.onFetchExpired(ctx, m)
-	case *messages.ListOffsetsRequest:
-		a.onListOffsets(ctx, m)
 	case *messages.PartitionStatusRequest:
 		ctx.Respond(a.status())
-	case *messages.DeleteRecordsRequest:
-		a.onDeleteRecords(ctx, m)
 	case *partitionTick:
 		a.onTick(ctx)
 	case *reportSoon:
@@ -298,16 +362,6 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.onMove(ctx, m)
 	case *messages.PartitionState:
 		a.onPartitionState(ctx, m)
-	case *replicaFetch:
-		a.onReplicaFetch(ctx, m)
-	case *epochQuery:
-		a.onEpochQuery(ctx, m)
-	case *truncateTo:
-		a.onTruncateTo(ctx, m)
-	case *replicaRecords:
-		a.onReplicaRecords(ctx, m)
-	case *isrTick:
-		a.onISRTick(ctx)
 	case *produceExpiry:
 		a.onProduceExpiry(ctx)
 	case *copyStep:

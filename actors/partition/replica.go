@@ -151,6 +151,11 @@ func (a *partitionActor) onPartitionState(ctx actor.Context, s *messages.Partiti
 	wasThrottled := a.throttled
 	a.throttled = slices.Contains(s.GetAddingReplicas(), a.cfg.NodeID) && !slices.Contains(s.GetIsr(), a.cfg.NodeID)
 	role := a.core.Role()
+	if role == state.Follower {
+		a.behavior.Become(a.following)
+	} else {
+		a.behavior.Become(a.leading)
+	}
 	if change == state.AssignNewEpoch || role != before {
 		a.logger.WithFields(logrus.Fields{"role": roleName(role), "leader": s.GetLeader(), "leader_epoch": s.GetLeaderEpoch(), "isr": s.GetIsr()}).Debug("partition state")
 	}
