@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -63,7 +64,7 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, "number of partitions")
-	cmd.Flags().Int32VarP(&replication, "replication-factor", "r", 0, "replicas of each partition (default: the cluster's, 1)")
+	cmd.Flags().Int32VarP(&replication, "replication-factor", "r", 0, "replicas of each partition, which the cluster allows up to its live nodes (default: the cluster's, 1)")
 	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config key=value (Kafka's names: retention.ms, segment.bytes, ...); repeatable")
 	return cmd
 }
@@ -114,10 +115,12 @@ type partitionDescription struct {
 	LogDir         string        `json:"log_dir"`
 	ReplicaDirs    []replicaDirs `json:"replica_dirs"`
 	LogStartOffset int64         `json:"log_start_offset"`
-	LogEndOffset   int64         `json:"log_end_offset"`
-	Bytes          int64         `json:"bytes"`
-	Segments       int32         `json:"segments"`
-	Error          string        `json:"error,omitempty"`
+	// HighWatermark is the leader's, -1 when it could not be asked.
+	HighWatermark int64  `json:"high_watermark"`
+	LogEndOffset  int64  `json:"log_end_offset"`
+	Bytes         int64  `json:"bytes"`
+	Segments      int32  `json:"segments"`
+	Error         string `json:"error,omitempty"`
 }
 
 // replicaDirs is one replica of a partition in `depot topic describe`.
@@ -129,16 +132,40 @@ type replicaDirs struct {
 }
 
 // describePartition is p as describe shows it, before its leader is asked
-// for its log.
+// for its log (see withStatus).
 func describePartition(p *messages.PartitionMetadata) partitionDescription {
 	d := partitionDescription{
 		Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir, LeaderEpoch: p.LeaderEpoch,
 		Replicas: append([]int32{}, p.Replicas...), ISR: append([]int32{}, p.Isr...), ReplicaDirs: []replicaDirs{},
+		HighWatermark: -1,
 	}
 	for _, r := range p.ReplicaDirs {
 		d.ReplicaDirs = append(d.ReplicaDirs, replicaDirs{Node: r.Node, LogDir: r.LogDir, LogEndOffset: r.LogEndOffset})
 	}
 	return d
+}
+
+// withStatus is d with what its leader's partition actor answered: its log
+// dir, offsets, high watermark, bytes and segments, the leader's replica
+// dir among them.
+func (d partitionDescription) withStatus(st *messages.PartitionStatusResponse) partitionDescription {
+	d.LogDir, d.LogStartOffset, d.HighWatermark, d.LogEndOffset = st.LogDir, st.LogStartOffset, st.HighWatermark, st.LogEndOffset
+	d.Bytes, d.Segments = st.SizeBytes, st.Segments
+	d.ReplicaDirs = slices.Clone(d.ReplicaDirs)
+	for i := range d.ReplicaDirs {
+		if d.ReplicaDirs[i].Node == d.Leader {
+			d.ReplicaDirs[i].LogDir, d.ReplicaDirs[i].LogEndOffset = st.LogDir, st.LogEndOffset
+		}
+	}
+	return d
+}
+
+// leaderText is a partition's leader as the tables show it: "none" for -1.
+func leaderText(leader int32) string {
+	if leader < 0 {
+		return "none"
+	}
+	return fmt.Sprint(leader)
 }
 
 // joinIDs is ids as "1,2,3", "-" for none.
@@ -156,7 +183,7 @@ func joinIDs(ids []int32) string {
 func newTopicDescribeCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe NAME",
-		Short: "Show a topic's configs and, per partition, its leader, replicas, ISR, log dir, offsets and bytes",
+		Short: "Show a topic's configs and, per partition, its leader, replicas, ISR, leader epoch, log dir, offsets, high watermark and bytes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
@@ -167,16 +194,10 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				parts := make([]partitionDescription, 0, len(t.Partitions))
 				for _, p := range t.Partitions {
 					d := describePartition(p)
-					st, err := c.PartitionStatus(ctx, t.Name, p.Partition)
-					if err != nil {
+					if st, err := c.PartitionStatus(ctx, t.Name, p.Partition); err != nil {
 						d.Error = g.present(err).Error()
 					} else {
-						d.LogDir, d.LogStartOffset, d.LogEndOffset, d.Bytes, d.Segments = st.LogDir, st.LogStartOffset, st.LogEndOffset, st.SizeBytes, st.Segments
-						for i := range d.ReplicaDirs {
-							if d.ReplicaDirs[i].Node == d.Leader {
-								d.ReplicaDirs[i].LogDir, d.ReplicaDirs[i].LogEndOffset = st.LogDir, st.LogEndOffset
-							}
-						}
+						d = d.withStatus(st)
 					}
 					parts = append(parts, d)
 				}
@@ -202,18 +223,14 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				w.Flush()
 				fmt.Fprintln(g.stdout, "\nPARTITIONS")
 				w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tEPOCH\tLOG-DIR\tLOG-START\tLOG-END\tBYTES\tSEGMENTS")
+				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tEPOCH\tLOG-DIR\tLOG-START\tHIGH-WATERMARK\tLOG-END\tBYTES\tSEGMENTS")
 				for _, p := range parts {
-					leader := fmt.Sprint(p.Leader)
-					if p.Leader < 0 {
-						leader = "none"
-					}
-					head := fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.LogDir)
+					head := fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", p.Partition, leaderText(p.Leader), joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.LogDir)
 					if p.Error != "" {
-						fmt.Fprintf(w, "%s\t-\t-\t-\t-\t%s\n", head, p.Error)
+						fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t%s\n", head, p.Error)
 						continue
 					}
-					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", head, p.LogStartOffset, p.LogEndOffset, p.Bytes, p.Segments)
+					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\n", head, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, p.Bytes, p.Segments)
 				}
 				return w.Flush()
 			})
