@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/node"
 )
@@ -70,17 +72,38 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 }
 
 func newTopicListCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var underReplicated, underMinISR, unavailable bool
+	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List topics",
-		Args:  cobra.NoArgs,
+		Short: "List topics, or the partitions that are under-replicated, under min.insync.replicas, or without a leader",
+		Long: `List topics, or, with one of --under-replicated, --under-min-isr and
+--unavailable, the partitions of every topic that are in that state, each
+with its leader, replicas and in-sync replicas (ISR), as kafka-topics.sh
+--describe does with --under-replicated-partitions,
+--under-min-isr-partitions and --unavailable-partitions.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var filters []partitionFilter
+			for _, f := range []struct {
+				on     bool
+				filter partitionFilter
+			}{{underReplicated, isUnderReplicated}, {underMinISR, isUnderMinISR}, {unavailable, isUnavailable}} {
+				if f.on {
+					filters = append(filters, f.filter)
+				}
+			}
+			if len(filters) > 1 {
+				return node.Usagef("--under-replicated, --under-min-isr and --unavailable: give one")
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				md, err := c.Metadata(ctx)
 				if err != nil {
 					return err
 				}
 				sort.Slice(md.Topics, func(i, j int) bool { return md.Topics[i].Name < md.Topics[j].Name })
+				if len(filters) == 1 {
+					return g.printPartitionListings(listPartitions(md.Topics, filters[0]))
+				}
 				type row struct {
 					Name       string `json:"name"`
 					Partitions int    `json:"partitions"`
@@ -102,6 +125,89 @@ func newTopicListCommand(g *globals) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&underReplicated, "under-replicated", false, "list the partitions with fewer in-sync replicas than replicas")
+	cmd.Flags().BoolVar(&underMinISR, "under-min-isr", false, "list the partitions with fewer in-sync replicas than their topic's min.insync.replicas (default 1)")
+	cmd.Flags().BoolVar(&unavailable, "unavailable", false, "list the partitions without a leader")
+	return cmd
+}
+
+// partitionListing is one partition in `depot topic list
+// --under-replicated`, `--under-min-isr` and `--unavailable`.
+type partitionListing struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Leader is -1 when the partition has none.
+	Leader   int32   `json:"leader"`
+	Replicas []int32 `json:"replicas"`
+	ISR      []int32 `json:"isr"`
+}
+
+// partitionFilter says whether a partition of topic t is listed.
+type partitionFilter func(t *messages.TopicMetadata, p *messages.PartitionMetadata) bool
+
+// isUnderReplicated: fewer in-sync replicas than replicas.
+func isUnderReplicated(_ *messages.TopicMetadata, p *messages.PartitionMetadata) bool {
+	return len(p.Isr) < len(p.Replicas)
+}
+
+// isUnderMinISR: fewer in-sync replicas than the topic's
+// min.insync.replicas.
+func isUnderMinISR(t *messages.TopicMetadata, p *messages.PartitionMetadata) bool {
+	return len(p.Isr) < minInsyncReplicas(t)
+}
+
+// isUnavailable: no leader.
+func isUnavailable(_ *messages.TopicMetadata, p *messages.PartitionMetadata) bool {
+	return p.Leader < 0
+}
+
+// minInsyncReplicas is t's min.insync.replicas, its default (1) when the
+// metadata does not give it as a positive number.
+func minInsyncReplicas(t *messages.TopicMetadata) int {
+	if n, err := strconv.Atoi(t.Configs[topic.ConfigMinInsyncReplicas]); err == nil && n > 0 {
+		return n
+	}
+	return int(topic.DefaultConfig().MinInsyncReplicas)
+}
+
+// listPartitions is the partitions of topics that keep reports true of,
+// by topic, then partition. A topic the metadata has an error for has no
+// partitions to list.
+func listPartitions(topics []*messages.TopicMetadata, keep partitionFilter) []partitionListing {
+	out := []partitionListing{}
+	for _, t := range topics {
+		if t.Error != messages.ErrorCode_NONE {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if keep(t, p) {
+				out = append(out, partitionListing{
+					Topic: t.Name, Partition: p.Partition, Leader: p.Leader,
+					Replicas: append([]int32{}, p.Replicas...), ISR: append([]int32{}, p.Isr...),
+				})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// printPartitionListings prints rows as a table, or as JSON with -o json.
+func (g *globals) printPartitionListings(rows []partitionListing) error {
+	if g.output == "json" {
+		return g.printJSON(rows)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tLEADER\tREPLICAS\tISR")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", r.Topic, r.Partition, leaderText(r.Leader), joinIDs(r.Replicas), joinIDs(r.ISR))
+	}
+	return w.Flush()
 }
 
 // partitionDescription is one partition in `depot topic describe`.
