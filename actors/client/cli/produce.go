@@ -37,10 +37,15 @@ func newProduceCommand(g *globals) *cobra.Command {
 
 Each record may wait --delivery-timeout to be acknowledged, retries
 included (Kafka's delivery.timeout.ms), and each request within it
---timeout. At the first record that fails, produce reads no more input,
-gives up on the records not yet acknowledged (those already sent may have
-been written), prints how many were acknowledged and which input lines
-were not, and exits with status 1.
+--timeout. A batch refused for a reason that passes (its partition's
+leader moved or is being elected, too few replicas in sync, the connection
+to its node lost) is sent again until then, to the leader the cluster
+names; the producer's id and sequence numbers keep a batch sent twice from
+being written twice. Produce exits with status 0 when every record was
+acknowledged. At the first record that fails for good or times out, it
+reads no more input, gives up on the records not yet acknowledged (those
+already sent may have been written), prints how many were acknowledged
+and which input lines were not, and exits with status 1.
 
 Interrupted (Ctrl-C, SIGTERM), it reads no more input and waits for the
 records already read to be acknowledged (interrupt again to give up on

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/node"
 )
@@ -260,3 +262,57 @@ func TestProduceInterrupted(t *testing.T) {
 }
 
 func b(addr string) string { return "--brokers=" + addr }
+
+// With --acks all, produce rides out its node going away and coming back
+// at the same address mid-run: the records in flight when the connection
+// drops are sent again as soon as the node answers, not after --timeout,
+// each kept once and in order, and produce exits 0 with every record
+// acknowledged.
+func TestProduceAcksAllThroughANodeRestart(t *testing.T) {
+	const lines = 50000
+	cfg := node.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: actortest.Logger(t, logrus.WarnLevel)}
+	n, err := node.Start(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = n.Stop() })
+	addr := n.Address()
+	cfg.Listen = addr
+	_, errOut, err := depot(t, "", "topic", "create", "lines", b(addr))
+	require.NoError(t, err, errOut)
+
+	restarted := make(chan error, 1)
+	in := &stagedInput{t: t, stages: []inputStage{
+		{text: numberedLines(1, 300)},
+		{before: func() error {
+			if err := awaitLogEnd(addr, "lines", 300); err != nil {
+				return err
+			}
+			// The node stops while the next lines are produced.
+			go func() {
+				if err := n.Stop(); err != nil {
+					restarted <- err
+					return
+				}
+				n2, err := node.Start(cfg)
+				if err == nil {
+					t.Cleanup(func() { _ = n2.Stop() })
+				}
+				restarted <- err
+			}()
+			return nil
+		}, text: numberedLines(301, lines)},
+	}}
+	start := time.Now()
+	_, errOut, err = depotWith(t, in, nil, "produce", "lines", "--acks", "all", "--timeout", "60s", "--delivery-timeout", "2m", b(addr))
+	require.NoError(t, <-restarted)
+	require.NoError(t, err, errOut)
+	require.Contains(t, errOut, fmt.Sprintf("produced %d records", lines))
+	require.Less(t, time.Since(start), 30*time.Second, "what was in flight was not waited for until --timeout")
+
+	out, errOut, err := depot(t, "", "consume", "lines", "-n", strconv.Itoa(lines), "-f", "%o %v\\n", b(addr))
+	require.NoError(t, err, errOut)
+	want := make([]string, 0, lines)
+	for i := range lines {
+		want = append(want, fmt.Sprintf("%d line-%d", i, i+1))
+	}
+	require.Equal(t, want, strings.Split(strings.TrimSuffix(out, "\n"), "\n"), "every line once, in order")
+}

@@ -3,13 +3,16 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/node"
 )
@@ -63,23 +66,44 @@ func newTopicCreateCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 1, "number of partitions")
-	cmd.Flags().Int32VarP(&replication, "replication-factor", "r", 0, "replicas of each partition (default: the cluster's, 1)")
+	cmd.Flags().Int32VarP(&replication, "replication-factor", "r", 0, "replicas of each partition, which the cluster allows up to its live nodes (default: the cluster's, 1)")
 	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config key=value (Kafka's names: retention.ms, segment.bytes, ...); repeatable")
 	return cmd
 }
 
 func newTopicListCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var underReplicated, underMinISR, unavailable bool
+	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List topics",
-		Args:  cobra.NoArgs,
+		Short: "List topics, or the partitions that are under-replicated, under min.insync.replicas, or without a leader",
+		Long: `List topics, or, with one of --under-replicated, --under-min-isr and
+--unavailable, the partitions of every topic that are in that state, each
+with its leader, replicas and in-sync replicas (ISR), as kafka-topics.sh
+--describe does with --under-replicated-partitions,
+--under-min-isr-partitions and --unavailable-partitions.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var filters []partitionFilter
+			for _, f := range []struct {
+				on     bool
+				filter partitionFilter
+			}{{underReplicated, isUnderReplicated}, {underMinISR, isUnderMinISR}, {unavailable, isUnavailable}} {
+				if f.on {
+					filters = append(filters, f.filter)
+				}
+			}
+			if len(filters) > 1 {
+				return node.Usagef("--under-replicated, --under-min-isr and --unavailable: give one")
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				md, err := c.Metadata(ctx)
 				if err != nil {
 					return err
 				}
 				sort.Slice(md.Topics, func(i, j int) bool { return md.Topics[i].Name < md.Topics[j].Name })
+				if len(filters) == 1 {
+					return g.printPartitionListings(listPartitions(md.Topics, filters[0]))
+				}
 				type row struct {
 					Name       string `json:"name"`
 					Partitions int    `json:"partitions"`
@@ -101,6 +125,89 @@ func newTopicListCommand(g *globals) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&underReplicated, "under-replicated", false, "list the partitions with fewer in-sync replicas than replicas")
+	cmd.Flags().BoolVar(&underMinISR, "under-min-isr", false, "list the partitions with fewer in-sync replicas than their topic's min.insync.replicas (default 1)")
+	cmd.Flags().BoolVar(&unavailable, "unavailable", false, "list the partitions without a leader")
+	return cmd
+}
+
+// partitionListing is one partition in `depot topic list
+// --under-replicated`, `--under-min-isr` and `--unavailable`.
+type partitionListing struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Leader is -1 when the partition has none.
+	Leader   int32   `json:"leader"`
+	Replicas []int32 `json:"replicas"`
+	ISR      []int32 `json:"isr"`
+}
+
+// partitionFilter says whether a partition of topic t is listed.
+type partitionFilter func(t *messages.TopicMetadata, p *messages.PartitionMetadata) bool
+
+// isUnderReplicated: fewer in-sync replicas than replicas.
+func isUnderReplicated(_ *messages.TopicMetadata, p *messages.PartitionMetadata) bool {
+	return len(p.Isr) < len(p.Replicas)
+}
+
+// isUnderMinISR: fewer in-sync replicas than the topic's
+// min.insync.replicas.
+func isUnderMinISR(t *messages.TopicMetadata, p *messages.PartitionMetadata) bool {
+	return len(p.Isr) < minInsyncReplicas(t)
+}
+
+// isUnavailable: no leader.
+func isUnavailable(_ *messages.TopicMetadata, p *messages.PartitionMetadata) bool {
+	return p.Leader < 0
+}
+
+// minInsyncReplicas is t's min.insync.replicas, its default (1) when the
+// metadata does not give it as a positive number.
+func minInsyncReplicas(t *messages.TopicMetadata) int {
+	if n, err := strconv.Atoi(t.Configs[topic.ConfigMinInsyncReplicas]); err == nil && n > 0 {
+		return n
+	}
+	return int(topic.DefaultConfig().MinInsyncReplicas)
+}
+
+// listPartitions is the partitions of topics that keep reports true of,
+// by topic, then partition. A topic the metadata has an error for has no
+// partitions to list.
+func listPartitions(topics []*messages.TopicMetadata, keep partitionFilter) []partitionListing {
+	out := []partitionListing{}
+	for _, t := range topics {
+		if t.Error != messages.ErrorCode_NONE {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if keep(t, p) {
+				out = append(out, partitionListing{
+					Topic: t.Name, Partition: p.Partition, Leader: p.Leader,
+					Replicas: append([]int32{}, p.Replicas...), ISR: append([]int32{}, p.Isr...),
+				})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// printPartitionListings prints rows as a table, or as JSON with -o json.
+func (g *globals) printPartitionListings(rows []partitionListing) error {
+	if g.output == "json" {
+		return g.printJSON(rows)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tLEADER\tREPLICAS\tISR")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\n", r.Topic, r.Partition, leaderText(r.Leader), joinIDs(r.Replicas), joinIDs(r.ISR))
+	}
+	return w.Flush()
 }
 
 // partitionDescription is one partition in `depot topic describe`.
@@ -118,10 +225,12 @@ type partitionDescription struct {
 	AddingReplicas   []int32 `json:"adding_replicas"`
 	RemovingReplicas []int32 `json:"removing_replicas"`
 	LogStartOffset   int64   `json:"log_start_offset"`
-	LogEndOffset     int64   `json:"log_end_offset"`
-	Bytes            int64   `json:"bytes"`
-	Segments         int32   `json:"segments"`
-	Error            string  `json:"error,omitempty"`
+	// HighWatermark is the leader's, -1 when it could not be asked.
+	HighWatermark int64  `json:"high_watermark"`
+	LogEndOffset  int64  `json:"log_end_offset"`
+	Bytes         int64  `json:"bytes"`
+	Segments      int32  `json:"segments"`
+	Error         string `json:"error,omitempty"`
 }
 
 // replicaDirs is one replica of a partition in `depot topic describe`.
@@ -133,17 +242,41 @@ type replicaDirs struct {
 }
 
 // describePartition is p as describe shows it, before its leader is asked
-// for its log.
+// for its log (see withStatus).
 func describePartition(p *messages.PartitionMetadata) partitionDescription {
 	d := partitionDescription{
 		Partition: p.Partition, Leader: p.Leader, LogDir: p.LogDir, LeaderEpoch: p.LeaderEpoch,
 		Replicas: append([]int32{}, p.Replicas...), ISR: append([]int32{}, p.Isr...), ReplicaDirs: []replicaDirs{},
 		AddingReplicas: append([]int32{}, p.AddingReplicas...), RemovingReplicas: append([]int32{}, p.RemovingReplicas...),
+		HighWatermark: -1,
 	}
 	for _, r := range p.ReplicaDirs {
 		d.ReplicaDirs = append(d.ReplicaDirs, replicaDirs{Node: r.Node, LogDir: r.LogDir, LogEndOffset: r.LogEndOffset})
 	}
 	return d
+}
+
+// withStatus is d with what its leader's partition actor answered: its log
+// dir, offsets, high watermark, bytes and segments, the leader's replica
+// dir among them.
+func (d partitionDescription) withStatus(st *messages.PartitionStatusResponse) partitionDescription {
+	d.LogDir, d.LogStartOffset, d.HighWatermark, d.LogEndOffset = st.LogDir, st.LogStartOffset, st.HighWatermark, st.LogEndOffset
+	d.Bytes, d.Segments = st.SizeBytes, st.Segments
+	d.ReplicaDirs = slices.Clone(d.ReplicaDirs)
+	for i := range d.ReplicaDirs {
+		if d.ReplicaDirs[i].Node == d.Leader {
+			d.ReplicaDirs[i].LogDir, d.ReplicaDirs[i].LogEndOffset = st.LogDir, st.LogEndOffset
+		}
+	}
+	return d
+}
+
+// leaderText is a partition's leader as the tables show it: "none" for -1.
+func leaderText(leader int32) string {
+	if leader < 0 {
+		return "none"
+	}
+	return fmt.Sprint(leader)
 }
 
 // joinIDs is ids as "1,2,3", "-" for none.
@@ -161,7 +294,7 @@ func joinIDs(ids []int32) string {
 func newTopicDescribeCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe NAME",
-		Short: "Show a topic's configs and, per partition, its leader, replicas, ISR, log dir, offsets and bytes",
+		Short: "Show a topic's configs and, per partition, its leader, replicas, ISR, leader epoch, log dir, offsets, high watermark and bytes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
@@ -172,16 +305,10 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				parts := make([]partitionDescription, 0, len(t.Partitions))
 				for _, p := range t.Partitions {
 					d := describePartition(p)
-					st, err := c.PartitionStatus(ctx, t.Name, p.Partition)
-					if err != nil {
+					if st, err := c.PartitionStatus(ctx, t.Name, p.Partition); err != nil {
 						d.Error = g.present(err).Error()
 					} else {
-						d.LogDir, d.LogStartOffset, d.LogEndOffset, d.Bytes, d.Segments = st.LogDir, st.LogStartOffset, st.LogEndOffset, st.SizeBytes, st.Segments
-						for i := range d.ReplicaDirs {
-							if d.ReplicaDirs[i].Node == d.Leader {
-								d.ReplicaDirs[i].LogDir, d.ReplicaDirs[i].LogEndOffset = st.LogDir, st.LogEndOffset
-							}
-						}
+						d = d.withStatus(st)
 					}
 					parts = append(parts, d)
 				}
@@ -207,18 +334,14 @@ func newTopicDescribeCommand(g *globals) *cobra.Command {
 				w.Flush()
 				fmt.Fprintln(g.stdout, "\nPARTITIONS")
 				w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tEPOCH\tLOG-DIR\tLOG-START\tLOG-END\tBYTES\tSEGMENTS")
+				fmt.Fprintln(w, "PARTITION\tLEADER\tREPLICAS\tISR\tEPOCH\tLOG-DIR\tLOG-START\tHIGH-WATERMARK\tLOG-END\tBYTES\tSEGMENTS")
 				for _, p := range parts {
-					leader := fmt.Sprint(p.Leader)
-					if p.Leader < 0 {
-						leader = "none"
-					}
-					head := fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", p.Partition, leader, joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.LogDir)
+					head := fmt.Sprintf("%d\t%s\t%s\t%s\t%d\t%s", p.Partition, leaderText(p.Leader), joinIDs(p.Replicas), joinIDs(p.ISR), p.LeaderEpoch, p.LogDir)
 					if p.Error != "" {
-						fmt.Fprintf(w, "%s\t-\t-\t-\t-\t%s\n", head, p.Error)
+						fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t%s\n", head, p.Error)
 						continue
 					}
-					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\n", head, p.LogStartOffset, p.LogEndOffset, p.Bytes, p.Segments)
+					fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\n", head, p.LogStartOffset, p.HighWatermark, p.LogEndOffset, p.Bytes, p.Segments)
 				}
 				return w.Flush()
 			})
