@@ -145,3 +145,40 @@ func TestReplicationAcrossThreeNodes(t *testing.T) {
 	}
 	require.Equal(t, 6300, total, "the preferred leader takes produces again")
 }
+
+// __consumer_offsets created while a node is down has the replicas the
+// live nodes allowed; once the node is back, the controller raises it to
+// three by reassignment, and the new replicas catch up and join the ISR.
+func TestInternalTopicReplicasRaised(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops and restarts a node")
+	}
+	quorum := fastQuorum
+	quorum.LeaderRebalanceInterval = 200 * time.Millisecond
+	c := newTestClusterOf(t, 3, quorum, nil)
+	controller := c.leader()
+	down := controller%3 + 1
+	require.NoError(t, killInProcess(c.nodes[down]))
+	delete(c.nodes, down)
+	c.waitState(down, true)
+	n := c.nodes[controller]
+	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "__consumer_offsets", Partitions: 4, ReplicationFactor: -3})
+	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	for _, p := range created.Topic.Partitions {
+		require.Len(t, p.Replicas, 2, "two live nodes")
+	}
+
+	c.nodes[down] = c.start(down)
+	c.waitRegistered(down)
+	require.Eventually(t, func() bool {
+		for _, p := range c.agree().Topics[0].Partitions {
+			if len(p.Replicas) != 3 || len(p.Isr) != 3 || len(p.AddingReplicas) > 0 {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 50*time.Millisecond, "every partition of __consumer_offsets has three in-sync replicas")
+	for _, p := range c.agree().Topics[0].Partitions {
+		require.Equal(t, created.Topic.Partitions[p.Partition].Replicas, p.Replicas[:2], "the replicas it had stay first")
+	}
+}

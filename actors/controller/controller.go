@@ -57,6 +57,11 @@ const (
 	// are followed by a snapshot, after which the log before it is
 	// compacted.
 	DefaultSnapshotEvery = 1000
+	// InternalReplicationFactor is the replicas an internal topic
+	// (__consumer_offsets) has once there are as many live nodes, as
+	// Kafka's offsets.topic.replication.factor: one created with fewer is
+	// reassigned to more as nodes join, at each leader rebalance.
+	InternalReplicationFactor = 3
 	// DefaultLeaderRebalanceInterval is how often preferred leaders are
 	// elected again where they can lead: Kafka checks every 300 s; 30 s
 	// here, since an election costs one metadata record.
@@ -513,9 +518,10 @@ func (a *controllerActor) onTick(ctx actor.Context) {
 	a.maybeRebalance(ctx)
 }
 
-// maybeRebalance has the active controller elect the preferred leaders
-// that can lead again, every LeaderRebalanceInterval: after a node came
-// back, its partitions return to it and the leaders stay spread.
+// maybeRebalance has the active controller, every LeaderRebalanceInterval,
+// give the internal topics the replicas the live nodes allow, and elect
+// the preferred leaders that can lead again: after a node came back, its
+// partitions return to it and the leaders stay spread.
 func (a *controllerActor) maybeRebalance(ctx actor.Context) {
 	every := a.cfg.LeaderRebalanceInterval
 	now := a.cfg.Now()
@@ -523,6 +529,15 @@ func (a *controllerActor) maybeRebalance(ctx actor.Context) {
 		return
 	}
 	a.rebalanced = now
+	if req := a.image.RaiseInternalReplicas(InternalReplicationFactor); req != nil {
+		a.logger.WithField("partitions", len(req.Partitions)).Info("raising the replicas of internal topics to the live nodes")
+		a.submit(ctx, req, func(code messages.ErrorCode, msg string) {
+			delete(a.reassignments, req)
+			if code != messages.ErrorCode_NONE {
+				a.logger.WithFields(logrus.Fields{"error": code.String(), "reason": msg}).Warn("raising the replicas of internal topics failed")
+			}
+		})
+	}
 	if a.image.Imbalanced() {
 		req := &messages.ElectLeadersRequest{}
 		a.submit(ctx, req, func(code messages.ErrorCode, msg string) {

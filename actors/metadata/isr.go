@@ -166,3 +166,44 @@ func (im *Image) Imbalanced() bool {
 	})
 	return found
 }
+
+// RaiseInternalReplicas returns the reassignment that gives each partition
+// of the internal topics (__consumer_offsets) min(want, live nodes)
+// replicas, where it has fewer and is not moving already, as Kafka's
+// offsets.topic.replication.factor asks of a topic created while fewer
+// nodes were up: its replicas stay, in order, and the live nodes that hold
+// the fewest of the topic's replicas join them. Nil when nothing is short.
+func (im *Image) RaiseInternalReplicas(want int) *messages.ReassignPartitionsRequest {
+	live := im.Live()
+	want = min(want, len(live))
+	var out *messages.ReassignPartitionsRequest
+	for _, name := range im.TopicNames() {
+		t := im.topics[name]
+		if !t.Internal {
+			continue
+		}
+		held := map[int32]int{}
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				held[r]++
+			}
+		}
+		for _, p := range t.Partitions {
+			if len(p.Replicas) >= want || p.Reassigning() {
+				continue
+			}
+			target := slices.Clone(p.Replicas)
+			candidates := slices.DeleteFunc(slices.Clone(live), func(id int32) bool { return slices.Contains(target, id) })
+			slices.SortStableFunc(candidates, func(a, b int32) int { return held[a] - held[b] })
+			for _, id := range candidates[:min(len(candidates), want-len(target))] {
+				target = append(target, id)
+				held[id]++
+			}
+			if out == nil {
+				out = &messages.ReassignPartitionsRequest{}
+			}
+			out.Partitions = append(out.Partitions, &messages.PartitionReassignment{Topic: name, Partition: p.Partition, Replicas: target})
+		}
+	}
+	return out
+}

@@ -165,3 +165,30 @@ func TestElectPreferred(t *testing.T) {
 	_, results = image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "nope"})
 	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, results[0].GetError())
 }
+
+// An internal topic created with one replica gets three once three nodes
+// are live, by a reassignment that keeps its replica first.
+func TestRaiseInternalReplicas(t *testing.T) {
+	recs := append(register(1), CreateTopic(&messages.CreateTopicRequest{Name: "__consumer_offsets", Partitions: 2}, "id", [][]int32{{1}, {1}}))
+	image, _ := replay(t, Empty(), recs...)
+	require.Nil(t, image.RaiseInternalReplicas(3), "one live node: one replica is all there can be")
+	image, _ = replay(t, image, append(register(2), register(3)...)...)
+	req := image.RaiseInternalReplicas(3)
+	require.NotNil(t, req)
+	require.Len(t, req.Partitions, 2)
+	for _, p := range req.Partitions {
+		require.Len(t, p.Replicas, 3)
+		require.Equal(t, int32(1), p.Replicas[0], "the replica it has stays the preferred one")
+		require.ElementsMatch(t, []int32{1, 2, 3}, p.Replicas)
+	}
+	recs, results := image.Reassign(req)
+	for _, r := range results {
+		require.Equal(t, messages.ErrorCode_NONE, r.GetError(), r.GetErrorMessage())
+	}
+	moving, _ := replay(t, image, recs...)
+	require.Nil(t, moving.RaiseInternalReplicas(3), "a partition that moves already is left to its move")
+
+	// Ordinary topics are not touched.
+	plain, _ := replay(t, image, CreateTopic(&messages.CreateTopicRequest{Name: "t1", Partitions: 1}, "id2", [][]int32{{2}}))
+	require.Len(t, plain.RaiseInternalReplicas(3).Partitions, 2)
+}
