@@ -221,20 +221,10 @@ func managerAnswer(res any, err error, what string) (messages.ErrorCode, string)
 	if err != nil {
 		return messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s: partition manager did not answer: %s", what, messages.ErrorText(err))
 	}
-	switch r := res.(type) {
-	case *messages.StartPartitionsResponse:
-		if r.GetError() != messages.ErrorCode_NONE {
-			return r.GetError(), fmt.Sprintf("%s: %s", what, r.GetErrorMessage())
-		}
-		return messages.ErrorCode_NONE, ""
-	case *messages.StopPartitionsResponse:
-		if r.GetError() != messages.ErrorCode_NONE {
-			return r.GetError(), fmt.Sprintf("%s: %s", what, r.GetErrorMessage())
-		}
-		return messages.ErrorCode_NONE, ""
-	case *messages.UpdatePartitionsResponse:
-		if r.GetError() != messages.ErrorCode_NONE {
-			return r.GetError(), fmt.Sprintf("%s: %s", what, r.GetErrorMessage())
+	switch res.(type) {
+	case *messages.StartPartitionsResponse, *messages.StopPartitionsResponse, *messages.UpdatePartitionsResponse:
+		if code, msg := errorOf(res); code != messages.ErrorCode_NONE {
+			return code, fmt.Sprintf("%s: %s", what, msg)
 		}
 		return messages.ErrorCode_NONE, ""
 	}
