@@ -131,6 +131,10 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onReplicaWake(ctx, msg)
 	case *replicaGatherExpired:
 		m.onReplicaGatherExpired(ctx, msg)
+	case *replicaGatherDeadline:
+		m.onReplicaGatherDeadline(ctx, msg)
+	case *epochGatherDeadline:
+		m.onEpochGatherDeadline(ctx, msg)
 	case *messages.OffsetForLeaderEpochRequest:
 		m.onEpochQueries(ctx, msg)
 	case *epochAnswered:

@@ -29,7 +29,19 @@ type replicaGather struct {
 	parked bool
 	woken  []int
 	cancel scheduler.CancelFunc
+	// stopDeadline stops the timer that answers the gather whatever its
+	// partitions did (see replicaGatherDeadline).
+	stopDeadline scheduler.CancelFunc
 }
+
+// replicaGatherDeadline answers a gather that some partition has not
+// answered in time, that partition with REQUEST_TIMED_OUT: a partition
+// that stopped or is stuck must not hold back the follower's others.
+type replicaGatherDeadline struct{ id uint64 }
+
+// replicaGatherSlack is how long past its max_wait_ms a gather may wait
+// for its partitions.
+const replicaGatherSlack = time.Second
 
 // replicaGatherExpired ends the wait of a parked gather.
 type replicaGatherExpired struct{ id uint64 }
@@ -57,10 +69,14 @@ const maxReplicaFetchWait = 5 * time.Second
 // partition actor.
 func (m *partitionManager) onReplicaFetch(ctx actor.Context, req *messages.ReplicaFetchRequest) {
 	g := m.replicas.newFetch(ctx.Sender(), req)
+	wait := min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxReplicaFetchWait)
+	g.stopDeadline = scheduler.NewTimerScheduler(ctx).SendOnce(max(wait, 0)+replicaGatherSlack, ctx.Self(), &replicaGatherDeadline{id: g.id})
 	for i, p := range req.GetPartitions() {
 		tp := disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
 		g.index[tp] = i
-		g.resps[i] = &messages.ReplicaFetchedPartition{Topic: tp.Topic, Partition: tp.Partition, FetchOffset: p.GetFetchOffset()}
+		// Until the partition answers, and in the answer if it never does.
+		g.resps[i] = &messages.ReplicaFetchedPartition{Topic: tp.Topic, Partition: tp.Partition, FetchOffset: p.GetFetchOffset(),
+			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)}
 		pid := m.children[tp]
 		if pid == nil || m.stopping {
 			g.resps[i].Error = messages.ErrorCode_NOT_LEADER_OR_FOLLOWER
@@ -153,6 +169,14 @@ func (m *partitionManager) refetch(ctx actor.Context, g *replicaGather, i int) {
 	ctx.Request(pid, &replicaFetch{gather: g.id, replica: g.req.GetReplicaId(), req: p})
 }
 
+// onReplicaGatherDeadline answers a gather past its deadline with what it
+// has.
+func (m *partitionManager) onReplicaGatherDeadline(ctx actor.Context, d *replicaGatherDeadline) {
+	if g, ok := m.replicas.fetches[d.id]; ok {
+		m.answerReplicaGather(ctx, g)
+	}
+}
+
 // onReplicaGatherExpired answers a parked gather with what it has.
 func (m *partitionManager) onReplicaGatherExpired(ctx actor.Context, e *replicaGatherExpired) {
 	if g, ok := m.replicas.fetches[e.id]; ok && g.waiting == 0 {
@@ -165,6 +189,9 @@ func (m *partitionManager) answerReplicaGather(ctx actor.Context, g *replicaGath
 	if g.cancel != nil {
 		g.cancel()
 	}
+	if g.stopDeadline != nil {
+		g.stopDeadline()
+	}
 	m.outboxes.Send(ctx, g.to, &messages.ReplicaFetchResponse{CorrelationId: g.req.GetCorrelationId(), Partitions: g.resps}, nil)
 }
 
@@ -176,7 +203,8 @@ func (m *partitionManager) onEpochQueries(ctx actor.Context, req *messages.Offse
 	g := &epochGather{to: ctx.Sender(), resp: &messages.OffsetForLeaderEpochResponse{CorrelationId: req.GetCorrelationId()}, index: map[disk.TopicPartition]int{}}
 	for i, q := range req.GetPartitions() {
 		tp := disk.TopicPartition{Topic: q.GetTopic(), Partition: q.GetPartition()}
-		end := &messages.EpochEnd{Topic: tp.Topic, Partition: tp.Partition, LeaderEpoch: -1, EndOffset: -1}
+		end := &messages.EpochEnd{Topic: tp.Topic, Partition: tp.Partition, LeaderEpoch: -1, EndOffset: -1,
+			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)}
 		g.resp.Partitions = append(g.resp.Partitions, end)
 		g.index[tp] = i
 		pid := m.children[tp]
@@ -192,6 +220,18 @@ func (m *partitionManager) onEpochQueries(ctx actor.Context, req *messages.Offse
 		return
 	}
 	m.replicas.epochs[id] = g
+	scheduler.NewTimerScheduler(ctx).SendOnce(replicaGatherSlack, ctx.Self(), &epochGatherDeadline{id: id})
+}
+
+// epochGatherDeadline answers an epoch gather that some partition has not
+// answered in time, as replicaGatherDeadline does a fetch's.
+type epochGatherDeadline struct{ id uint64 }
+
+func (m *partitionManager) onEpochGatherDeadline(ctx actor.Context, d *epochGatherDeadline) {
+	if g, ok := m.replicas.epochs[d.id]; ok {
+		delete(m.replicas.epochs, d.id)
+		m.outboxes.Send(ctx, g.to, g.resp, nil)
+	}
 }
 
 // onEpochAnswered takes a partition's answer to an epoch query.
