@@ -342,10 +342,15 @@ func (f *replicaFetcher) onTruncated(ctx actor.Context, m *truncated) {
 
 // onFetched hands each partition its part of the answer.
 func (f *replicaFetcher) onFetched(ctx actor.Context, resp *messages.ReplicaFetchResponse) {
-	if resp.GetCorrelationId() != f.fetchCorr {
-		return
+	switch corr := resp.GetCorrelationId(); {
+	case corr == f.fetchCorr:
+		f.fetchCorr = 0
+	case corr == 0 || corr > f.nextCorr:
+		return // not an answer to this fetcher
 	}
-	f.fetchCorr = 0
+	// A late answer, to a fetch given up on, is taken too: each partition
+	// of it counts only where it starts at that partition's log end. A
+	// leader slowed down past the timeout would otherwise never be heard.
 	now := time.Now()
 	for _, r := range resp.GetPartitions() {
 		tp := disk.TopicPartition{Topic: r.GetTopic(), Partition: r.GetPartition()}

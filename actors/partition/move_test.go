@@ -37,9 +37,11 @@ type moveFixture struct {
 	config  topic.Config
 	hook    func(step string) error
 	// flushes counts the group commits' flushes of the partitions it starts.
-	flushes  atomic.Int64
-	logger   *logrus.Entry
-	valueSeq int
+	flushes atomic.Int64
+	// controller, when set, takes the partitions' ISR changes.
+	controller *actor.PID
+	logger     *logrus.Entry
+	valueSeq   int
 	// tickInterval is the partition's; 0 for the default.
 	tickInterval time.Duration
 	// now is the partition's clock; nil for the real one.
@@ -95,6 +97,7 @@ func (f *moveFixture) start(t *testing.T, dir string, recoveryPoint int64) {
 		Topic: "orders", Partition: 0, FS: f.fs, LogDir: dir, Config: f.config,
 		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Logger: f.logger, moveHook: f.hook,
 		flushHook:    func() { f.flushes.Add(1) },
+		Controller:   f.controller,
 		TickInterval: f.tickInterval, Now: f.now,
 	}), fmt.Sprintf("orders-0-%d", time.Now().UnixNano()))
 	require.NoError(t, err)

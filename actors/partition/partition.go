@@ -232,6 +232,8 @@ type partitionActor struct {
 	// produceExpiry is on its way.
 	stopISRTick scheduler.CancelFunc
 	expiryArmed bool
+	// isrRetryAt holds back the next ISR change after one was refused.
+	isrRetryAt time.Time
 }
 
 // NewPartitionProps returns the props of a partition actor.

@@ -28,6 +28,10 @@ const (
 	// alterPartitionTimeout bounds the wait for the controller's answer to
 	// an ISR change; the leader then asks again.
 	alterPartitionTimeout = 5 * time.Second
+	// isrRetryBackoff is how long a leader whose ISR change was refused or
+	// not answered waits before it asks again, unless a new partition
+	// state comes first.
+	isrRetryBackoff = time.Second
 )
 
 // The partition manager, the partitions and the replica fetchers exchange
@@ -142,6 +146,7 @@ func (a *partitionActor) onPartitionState(ctx actor.Context, s *messages.Partiti
 		return
 	}
 	a.leaderAddress = s.GetLeaderAddress()
+	a.isrRetryAt = time.Time{}
 	// An incarnation restarted after a failure starts from the newest
 	// state, not the one the partition was spawned with.
 	a.home.State = s
@@ -517,7 +522,7 @@ func (a *partitionActor) restartAt(ctx actor.Context, offset int64) {
 // maybeAlterISR asks the controller for the ISR change the leader's view of
 // its followers calls for, if any, one at a time.
 func (a *partitionActor) maybeAlterISR(ctx actor.Context) {
-	if a.cfg.Controller == nil {
+	if a.cfg.Controller == nil || a.now().Before(a.isrRetryAt) {
 		return
 	}
 	isr, ok := a.core.ISRProposal(a.now(), a.lagMax())
@@ -536,8 +541,13 @@ func (a *partitionActor) maybeAlterISR(ctx actor.Context) {
 		resp, _ := res.(*messages.AlterPartitionResponse)
 		switch {
 		case err != nil:
+			a.isrRetryAt = a.now().Add(isrRetryBackoff)
 			a.logger.WithError(err).Warn("ISR change not answered; asking again")
 		case resp.GetError() != messages.ErrorCode_NONE:
+			// Asked again only after a while, or once the metadata says
+			// more: a follower the controller will not take (fenced), asked
+			// for on every fetch, would flood its change queue.
+			a.isrRetryAt = a.now().Add(isrRetryBackoff)
 			a.logger.WithFields(logrus.Fields{"error": resp.GetError().String(), "reason": resp.GetErrorMessage()}).Warn("ISR change refused")
 		case resp.GetLeader() != a.cfg.NodeID || resp.GetLeaderEpoch() != a.core.LeaderEpoch():
 			// The change made another leader (a reassignment completed

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,4 +49,26 @@ func TestReplicaFetchNotHeldBackByASilentPartition(t *testing.T) {
 		&messages.OffsetForLeaderEpochRequest{ReplicaId: 2, CorrelationId: 8, Partitions: []*messages.EpochQuery{{Topic: "t", Partition: 0}}}, 10*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, epochs.GetPartitions()[0].GetError())
+}
+
+// A leader whose ISR change is refused (its follower's node is fenced)
+// asks again only after a while, not on each of the follower's fetches.
+func TestRefusedISRChangeIsNotAskedOnEveryFetch(t *testing.T) {
+	f := newMoveFixture(t, 1<<20, nil)
+	f.stop(t)
+	var asked atomic.Int32
+	f.controller = f.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*messages.AlterPartitionRequest); ok {
+			asked.Add(1)
+			ctx.Respond(&messages.AlterPartitionResponse{Error: messages.ErrorCode_INELIGIBLE_REPLICA, ErrorMessage: "node 2 is fenced"})
+		}
+	}))
+	f.start(t, f.dirs[0], 0)
+	f.system.Root.Send(f.pid, &messages.PartitionState{Topic: "orders", Leader: 0, LeaderEpoch: 1, Replicas: []int32{0, 2}, Isr: []int32{0}})
+	for range 50 {
+		res := moveRequest[*replicaFetched](t, f, &replicaFetch{replica: 2, req: &messages.ReplicaFetchPartition{Topic: "orders", CurrentLeaderEpoch: 1}})
+		require.Equal(t, messages.ErrorCode_NONE, res.resp.GetError(), res.resp.GetErrorMessage())
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.Equal(t, int32(1), asked.Load(), "one refused change, then a second of quiet")
 }
