@@ -47,8 +47,10 @@ type producerConfig struct {
 // partition still has batches on their way, before it is sent. A partition
 // with nothing outstanding sends a record at once, and a batch that was
 // waiting is sent as soon as the partition's last batch is answered, so
-// batches grow with load and latency stays low without it. Default 5ms
-// (Kafka's linger.ms default since 4.0).
+// batches grow with load and latency stays low without it. A batch that
+// has lingered while MaxInFlightPerPartition batches are outstanding keeps
+// taking records until one of them is answered. Default 5ms (Kafka's
+// linger.ms default since 4.0).
 func Linger(d time.Duration) ProducerOpt { return func(c *producerConfig) { c.linger = d } }
 
 // BatchBytes is the size at which a partition's batch is sealed and sent.
@@ -523,15 +525,33 @@ func (p *Producer) lingerExpired(tb *topicBuffer, pb *partitionBuffer) {
 		pb.timer.Reset(wait)
 		return
 	}
+	if p.inFlightFull(pb) {
+		return // sealed by sealReady when an answer makes room
+	}
 	p.seal(tb, pb)
 }
 
-// sealIdle seals pb's open batch when pb has nothing outstanding: called by
-// the sender when the partition's last batch completes.
-func (p *Producer) sealIdle(tb *topicBuffer, pb *partitionBuffer) {
+// inFlightFull reports whether pb has as many sealed batches outstanding
+// as MaxInFlightPerPartition lets the sender have in flight: a batch
+// sealed now would only wait in the sender, so it stays open and keeps
+// taking records, as a Kafka producer's batch stays in its accumulator
+// until the sender can take it. With many partitions each gets a few
+// records per Linger, and this is what makes their batches grow with load
+// rather than queue up, one record each, at the sender and the node.
+func (p *Producer) inFlightFull(pb *partitionBuffer) bool {
+	return p.cfg.acks != 0 && int(pb.outstanding.Load()) >= p.cfg.maxInFlight
+}
+
+// sealReady seals pb's open batch when pb has nothing outstanding, or
+// room for another batch in flight and a batch that has lingered: called
+// by the sender when a batch of the partition completes.
+func (p *Producer) sealReady(tb *topicBuffer, pb *partitionBuffer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pb.builder.Len() > 0 && pb.outstanding.Load() == 0 {
+	if pb.builder.Len() == 0 {
+		return
+	}
+	if pb.outstanding.Load() == 0 || !p.inFlightFull(pb) && !time.Now().Before(pb.lingerAt) {
 		p.seal(tb, pb)
 	}
 }

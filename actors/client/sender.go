@@ -672,8 +672,12 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 	if s.p.cfg.acks != 0 && b.attempts == 1 && err == nil {
 		s.p.recycle(b)
 	}
-	if owner != nil && owner.outstanding.Add(-1) == 0 {
-		s.p.sealIdle(topic, owner)
+	if owner != nil {
+		// An open batch may wait for the partition to be idle, or for
+		// room in flight after lingering (see Producer.inFlightFull).
+		if n := owner.outstanding.Add(-1); n == 0 || int(n) == s.p.cfg.maxInFlight-1 {
+			s.p.sealReady(topic, owner)
+		}
 	}
 }
 
