@@ -477,11 +477,27 @@ func (c *Client) request(ctx context.Context, pid *actor.PID, msg any, timeout t
 func (c *Client) adminRequest(ctx context.Context, msg any, resend func()) (any, error) {
 	var tried []string
 	var lastErr error
+	var busy error // a contacted node's timeout
 	for i := range c.cfg.brokers {
 		if i > 0 && resend != nil {
 			resend()
 		}
 		pid, addr := c.metadataPID()
+		if !c.contacted.Load() {
+			// First contact: a node that answers a cheap request is
+			// reachable, and then has the whole request timeout for msg,
+			// which may be long work (a topic of thousands of partitions).
+			if _, err := c.request(ctx, pid, &messages.ClusterInfoRequest{}, c.contactTimeout()); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				c.answered(addr, false)
+				tried = append(tried, addr)
+				lastErr = err
+				continue
+			}
+			c.contacted.Store(true)
+		}
 		res, err := c.request(ctx, pid, msg, c.contactTimeout())
 		if err == nil {
 			c.contacted.Store(true)
@@ -494,6 +510,14 @@ func (c *Client) adminRequest(ctx context.Context, msg any, resend func()) (any,
 		c.answered(addr, false)
 		tried = append(tried, addr)
 		lastErr = err
+		if busy == nil && errors.Is(err, ErrTimeout) {
+			busy = err
+		}
+	}
+	if busy != nil {
+		// A node answered and then took longer than the request timeout:
+		// it is busy, not unreachable.
+		return nil, busy
 	}
 	if errors.Is(lastErr, ErrTimeout) || errors.Is(lastErr, actor.ErrDeadLetter) || errors.Is(lastErr, ErrConnectionLost) {
 		return nil, fmt.Errorf("%w: %s", ErrUnreachable, strings.Join(tried, ", "))

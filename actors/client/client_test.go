@@ -1115,3 +1115,73 @@ func TestProduceRetriesReplicationCodes(t *testing.T) {
 		})
 	}
 }
+
+// A batch that lingers while its partition has MaxInFlightPerPartition
+// batches outstanding keeps taking records until one is answered, rather
+// than being sealed with the few records of one Linger to wait in the
+// sender: with many partitions, that is what lets batches grow with load.
+func TestProduceBatchGrowsWhileInFlightIsFull(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		inFlight int
+	}{{"one in flight", 1}, {"two in flight", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc, c := setup(t)
+			ctx := testContext(t, 20*time.Second)
+			require.NoError(t, fc.createTopic("slow", 1))
+			fc.setFaults(faults{produceDelay: 300 * time.Millisecond})
+			p, err := c.NewProducer(Linger(time.Millisecond), MaxInFlightPerPartition(tc.inFlight), MaxInFlightPerNode(tc.inFlight))
+			require.NoError(t, err)
+			var acked sync.WaitGroup
+			var failed atomic.Int64
+			produce := func(i int) {
+				acked.Add(1)
+				p.Produce(ctx, &Record{Topic: "slow", Key: []byte("k"), Value: []byte(strconv.Itoa(i))}, func(_ *Record, err error) {
+					if err != nil {
+						failed.Add(1)
+					}
+					acked.Done()
+				})
+			}
+			// Fill the partition's in-flight slots, one batch each.
+			for i := range tc.inFlight {
+				produce(i)
+				time.Sleep(10 * time.Millisecond)
+			}
+			// Then 20 records spread over ten lingers, while every slot
+			// waits for its answer.
+			const later = 20
+			for i := range later {
+				produce(tc.inFlight + i)
+				time.Sleep(time.Millisecond / 2)
+			}
+			acked.Wait()
+			require.Zero(t, failed.Load())
+			require.NoError(t, p.Close())
+			st := fc.stats("slow")
+			require.Equal(t, tc.inFlight+1, st.batches, "the later records went in one batch")
+			got := consumeAll(t, ctx, c, "slow", tc.inFlight+later)
+			for i, r := range got {
+				require.Equal(t, strconv.Itoa(i), string(r.Value))
+			}
+		})
+	}
+}
+
+// A node that answers at first contact and then takes longer than the
+// first-contact timeout over a request (a topic of many partitions) is
+// waited for within the request timeout; one that takes longer still is
+// reported as timed out, not unreachable.
+func TestCreateTopicOnABusyNodeIsNotUnreachable(t *testing.T) {
+	fc, c := setup(t, FirstContactTimeout(100*time.Millisecond), RequestTimeout(2*time.Second))
+	ctx := testContext(t, 10*time.Second)
+	fc.setFaults(faults{createDelay: 500 * time.Millisecond})
+	_, err := c.CreateTopic(ctx, "busy", 3, nil)
+	require.NoError(t, err)
+	require.NotNil(t, fc.partition("busy", 2))
+
+	fc.setFaults(faults{createDelay: 3 * time.Second})
+	_, err = c.CreateTopic(ctx, "slower", 3, nil)
+	require.ErrorIs(t, err, ErrTimeout)
+	require.NotErrorIs(t, err, ErrUnreachable)
+}

@@ -50,6 +50,9 @@ type faults struct {
 	hideMaxMessageBytes bool
 	// dropListOffsets ignores every ListOffsetsRequest.
 	dropListOffsets bool
+	// createDelay is how late CreateTopicRequests are answered, as by a
+	// node creating thousands of partitions.
+	createDelay time.Duration
 }
 
 // fakeCluster is a metadata actor and partition actors, in memory.
@@ -342,16 +345,22 @@ func (m *fakeMetadata) Receive(ctx actor.Context) {
 		if req.GetRetried() && errors.Is(err, ErrTopicAlreadyExists) {
 			err = nil // found as asked
 		}
-		if err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				ctx.Respond(&messages.CreateTopicResponse{Error: e.Code, ErrorMessage: e.Message})
-				return
-			}
-			ctx.Respond(&messages.CreateTopicResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()})
+		var resp *messages.CreateTopicResponse
+		var e *Error
+		switch {
+		case err == nil:
+			resp = &messages.CreateTopicResponse{Topic: fc.metadata([]string{req.GetName()}).GetTopics()[0]}
+		case errors.As(err, &e):
+			resp = &messages.CreateTopicResponse{Error: e.Code, ErrorMessage: e.Message}
+		default:
+			resp = &messages.CreateTopicResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: err.Error()}
+		}
+		if d := fc.getFaults().createDelay; d > 0 {
+			root, to := ctx.ActorSystem().Root, ctx.Sender()
+			time.AfterFunc(d, func() { root.Send(to, resp) })
 			return
 		}
-		ctx.Respond(&messages.CreateTopicResponse{Topic: fc.metadata([]string{req.GetName()}).GetTopics()[0]})
+		ctx.Respond(resp)
 	case *messages.DeleteTopicRequest:
 		fc.mu.Lock()
 		parts, ok := fc.topics[req.GetName()]
