@@ -457,3 +457,167 @@ func TestKafkaRefusals(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, iresp.ProducerID, again.ProducerID, "each producer its own id")
 }
+
+// Requests on one connection are answered in the order they came, however
+// their answers are ready: a fetch that waits for data holds back the
+// answer to a later ApiVersions, and a produce with acks=0, which wakes
+// the fetch, takes no place among the answers.
+func TestKafkaPipelinedAnswersInOrder(t *testing.T) {
+	n := startKafkaNode(t)
+	createTopic(t, n, "pipe", 1)
+	c := dialKafka(t, n)
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(12)
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 10000, 1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "pipe"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+
+	versions := kmsg.NewPtrApiVersionsRequest()
+	versions.SetVersion(3)
+	versions.ClientSoftwareName, versions.ClientSoftwareVersion = "raw", "1"
+
+	produce := kmsg.NewPtrProduceRequest()
+	produce.SetVersion(9)
+	produce.Acks, produce.TimeoutMillis = 0, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "pipe"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = batchOf(t, "woken")
+	pt.Partitions = append(pt.Partitions, pp)
+	produce.Topics = append(produce.Topics, pt)
+
+	start := time.Now()
+	c.send(fetch, 1)
+	c.send(versions, 2)
+	c.send(produce, 3)
+	c.send(versions, 4)
+
+	corr, body := c.response()
+	require.Equal(t, int32(1), corr, "the fetch first")
+	require.Less(t, time.Since(start), 5*time.Second, "woken by the produce, not at its max wait")
+	resp := fetch.ResponseKind().(*kmsg.FetchResponse)
+	require.NoError(t, resp.ReadFrom(body[1:]))
+	got := resp.Topics[0].Partitions[0]
+	require.Equal(t, int16(0), got.ErrorCode)
+	require.Equal(t, int64(1), got.HighWatermark)
+	require.Equal(t, pp.Records[wireRecordsFrom:], got.RecordBatches[wireRecordsFrom:])
+	for _, want := range []int32{2, 4} {
+		corr, _ := c.response()
+		require.Equal(t, want, corr)
+	}
+}
+
+// wireRecordsFrom is where a stored batch's bytes start to be those the
+// producer sent: the base offset and partition leader epoch come before.
+const wireRecordsFrom = 16
+
+// A consumer waiting on an empty partition gets its records once they are
+// produced; one at an offset past the end is told OFFSET_OUT_OF_RANGE.
+func TestKafkaFetchWaitsAndRefuses(t *testing.T) {
+	n := startKafkaNode(t)
+	createTopic(t, n, "wait", 2)
+	seeds := []string{n.KafkaAddress()}
+	cons := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		"wait": {1: kgo.NewOffset().At(0)},
+	}), kgo.FetchMaxWait(5*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	polled := make(chan kgo.Fetches, 1)
+	go func() { polled <- cons.PollFetches(ctx) }()
+	time.Sleep(300 * time.Millisecond) // the fetch is parked by then, or sent soon after
+	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("wait"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	sent := time.Now()
+	require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte("late")}).FirstErr())
+	fs := <-polled
+	require.NoError(t, fs.Err())
+	require.Len(t, fs.Records(), 1)
+	require.Equal(t, "late", string(fs.Records()[0].Value))
+	require.Less(t, time.Since(sent), 4*time.Second, "answered as the record came, not at max wait")
+
+	cl := kafkaClient(t, kgo.SeedBrokers(seeds...))
+	md, err := kadm.NewClient(cl).Metadata(ctx, "wait")
+	require.NoError(t, err)
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = "wait", md.Topics["wait"].ID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = 1, 99, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	resp, err := fetch.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, kerr.OffsetOutOfRange.Code, resp.Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, int32(0), resp.SessionID, "no fetch sessions")
+}
+
+// Three nodes, each with its Kafka listener: metadata names every node at
+// its own Kafka address and each partition's leader, replicas and ISR;
+// kgo produces to each partition's leader and follows the leaders that
+// move when a node stops.
+func TestKafkaClusterOfThree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and stops a cluster of three")
+	}
+	c := newTestClusterOf(t, 3, fastQuorum, func(cfg *Config) { cfg.KafkaListen = "127.0.0.1:0" })
+	var seeds []string
+	addrs := map[int32]string{}
+	for id, n := range c.nodes {
+		seeds = append(seeds, n.KafkaAddress())
+		addrs[id] = n.KafkaAddress()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := c.client().CreateTopicReplicated(ctx, "spread", 6, 3, nil)
+	require.NoError(t, err)
+	c.agree()
+
+	cl := kafkaClient(t, kgo.SeedBrokers(seeds[0]), kgo.DefaultProduceTopic("spread"), kgo.RecordRetries(100),
+		kgo.RetryTimeout(30*time.Second), kgo.MetadataMinAge(100*time.Millisecond))
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, "spread")
+	require.NoError(t, err)
+	require.Len(t, md.Brokers, 3)
+	for _, b := range md.Brokers {
+		require.Equal(t, addrs[b.NodeID], net.JoinHostPort(b.Host, fmt.Sprint(b.Port)))
+	}
+	leaders := map[int32]bool{}
+	for _, p := range md.Topics["spread"].Partitions {
+		require.NoError(t, p.Err)
+		require.ElementsMatch(t, []int32{1, 2, 3}, p.Replicas)
+		require.Contains(t, p.Replicas, p.Leader)
+		require.NotEmpty(t, p.ISR)
+		leaders[p.Leader] = true
+	}
+	require.Len(t, leaders, 3, "leaders spread over the nodes")
+
+	produce := func(from, to int) {
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprint(i))})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
+	}
+	produce(0, 300)
+	stopped := int32(2)
+	require.NoError(t, c.nodes[stopped].Stop())
+	delete(c.nodes, stopped)
+	produce(300, 600)
+
+	var live []string
+	for _, n := range c.nodes {
+		live = append(live, n.KafkaAddress())
+	}
+	got := kafkaConsume(t, live, "spread", 600)
+	seen := map[string]bool{}
+	for _, r := range got {
+		require.False(t, seen[string(r.Value)], "once: %s", r.Value)
+		seen[string(r.Value)] = true
+	}
+	require.Len(t, seen, 600)
+}
