@@ -621,3 +621,39 @@ func TestKafkaClusterOfThree(t *testing.T) {
 	}
 	require.Len(t, seen, 600)
 }
+
+// A client that sends fetches and never reads their answers holds back
+// only itself: the node goes on serving another.
+func TestKafkaSlowClientHoldsBackOnlyItself(t *testing.T) {
+	n := startKafkaNode(t)
+	createTopic(t, n, "big", 1)
+	seeds := []string{n.KafkaAddress()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("big"))
+	value := bytes.Repeat([]byte{'v'}, 100<<10)
+	for range 20 {
+		require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr())
+	}
+
+	slow := dialKafka(t, n)
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.SetVersion(12)
+	fetch.MaxBytes = 4 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "big"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 4 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	frame := wirekafka.AppendRequest(nil, 1, nil, fetch)
+	var many []byte
+	for range 300 {
+		many = append(many, frame...)
+	}
+	go func() { _, _ = slow.nc.Write(many) }() // blocks once the node stops reading
+
+	got := kafkaConsume(t, seeds, "big", 20)
+	require.Len(t, got, 20)
+	require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr())
+}

@@ -180,11 +180,19 @@ func (c *conn) onReceived(ctx actor.Context, m *received) {
 }
 
 // reply answers x with resp, whose version must be the request's.
-func (c *conn) reply(x *exchange, resp kmsg.Response) {
+func (c *conn) reply(x *exchange, resp kmsg.Response) { c.replySized(x, resp, 0) }
+
+// replySized is reply for an answer of about size bytes, which its frame
+// is made room for at once: a fetch's answer is mostly its records.
+func (c *conn) replySized(x *exchange, resp kmsg.Response, size int) {
 	if c.closed || x.answered {
 		return
 	}
-	x.frame = wirekafka.AppendResponse(nil, x.req.CorrelationID, resp)
+	var frame []byte
+	if size > 0 {
+		frame = make([]byte, 0, size)
+	}
+	x.frame = wirekafka.AppendResponse(frame, x.req.CorrelationID, resp)
 	c.answered(x)
 }
 

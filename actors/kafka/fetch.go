@@ -225,6 +225,7 @@ func (f *fetchState) answer(c *conn) {
 		left = 1<<31 - 1
 	}
 	first := true
+	size := 256
 	for ti, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = f.names[ti], t.TopicID
@@ -249,6 +250,7 @@ func (f *fetchState) answer(c *conn) {
 				if records := r.GetRecords(); len(records) > 0 && (first || len(records) <= left) {
 					rp.RecordBatches = records
 					left -= len(records)
+					size += len(records)
 					first = false
 				}
 			}
@@ -256,10 +258,12 @@ func (f *fetchState) answer(c *conn) {
 				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			}
 			rt.Partitions = append(rt.Partitions, rp)
+			size += 64
 		}
 		resp.Topics = append(resp.Topics, rt)
+		size += 32 + len(rt.Topic)
 	}
-	c.reply(f.x, resp)
+	c.replySized(f.x, resp, size)
 }
 
 // fetchError is the answer to a fetch refused as a whole, with code.
