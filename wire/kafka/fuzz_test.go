@@ -7,8 +7,9 @@ import (
 )
 
 // FuzzParseRequest feeds ParseRequest random bytes and, as seeds, every
-// sample request kmsg builds, which the fuzzer mutates field by field.
-// Seeds beyond these live in testdata/fuzz/FuzzParseRequest.
+// sample request kmsg builds (sampleRequests), which the fuzzer mutates
+// field by field. TestParseRequestSurvivesFlippedBytes flips each of
+// their bytes in the ordinary test run.
 func FuzzParseRequest(f *testing.F) {
 	for _, req := range sampleRequests() {
 		f.Add(frameOf(req, 1))
