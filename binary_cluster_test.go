@@ -116,7 +116,7 @@ func (c *nodeProcesses) ids() []int32 {
 // it by its PID.
 func (c *nodeProcesses) start(id int32) {
 	c.t.Helper()
-	args := append([]string{"node", "--node-id", strconv.Itoa(int(id)), "--listen", c.addrs[id], "--http", "",
+	args := append([]string{"node", "--node-id", strconv.Itoa(int(id)), "--listen", c.addrs[id], "--http", "", "--kafka-listen", "",
 		"--data-dir", c.dirs[id], "--controllers", c.voters}, c.extra...)
 	c.procs[id] = spawn(c.t, "", args...)
 	c.killed[id] = false

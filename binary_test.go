@@ -131,7 +131,7 @@ func runDepot(t *testing.T, stdin string, args ...string) (stdout, stderr string
 func startNodeProcess(t *testing.T, dataDir string, extra ...string) (*process, string) {
 	t.Helper()
 	addr := unusedAddress(t)
-	args := append([]string{"node", "--data-dir", dataDir, "--listen", addr, "--http", ""}, extra...)
+	args := append([]string{"node", "--data-dir", dataDir, "--listen", addr, "--http", "", "--kafka-listen", ""}, extra...)
 	p := spawn(t, "", args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -159,7 +159,7 @@ func TestBinaryAsANewcomer(t *testing.T) {
 
 	t.Run("two nodes, one log dir", func(t *testing.T) {
 		second := spawn(t, "", "node", "--node-id", "2", "--data-dir", t.TempDir(), "--log-dirs", shared,
-			"--listen", unusedAddress(t), "--http", "")
+			"--listen", unusedAddress(t), "--http", "", "--kafka-listen", "")
 		require.Equal(t, 1, second.wait(t, 30*time.Second))
 		lines := strings.Split(strings.TrimSpace(second.stderr.String()), "\n")
 		last := lines[len(lines)-1]

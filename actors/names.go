@@ -23,6 +23,9 @@ const (
 	// GroupCoordinatorName is the group coordinator; each group's actor is
 	// its child, GroupActorName(group).
 	GroupCoordinatorName = "groups"
+	// KafkaListenerName is the Kafka protocol listener's actor; each
+	// client connection's actor is its child.
+	KafkaListenerName = "kafka"
 )
 
 // PartitionActorName is the stable name of a partition's actor on its node:

@@ -87,6 +87,10 @@ func TestCommandFlagsSetConfig(t *testing.T) {
 		{[]string{"--log-dirs", "/mnt/a=100GiB,/mnt/b"}, func(c *Config) { c.LogDirs = []LogDir{{Path: "/mnt/a", Capacity: 100 << 30}, {Path: "/mnt/b"}} }},
 		{[]string{"--listen", "0.0.0.0:9092"}, func(c *Config) { c.Listen = "0.0.0.0:9092" }},
 		{[]string{"--http", ""}, func(c *Config) { c.HTTP = "" }},
+		{[]string{"--kafka-listen", ""}, func(c *Config) { c.KafkaListen = "" }},
+		{[]string{"--kafka-listen", "127.0.0.1:19092", "--kafka-advertised", "kafka-1.example:9092"}, func(c *Config) {
+			c.KafkaListen, c.KafkaAdvertised = "127.0.0.1:19092", "kafka-1.example:9092"
+		}},
 		{[]string{"--log-level", "debug"}, func(c *Config) { c.LogLevel = "debug" }},
 		{[]string{"--placement-policy", "count"}, func(c *Config) { c.Policy = "count" }},
 		{[]string{"--balance-interval", "-1s"}, func(c *Config) { c.Balance.Interval = -time.Second }},
@@ -180,7 +184,7 @@ func (l *lockedBuffer) String() string {
 
 func startNodeProcess(t *testing.T, dataDir, listen string) *nodeProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--data-dir", dataDir, "--listen", listen, "--http", "", "--log-level", "warn")
+	cmd := exec.Command(os.Args[0], "--data-dir", dataDir, "--listen", listen, "--http", "", "--kafka-listen", "", "--log-level", "warn")
 	cmd.Env = append(os.Environ(), "DEPOT_TEST_NODE=1")
 	p := &nodeProcess{cmd: cmd, stderr: &lockedBuffer{}}
 	cmd.Stderr = p.stderr

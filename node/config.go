@@ -24,6 +24,9 @@ const (
 	DefaultDataDir = "./data"
 	DefaultListen  = "127.0.0.1:7070"
 	DefaultHTTP    = "127.0.0.1:7071"
+	// DefaultKafkaListen is where `depot node` takes Kafka clients,
+	// Kafka's own default port; the zero Config has no Kafka listener.
+	DefaultKafkaListen = "127.0.0.1:9092"
 	// DefaultLogDirCount is how many log directories a node makes under its
 	// data directory when none are named.
 	DefaultLogDirCount = 2
@@ -55,6 +58,16 @@ type Config struct {
 	// HTTP is the address of /healthz, /metrics and Go's profiles under
 	// /debug/pprof/. Default 127.0.0.1:7071; empty disables it.
 	HTTP string
+	// KafkaListen is the address of the Kafka protocol listener, which
+	// Kafka clients (kcat, franz-go, the Java client) connect to as to a
+	// Kafka broker; port 0 picks a free port. Empty, the default, has
+	// none, so that nodes in one process do not contend for a port;
+	// DefaultConfig, and so `depot node`, has DefaultKafkaListen.
+	KafkaListen string
+	// KafkaAdvertised is the Kafka address given out in metadata, for
+	// clients that reach the node by another address than KafkaListen.
+	// Default KafkaListen, with its port resolved.
+	KafkaAdvertised string
 	// LogLevel is one of logrus's levels. Default info.
 	LogLevel string
 	// TickInterval is how often partitions apply retention and report.
@@ -110,7 +123,7 @@ type Config struct {
 // Config has no HTTP listener) and the balancer's defaults. LogDirs stays
 // empty, so that the log directories follow DataDir.
 func DefaultConfig() Config {
-	c := Config{HTTP: DefaultHTTP, Balance: disks.DefaultBalanceSettings()}.withDefaults()
+	c := Config{HTTP: DefaultHTTP, KafkaListen: DefaultKafkaListen, Balance: disks.DefaultBalanceSettings()}.withDefaults()
 	c.LogDirs = nil
 	return c
 }
@@ -185,6 +198,18 @@ func (c Config) validate() error {
 	if c.HTTP != "" {
 		if _, _, err := splitHostPort(c.HTTP); err != nil {
 			errs = append(errs, fmt.Errorf("http address %q: %w", c.HTTP, err))
+		}
+	}
+	if c.KafkaListen != "" {
+		if _, _, err := splitHostPort(c.KafkaListen); err != nil {
+			errs = append(errs, fmt.Errorf("kafka listen address %q: %w", c.KafkaListen, err))
+		}
+	}
+	if c.KafkaAdvertised != "" {
+		if c.KafkaListen == "" {
+			errs = append(errs, fmt.Errorf("kafka advertised address %q without a kafka listen address", c.KafkaAdvertised))
+		} else if _, port, err := splitHostPort(c.KafkaAdvertised); err != nil || port == 0 {
+			errs = append(errs, fmt.Errorf("kafka advertised address %q: want host:port with a port", c.KafkaAdvertised))
 		}
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {

@@ -12,13 +12,14 @@ func TestDefaultConfigIsWhatStartFillsIn(t *testing.T) {
 	require.NoError(t, d.withDefaults().validate())
 	require.Empty(t, d.LogDirs, "log dirs follow the data dir")
 	require.Equal(t, DefaultHTTP, d.HTTP)
+	require.Equal(t, DefaultKafkaListen, d.KafkaListen)
 
 	filled := d.withDefaults()
 	require.Equal(t, []LogDir{{Path: filepath.Join(DefaultDataDir, "logs-0")}, {Path: filepath.Join(DefaultDataDir, "logs-1")}}, filled.LogDirs)
 	filled.LogDirs = nil
 	require.Equal(t, d, filled, "Start changes nothing else in the defaults")
 
-	unset := Config{HTTP: DefaultHTTP, Balance: d.Balance}.withDefaults()
+	unset := Config{HTTP: DefaultHTTP, KafkaListen: DefaultKafkaListen, Balance: d.Balance}.withDefaults()
 	unset.LogDirs = nil
 	require.Equal(t, d, unset)
 }

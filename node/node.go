@@ -27,6 +27,7 @@ import (
 	"github.com/depot-dev/depot/actors/controller"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/group"
+	"github.com/depot-dev/depot/actors/kafka"
 	"github.com/depot-dev/depot/actors/partition"
 	depotremote "github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/actors/topic"
@@ -54,10 +55,15 @@ type Node struct {
 	mu        sync.Mutex // guards logDirs and locks, which grow when a directory is added
 	http      *http.Server
 	httpAddr  string
-	locks     []*os.File // guarded by mu
-	registry  *prometheus.Registry
-	stopped   bool
-	stoppedCh chan struct{}
+	// kafkaListener is the bound Kafka port until kafka serves on it;
+	// kafkaAddr is the Kafka address the node registers with.
+	kafkaListener net.Listener
+	kafka         *kafka.Listener
+	kafkaAddr     string
+	locks         []*os.File // guarded by mu
+	registry      *prometheus.Registry
+	stopped       bool
+	stoppedCh     chan struct{}
 	// locations maps each partition found on disk at start-up to the log
 	// directory holding it, once interrupted moves are resolved.
 	locations map[disk.TopicPartition]string
@@ -104,6 +110,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.system = actors.NewActorSystem(baseLogger)
 	if err := n.startRemote(); err != nil {
+		return nil, err
+	}
+	if err := n.bindKafka(); err != nil {
 		return nil, err
 	}
 	root := n.system.Root
@@ -210,6 +219,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Dir:                     filepath.Join(cfg.DataDir, "meta"),
 		NodeID:                  cfg.NodeID,
 		Address:                 n.address,
+		KafkaAddress:            n.kafkaAddr,
 		Rack:                    cfg.Rack,
 		Voters:                  voterMap(cfg.Controllers),
 		ClusterID:               cluster,
@@ -266,7 +276,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := n.startHTTP(); err != nil {
 		return nil, err
 	}
-	n.logger.WithFields(logrus.Fields{"address": n.address, "http": n.httpAddr, "log_dirs": logDirPaths}).Info("node started")
+	if err := n.startKafka(); err != nil {
+		return nil, err
+	}
+	n.logger.WithFields(logrus.Fields{"address": n.address, "http": n.httpAddr, "kafka": n.kafkaAddr, "log_dirs": logDirPaths}).Info("node started")
 	return n, nil
 }
 
@@ -575,6 +588,60 @@ func (n *Node) startHTTP() error {
 	return nil
 }
 
+// bindKafka binds the Kafka listener's port, when the node has one, so
+// that the node registers its address; it serves once the actors it talks
+// to are up (startKafka).
+func (n *Node) bindKafka() error {
+	if n.cfg.KafkaListen == "" {
+		return nil
+	}
+	l, err := net.Listen("tcp", n.cfg.KafkaListen)
+	if err != nil {
+		return fmt.Errorf("node: cannot listen on %s for kafka: %w", n.cfg.KafkaListen, err)
+	}
+	n.kafkaListener = l
+	n.kafkaAddr = l.Addr().String()
+	if n.cfg.KafkaAdvertised != "" {
+		n.kafkaAddr = n.cfg.KafkaAdvertised
+	}
+	return nil
+}
+
+// startKafka serves Kafka clients on the bound port.
+func (n *Node) startKafka() error {
+	if n.kafkaListener == nil {
+		return nil
+	}
+	l, err := kafka.Serve(n.system, kafka.Config{
+		Listener:         n.kafkaListener,
+		NodeID:           n.cfg.NodeID,
+		Metadata:         n.metadata,
+		PartitionManager: n.manager,
+		Groups:           n.groups,
+		Placement:        n.placement,
+		Logger:           n.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.kafka = l
+	return nil
+}
+
+// KafkaAddress is the node's Kafka address as metadata gives it out (the
+// advertised address, else the listener's with port 0 resolved), empty
+// when it has no Kafka listener.
+func (n *Node) KafkaAddress() string { return n.kafkaAddr }
+
+// KafkaListenAddress is where the Kafka listener accepts, empty when the
+// node has none.
+func (n *Node) KafkaListenAddress() string {
+	if n.kafkaListener == nil {
+		return ""
+	}
+	return n.kafkaListener.Addr().String()
+}
+
 // Address is the node's actor address (host:port), with port 0 resolved.
 func (n *Node) Address() string { return n.address }
 
@@ -629,6 +696,13 @@ func (n *Node) Stop() error {
 		if err != nil {
 			n.logger.WithError(err).Warn("controlled shutdown incomplete")
 		}
+	}
+	// Kafka clients were told of the leaderships' new homes while the
+	// listener served them; it closes before the actors it talks to.
+	if n.kafka != nil {
+		n.kafka.Close()
+	} else if n.kafkaListener != nil {
+		n.kafkaListener.Close()
 	}
 	if n.groups != nil {
 		// Groups first: their writes go to partitions that stop below.

@@ -1,0 +1,323 @@
+package kafka
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sirupsen/logrus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/depot-dev/depot/actors"
+	wirekafka "github.com/depot-dev/depot/wire/kafka"
+)
+
+// conn is the actor of one client connection. It holds the requests read
+// and not yet answered, in the order they came (pending), hands each to
+// its API's handler, and passes the answers to the writer in that order.
+// Not shared: its mailbox is its only way in, but for held, which the
+// reader adds to and takes the rest of once the actor has stopped.
+type conn struct {
+	l      *Listener
+	nc     net.Conn
+	logger *logrus.Entry
+	self   *actor.PID
+	// out takes the frames of answers to the writer. It never fills: it
+	// holds cap(tokens) frames, and a frame is only read while a token
+	// is free.
+	out chan []byte
+	// tokens are the requests that may be read and not yet written back
+	// (Config.MaxInFlight): the reader takes one for each frame, the
+	// writer gives it back once the answer is written, the actor once a
+	// request that has no answer is through.
+	tokens chan struct{}
+	// done is closed when the actor stops; stopped says it was.
+	done    chan struct{}
+	stopped bool
+	// held is the budget bytes that requests read and not answered hold.
+	held    atomic.Int64
+	pending []*exchange
+	closed  bool
+	topics  topicCache
+}
+
+func newConn(l *Listener, nc net.Conn, id uint64) *conn {
+	c := &conn{
+		l:      l,
+		nc:     nc,
+		logger: l.logger.WithFields(logrus.Fields{"conn": id, "client": nc.RemoteAddr().String()}),
+		out:    make(chan []byte, l.cfg.MaxInFlight),
+		tokens: make(chan struct{}, l.cfg.MaxInFlight),
+		done:   make(chan struct{}),
+	}
+	for range l.cfg.MaxInFlight {
+		c.tokens <- struct{}{}
+	}
+	return c
+}
+
+// exchange is one request and, once known, its answer, in its place
+// among the connection's answers.
+type exchange struct {
+	req wirekafka.Request
+	// bytes are what the request holds of the listener's budget.
+	bytes int64
+	// answered is set once the answer is known; frame is the answer,
+	// nil for a request answered with nothing (a produce with acks=0).
+	answered bool
+	frame    []byte
+}
+
+// Messages from the connection's goroutines to its actor.
+type (
+	// received is a request the reader read and decoded.
+	received struct {
+		req   wirekafka.Request
+		bytes int64
+	}
+	// readFailed ends the connection: the client closed it, or sent
+	// what cannot be read.
+	readFailed struct{ err error }
+	// writeFailed ends the connection: an answer could not be written.
+	writeFailed struct{ err error }
+)
+
+func (c *conn) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		c.onStarted(ctx)
+	case *received:
+		c.onReceived(ctx, m)
+	case *readFailed:
+		c.onReadFailed(ctx, m.err)
+	case *writeFailed:
+		c.close(ctx, logrus.DebugLevel, "answer not written: "+m.err.Error())
+	case *actor.Stopping:
+		c.shutdown()
+	case *actor.Restarting:
+		c.shutdown()
+	case *actor.Stopped:
+	case actor.AutoReceiveMessage, actor.SystemMessage:
+	default:
+		c.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+func (c *conn) onStarted(ctx actor.Context) {
+	c.self = ctx.Self()
+	c.l.goroutines.Add(2)
+	go c.read(ctx.ActorSystem().Root, c.done)
+	go c.write(ctx.ActorSystem().Root, c.done)
+	c.logger.Debug("kafka connection opened")
+}
+
+// shutdown closes the socket, which ends the reader and the writer.
+func (c *conn) shutdown() {
+	if c.stopped {
+		return
+	}
+	c.stopped, c.closed = true, true
+	c.pending = nil
+	close(c.done)
+	_ = c.nc.Close()
+}
+
+// close ends the connection with a log line at level saying why.
+func (c *conn) close(ctx actor.Context, level logrus.Level, why string) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.logger.Log(level, "kafka connection closed: "+why)
+	ctx.Stop(ctx.Self())
+}
+
+// onReadFailed ends the connection after what the reader could not read.
+func (c *conn) onReadFailed(ctx actor.Context, err error) {
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.close(ctx, logrus.DebugLevel, "by the client")
+	case errors.Is(err, wirekafka.ErrTLS):
+		c.close(ctx, logrus.WarnLevel, "TLS handshake on the plain-text Kafka port; this listener speaks PLAINTEXT only")
+	case errors.Is(err, wirekafka.ErrNegativeSize), errors.Is(err, wirekafka.ErrFrameTooLarge),
+		errors.Is(err, wirekafka.ErrUnknownAPI), errors.Is(err, wirekafka.ErrMalformed):
+		c.close(ctx, logrus.WarnLevel, err.Error())
+	default:
+		c.close(ctx, logrus.DebugLevel, err.Error())
+	}
+}
+
+// onReceived takes a request: it gets its place among the answers, then
+// its API's handler, or is refused.
+func (c *conn) onReceived(ctx actor.Context, m *received) {
+	if c.closed {
+		return
+	}
+	x := &exchange{req: m.req, bytes: m.bytes}
+	c.pending = append(c.pending, x)
+	a, known := apiByKey[x.req.Key]
+	switch {
+	case x.req.Key == kmsg.ApiVersions.Int16() && (x.req.Version > a.max || x.req.Body == nil):
+		c.reply(x, unsupportedAPIVersions())
+	case !known:
+		c.close(ctx, logrus.WarnLevel, fmt.Sprintf("API %s (key %d) is not supported", kmsg.NameForKey(x.req.Key), x.req.Key))
+	case x.req.Body == nil:
+		c.close(ctx, logrus.WarnLevel, fmt.Sprintf("%s version %d is newer than this node knows", kmsg.NameForKey(x.req.Key), x.req.Version))
+	case x.req.Version < a.min || x.req.Version > a.max:
+		if a.refuse == nil {
+			c.close(ctx, logrus.WarnLevel, fmt.Sprintf("%s version %d is not supported (versions %d to %d are)", kmsg.NameForKey(x.req.Key), x.req.Version, a.min, a.max))
+			return
+		}
+		c.reply(x, a.refuse(x.req.Body, codeUnsupportedVersion))
+	default:
+		a.handle(c, ctx, x)
+	}
+}
+
+// reply answers x with resp, whose version must be the request's.
+func (c *conn) reply(x *exchange, resp kmsg.Response) { c.replySized(x, resp, 0) }
+
+// replySized is reply for an answer of about size bytes, which its frame
+// is made room for at once: a fetch's answer is mostly its records.
+func (c *conn) replySized(x *exchange, resp kmsg.Response, size int) {
+	if c.closed || x.answered {
+		return
+	}
+	var frame []byte
+	if size > 0 {
+		frame = make([]byte, 0, size)
+	}
+	x.frame = wirekafka.AppendResponse(frame, x.req.CorrelationID, resp)
+	c.answered(x)
+}
+
+// noReply ends x without an answer: it takes no place among the answers.
+func (c *conn) noReply(x *exchange) {
+	if c.closed || x.answered {
+		return
+	}
+	x.frame = nil
+	c.answered(x)
+}
+
+// answered gives back what x held of the budget and hands the writer the
+// answers now complete at the front, in order.
+func (c *conn) answered(x *exchange) {
+	x.answered = true
+	c.release(x.bytes)
+	x.bytes = 0
+	for len(c.pending) > 0 && c.pending[0].answered {
+		head := c.pending[0]
+		c.pending[0] = nil
+		c.pending = c.pending[1:]
+		if head.frame == nil {
+			c.tokens <- struct{}{}
+			continue
+		}
+		c.out <- head.frame
+	}
+}
+
+// release gives back n bytes a request held.
+func (c *conn) release(n int64) {
+	if n > 0 {
+		c.held.Add(-n)
+		c.l.budget.release(n)
+	}
+}
+
+// ask sends msg to pid and calls then, on the actor's goroutine, with the
+// answer or the error: actor.ErrTimeout after timeout, actor.ErrDeadLetter
+// when pid is not there. then is not called once the connection closed.
+func (c *conn) ask(ctx actor.Context, pid *actor.PID, msg any, timeout time.Duration, then func(res any, err error)) {
+	f := ctx.RequestFuture(pid, msg, timeout)
+	ctx.ReenterAfter(f, func(res any, err error) {
+		if !c.closed {
+			then(res, err)
+		}
+	})
+}
+
+// partitionPID is the actor of a partition on this node.
+func (c *conn) partitionPID(ctx actor.Context, topic string, partition int32) *actor.PID {
+	return actor.NewPID(ctx.ActorSystem().Address(), actors.PartitionActorName(topic, partition))
+}
+
+// read reads the connection's frames, each while a token and the budget
+// allow, and hands each request to the actor, decoded. What cannot be read
+// ends the connection. Once the actor has stopped it gives back to the
+// budget what the requests read still held.
+func (c *conn) read(root *actor.RootContext, done <-chan struct{}) {
+	defer c.l.goroutines.Done()
+	defer func() {
+		<-done
+		c.l.budget.release(c.held.Swap(0))
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			root.Send(c.self, &readFailed{err: fmt.Errorf("%w: reading panicked: %v", wirekafka.ErrMalformed, r)})
+		}
+	}()
+	prefix := make([]byte, wirekafka.SizeBytes)
+	for {
+		select {
+		case <-c.tokens:
+		case <-done:
+			return
+		}
+		if _, err := io.ReadFull(c.nc, prefix); err != nil {
+			root.Send(c.self, &readFailed{err: err})
+			return
+		}
+		size, err := wirekafka.FrameSize(prefix, c.l.cfg.MaxRequestBytes)
+		if err != nil {
+			root.Send(c.self, &readFailed{err: err})
+			return
+		}
+		held, ok := c.l.budget.acquire(int64(size), done)
+		if !ok {
+			return
+		}
+		c.held.Add(held)
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(c.nc, frame); err != nil {
+			root.Send(c.self, &readFailed{err: err})
+			return
+		}
+		req, err := wirekafka.ParseRequest(frame)
+		if err != nil {
+			root.Send(c.self, &readFailed{err: err})
+			return
+		}
+		root.Send(c.self, &received{req: req, bytes: held})
+	}
+}
+
+// write writes the answers the actor hands it, flushing when none waits,
+// and gives back a token for each.
+func (c *conn) write(root *actor.RootContext, done <-chan struct{}) {
+	defer c.l.goroutines.Done()
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	for {
+		var frame []byte
+		select {
+		case frame = <-c.out:
+		case <-done:
+			return
+		}
+		_, err := w.Write(frame)
+		if err == nil && len(c.out) == 0 {
+			err = w.Flush()
+		}
+		if err != nil {
+			root.Send(c.self, &writeFailed{err: err})
+			return
+		}
+		c.tokens <- struct{}{}
+	}
+}

@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/depot-dev/depot/actors/client"
+)
+
+// benchRecordBytes is the value size of the Kafka benchmarks' records.
+const benchRecordBytes = 1024
+
+// benchValue is a record value that does not compress.
+func benchValue() []byte {
+	v := make([]byte, benchRecordBytes)
+	_, _ = rand.Read(v)
+	return v
+}
+
+// benchKgoProducer is a kgo producer of "orders" with acks=1, without
+// compression, which kgo otherwise does (snappy), as the actor client
+// does not.
+func benchKgoProducer(b *testing.B, seeds []string) *kgo.Client {
+	return kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("orders"), kgo.RequiredAcks(kgo.LeaderAck()),
+		kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()))
+}
+
+// kafkaBenchTargets are the Kafka listeners the Kafka benchmarks measure,
+// each with the topic "orders" of one partition: a node's ("depot"), and
+// kfake's, franz-go's in-memory fake cluster ("kfake"), as the yardstick.
+func kafkaBenchTargets(b *testing.B) map[string]func(b *testing.B) []string {
+	return map[string]func(b *testing.B) []string{
+		"depot": func(b *testing.B) []string {
+			cfg := testConfig(b, b.TempDir())
+			cfg.HTTP, cfg.KafkaListen = "", "127.0.0.1:0"
+			n := startNode(b, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", 1, nil)
+			require.NoError(b, err)
+			return []string{n.KafkaAddress()}
+		},
+		"kfake": func(b *testing.B) []string {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+			require.NoError(b, err)
+			b.Cleanup(c.Close)
+			return c.ListenAddrs()
+		},
+	}
+}
+
+// BenchmarkKafkaProduce produces 1 KiB records with acks=1 to one
+// partition, uncompressed: franz-go's kgo through a node's Kafka listener
+// ("kgo-depot") and through kfake ("kgo-kfake"), and Depot's actor client
+// to a node over protoactor remote ("actor-client"). b.N is the number of
+// records.
+// Run with:
+//
+//	go test -run '^$' -bench KafkaProduce -benchtime 200000x ./node/
+func BenchmarkKafkaProduce(b *testing.B) {
+	for _, target := range []string{"depot", "kfake"} {
+		b.Run("kgo-"+target, func(b *testing.B) {
+			seeds := kafkaBenchTargets(b)[target](b)
+			cl := benchKgoProducer(b, seeds)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			require.NoError(b, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr())
+			value := benchValue()
+			var failed error
+			var mu sync.Mutex
+			b.SetBytes(benchRecordBytes)
+			b.ResetTimer()
+			for range b.N {
+				cl.Produce(ctx, &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						mu.Lock()
+						failed = err
+						mu.Unlock()
+					}
+				})
+			}
+			require.NoError(b, cl.Flush(ctx))
+			b.StopTimer()
+			require.NoError(b, failed)
+		})
+	}
+	b.Run("actor-client", func(b *testing.B) {
+		cfg := testConfig(b, b.TempDir())
+		cfg.HTTP = ""
+		n := startNode(b, cfg)
+		c := newClient(b, n.Address())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		_, err := c.CreateTopic(ctx, "orders", 1, nil)
+		require.NoError(b, err)
+		p, err := c.NewProducer(client.Acks(1))
+		require.NoError(b, err)
+		require.NoError(b, p.ProduceSync(ctx, &client.Record{Topic: "orders", Value: []byte("warm")}))
+		value := benchValue()
+		var failed error
+		var mu sync.Mutex
+		b.SetBytes(benchRecordBytes)
+		b.ResetTimer()
+		for range b.N {
+			p.Produce(ctx, &client.Record{Topic: "orders", Value: value}, func(_ *client.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+			})
+		}
+		require.NoError(b, p.Flush(ctx))
+		b.StopTimer()
+		require.NoError(b, p.Close())
+		require.NoError(b, failed)
+	})
+}
+
+// BenchmarkKafkaConsume reads b.N records of 1 KiB from one partition
+// from the start, written beforehand: kgo through a node's Kafka listener
+// ("kgo-depot") and through kfake ("kgo-kfake"). Run with:
+//
+//	go test -run '^$' -bench KafkaConsume -benchtime 200000x ./node/
+func BenchmarkKafkaConsume(b *testing.B) {
+	for _, target := range []string{"depot", "kfake"} {
+		b.Run("kgo-"+target, func(b *testing.B) {
+			seeds := kafkaBenchTargets(b)[target](b)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			prod := benchKgoProducer(b, seeds)
+			value := benchValue()
+			for range b.N {
+				prod.Produce(ctx, &kgo.Record{Value: value}, nil)
+			}
+			require.NoError(b, prod.Flush(ctx))
+			cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			b.SetBytes(benchRecordBytes)
+			b.ResetTimer()
+			for got := 0; got < b.N; {
+				fs := cl.PollFetches(ctx)
+				require.NoError(b, fs.Err())
+				got += fs.NumRecords()
+			}
+			b.StopTimer()
+		})
+	}
+}
