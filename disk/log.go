@@ -88,6 +88,22 @@ type SegmentInfo struct {
 
 func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 
+// Config is the log's configuration.
+func (l *Log) Config() Config { return l.config }
+
+// SetConfig changes the log's configuration, as a topic's configs change:
+// segment.bytes and segment.ms apply from the next roll decision,
+// retention from the next ApplyRetention, flush.* and
+// index.interval.bytes from the next append. A config Validate refuses
+// changes nothing and is returned, wrapping ErrConfig.
+func (l *Log) SetConfig(c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	l.config = c
+	return nil
+}
+
 // check returns ErrClosed on a closed log.
 func (l *Log) check() error {
 	if l.closed {

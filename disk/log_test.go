@@ -293,6 +293,40 @@ func TestRetentionBytes(t *testing.T) {
 	}
 }
 
+// A config set on an open log applies from the next decision: a smaller
+// segment.bytes rolls at the next append, retention.bytes applies at the
+// next ApplyRetention; an invalid one changes nothing.
+func TestSetConfig(t *testing.T) {
+	b := makeBatch(t, 1, 100, 0)
+	size := int64(len(b))
+	l := openLog(t, NewMemFS(), "/p", testOptions(newClock(), nil))
+	for i := 0; i < 3; i++ {
+		appendBatch(t, l, b)
+	}
+	require.Len(t, l.Segments(), 1)
+	n, err := l.ApplyRetention()
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	bad := l.Config()
+	bad.SegmentBytes = 1
+	require.ErrorIs(t, l.SetConfig(bad), ErrConfig)
+	require.Equal(t, DefaultConfig(), l.Config(), "an invalid config changes nothing")
+
+	c := l.Config()
+	c.SegmentBytes, c.RetentionBytes = size, size
+	require.NoError(t, l.SetConfig(c))
+	require.Equal(t, c, l.Config())
+	appendBatch(t, l, b)
+	appendBatch(t, l, b)
+	require.Len(t, l.Segments(), 3, "rolled at the appends that would pass segment.bytes")
+	n, err = l.ApplyRetention()
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the log is cut to retention.bytes, keeping the active segment")
+	require.Equal(t, int64(4), l.StartOffset())
+	requireReadable(t, l)
+}
+
 func TestRetentionTime(t *testing.T) {
 	clock := newClock()
 	now := clock.now.UnixMilli()
