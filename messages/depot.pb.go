@@ -227,6 +227,58 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_depot_proto_rawDescGZIP(), []int{0}
 }
 
+type ConfigChange_Op int32
+
+const (
+	ConfigChange_SET      ConfigChange_Op = 0
+	ConfigChange_DELETE   ConfigChange_Op = 1
+	ConfigChange_APPEND   ConfigChange_Op = 2
+	ConfigChange_SUBTRACT ConfigChange_Op = 3
+)
+
+// Enum value maps for ConfigChange_Op.
+var (
+	ConfigChange_Op_name = map[int32]string{
+		0: "SET",
+		1: "DELETE",
+		2: "APPEND",
+		3: "SUBTRACT",
+	}
+	ConfigChange_Op_value = map[string]int32{
+		"SET":      0,
+		"DELETE":   1,
+		"APPEND":   2,
+		"SUBTRACT": 3,
+	}
+)
+
+func (x ConfigChange_Op) Enum() *ConfigChange_Op {
+	p := new(ConfigChange_Op)
+	*p = x
+	return p
+}
+
+func (x ConfigChange_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ConfigChange_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_depot_proto_enumTypes[1].Descriptor()
+}
+
+func (ConfigChange_Op) Type() protoreflect.EnumType {
+	return &file_depot_proto_enumTypes[1]
+}
+
+func (x ConfigChange_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ConfigChange_Op.Descriptor instead.
+func (ConfigChange_Op) EnumDescriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{18, 0}
+}
+
 type TopicPartition struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -1153,7 +1205,13 @@ type CreateTopicRequest struct {
 	ReplicationFactor int32 `protobuf:"varint,5,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
 	// retried is set on a create sent again after its answer was lost: one
 	// that finds its topic as asked answers success.
-	Retried       bool `protobuf:"varint,6,opt,name=retried,proto3" json:"retried,omitempty"`
+	Retried bool `protobuf:"varint,6,opt,name=retried,proto3" json:"retried,omitempty"`
+	// assignments, when given, are the replicas of each partition, in
+	// partition order, instead of those the cluster would choose (Kafka's
+	// manual assignment): partitions and replication_factor are then 0, and
+	// every partition has as many replicas, on registered nodes that are
+	// not fenced, each named once.
+	Assignments   []*ReplicaAssignment `protobuf:"bytes,7,rep,name=assignments,proto3" json:"assignments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1230,6 +1288,59 @@ func (x *CreateTopicRequest) GetRetried() bool {
 	return false
 }
 
+func (x *CreateTopicRequest) GetAssignments() []*ReplicaAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+// ReplicaAssignment is the replicas of one partition, the preferred
+// leader first.
+type ReplicaAssignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      []int32                `protobuf:"varint,1,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaAssignment) Reset() {
+	*x = ReplicaAssignment{}
+	mi := &file_depot_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaAssignment) ProtoMessage() {}
+
+func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaAssignment.ProtoReflect.Descriptor instead.
+func (*ReplicaAssignment) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReplicaAssignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 type CreateTopicResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
@@ -1241,7 +1352,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_depot_proto_msgTypes[12]
+	mi := &file_depot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1364,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[12]
+	mi := &file_depot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1377,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{12}
+	return file_depot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateTopicResponse) GetError() ErrorCode {
@@ -1299,7 +1410,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_depot_proto_msgTypes[13]
+	mi := &file_depot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1422,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[13]
+	mi := &file_depot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1435,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{13}
+	return file_depot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1344,7 +1455,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_depot_proto_msgTypes[14]
+	mi := &file_depot_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1467,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[14]
+	mi := &file_depot_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1480,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{14}
+	return file_depot_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteTopicResponse) GetError() ErrorCode {
@@ -1386,6 +1497,353 @@ func (x *DeleteTopicResponse) GetErrorMessage() string {
 	return ""
 }
 
+// CreatePartitionsRequest raises a topic's partition count to count, as
+// Kafka's CreatePartitions: a count below the topic's is refused
+// (INVALID_PARTITIONS), as is one equal to it. The new partitions have the
+// replication factor of the topic's first, placed as a new topic's are, or
+// on the replicas assignments name, one for each new partition in order.
+type CreatePartitionsRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Count        int32                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Assignments  []*ReplicaAssignment   `protobuf:"bytes,3,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	ValidateOnly bool                   `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// retried is set on a request sent again after its answer was lost: one
+	// that finds the topic with count partitions answers success.
+	Retried       bool `protobuf:"varint,5,opt,name=retried,proto3" json:"retried,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_depot_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CreatePartitionsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *CreatePartitionsRequest) GetAssignments() []*ReplicaAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+func (x *CreatePartitionsRequest) GetRetried() bool {
+	if x != nil {
+		return x.Retried
+	}
+	return false
+}
+
+type CreatePartitionsResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// topic is the topic after the change, or as it would be for
+	// validate_only.
+	Topic         *TopicMetadata `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_depot_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CreatePartitionsResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *CreatePartitionsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *CreatePartitionsResponse) GetTopic() *TopicMetadata {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+// ConfigChange is one change of a topic's configs, as Kafka's
+// IncrementalAlterConfigs names them: SET a key to value, DELETE it (it
+// takes its default again), APPEND value to a list config or SUBTRACT it
+// from one.
+type ConfigChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Op            ConfigChange_Op        `protobuf:"varint,2,opt,name=op,proto3,enum=depot.ConfigChange_Op" json:"op,omitempty"`
+	Value         string                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigChange) Reset() {
+	*x = ConfigChange{}
+	mi := &file_depot_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigChange) ProtoMessage() {}
+
+func (x *ConfigChange) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigChange.ProtoReflect.Descriptor instead.
+func (*ConfigChange) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ConfigChange) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *ConfigChange) GetOp() ConfigChange_Op {
+	if x != nil {
+		return x.Op
+	}
+	return ConfigChange_SET
+}
+
+func (x *ConfigChange) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+// AlterTopicConfigsRequest changes the configs set on a topic. With
+// replace, the configs set become those the changes set, every other key
+// taking its default again (Kafka's AlterConfigs); without it, the
+// changes apply to the configs set now (IncrementalAlterConfigs). A
+// change that leaves an unknown key or a bad value is refused
+// (INVALID_CONFIG) and changes nothing, as is a key changed twice
+// (INVALID_REQUEST). The topic's partitions take the new configs as they
+// are committed.
+type AlterTopicConfigsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Replace       bool                   `protobuf:"varint,2,opt,name=replace,proto3" json:"replace,omitempty"`
+	Changes       []*ConfigChange        `protobuf:"bytes,3,rep,name=changes,proto3" json:"changes,omitempty"`
+	ValidateOnly  bool                   `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopicConfigsRequest) Reset() {
+	*x = AlterTopicConfigsRequest{}
+	mi := &file_depot_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicConfigsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicConfigsRequest) ProtoMessage() {}
+
+func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicConfigsRequest.ProtoReflect.Descriptor instead.
+func (*AlterTopicConfigsRequest) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AlterTopicConfigsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AlterTopicConfigsRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+func (x *AlterTopicConfigsRequest) GetChanges() []*ConfigChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *AlterTopicConfigsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+type AlterTopicConfigsResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// topic is the topic after the change, or as it would be for
+	// validate_only.
+	Topic         *TopicMetadata `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterTopicConfigsResponse) Reset() {
+	*x = AlterTopicConfigsResponse{}
+	mi := &file_depot_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterTopicConfigsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterTopicConfigsResponse) ProtoMessage() {}
+
+func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterTopicConfigsResponse.ProtoReflect.Descriptor instead.
+func (*AlterTopicConfigsResponse) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AlterTopicConfigsResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *AlterTopicConfigsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *AlterTopicConfigsResponse) GetTopic() *TopicMetadata {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
 // MetadataRequest asks for topics (all when topics is empty).
 type MetadataRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1396,7 +1854,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_depot_proto_msgTypes[15]
+	mi := &file_depot_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1866,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[15]
+	mi := &file_depot_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1879,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{15}
+	return file_depot_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -1451,7 +1909,7 @@ type Broker struct {
 
 func (x *Broker) Reset() {
 	*x = Broker{}
-	mi := &file_depot_proto_msgTypes[16]
+	mi := &file_depot_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1921,7 @@ func (x *Broker) String() string {
 func (*Broker) ProtoMessage() {}
 
 func (x *Broker) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[16]
+	mi := &file_depot_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1934,7 @@ func (x *Broker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broker.ProtoReflect.Descriptor instead.
 func (*Broker) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{16}
+	return file_depot_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Broker) GetNodeId() int32 {
@@ -1555,7 +2013,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_depot_proto_msgTypes[17]
+	mi := &file_depot_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +2025,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[17]
+	mi := &file_depot_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +2038,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{17}
+	return file_depot_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -1695,7 +2153,7 @@ type ReplicaDir struct {
 
 func (x *ReplicaDir) Reset() {
 	*x = ReplicaDir{}
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +2165,7 @@ func (x *ReplicaDir) String() string {
 func (*ReplicaDir) ProtoMessage() {}
 
 func (x *ReplicaDir) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +2178,7 @@ func (x *ReplicaDir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaDir.ProtoReflect.Descriptor instead.
 func (*ReplicaDir) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{18}
+	return file_depot_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReplicaDir) GetNode() int32 {
@@ -1760,14 +2218,18 @@ type TopicMetadata struct {
 	Configs      map[string]string      `protobuf:"bytes,5,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Internal     bool                   `protobuf:"varint,6,opt,name=internal,proto3" json:"internal,omitempty"`
 	// topic_id is the topic's id, a UUID in its text form.
-	TopicId       string `protobuf:"bytes,7,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	TopicId string `protobuf:"bytes,7,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
+	// configs_set are the configs set on the topic, at its creation or
+	// since, as they were given; configs holds every key, the defaults of
+	// the others included.
+	ConfigsSet    map[string]string `protobuf:"bytes,8,rep,name=configs_set,json=configsSet,proto3" json:"configs_set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +2241,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +2254,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{19}
+	return file_depot_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -1844,6 +2306,13 @@ func (x *TopicMetadata) GetTopicId() string {
 	return ""
 }
 
+func (x *TopicMetadata) GetConfigsSet() map[string]string {
+	if x != nil {
+		return x.ConfigsSet
+	}
+	return nil
+}
+
 type MetadataResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Brokers []*Broker              `protobuf:"bytes,1,rep,name=brokers,proto3" json:"brokers,omitempty"`
@@ -1858,7 +2327,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_depot_proto_msgTypes[20]
+	mi := &file_depot_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2339,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[20]
+	mi := &file_depot_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2352,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{20}
+	return file_depot_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MetadataResponse) GetBrokers() []*Broker {
@@ -1923,7 +2392,7 @@ type ClusterInfoRequest struct {
 
 func (x *ClusterInfoRequest) Reset() {
 	*x = ClusterInfoRequest{}
-	mi := &file_depot_proto_msgTypes[21]
+	mi := &file_depot_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2404,7 @@ func (x *ClusterInfoRequest) String() string {
 func (*ClusterInfoRequest) ProtoMessage() {}
 
 func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[21]
+	mi := &file_depot_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2417,7 @@ func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*ClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{21}
+	return file_depot_proto_rawDescGZIP(), []int{27}
 }
 
 type ClusterInfoResponse struct {
@@ -1968,7 +2437,7 @@ type ClusterInfoResponse struct {
 
 func (x *ClusterInfoResponse) Reset() {
 	*x = ClusterInfoResponse{}
-	mi := &file_depot_proto_msgTypes[22]
+	mi := &file_depot_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2449,7 @@ func (x *ClusterInfoResponse) String() string {
 func (*ClusterInfoResponse) ProtoMessage() {}
 
 func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[22]
+	mi := &file_depot_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2462,7 @@ func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*ClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{22}
+	return file_depot_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ClusterInfoResponse) GetClusterId() string {
@@ -2047,7 +2516,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_depot_proto_msgTypes[23]
+	mi := &file_depot_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2528,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[23]
+	mi := &file_depot_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2541,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{23}
+	return file_depot_proto_rawDescGZIP(), []int{29}
 }
 
 type InitProducerIdResponse struct {
@@ -2087,7 +2556,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_depot_proto_msgTypes[24]
+	mi := &file_depot_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2568,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[24]
+	mi := &file_depot_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2581,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{24}
+	return file_depot_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *InitProducerIdResponse) GetError() ErrorCode {
@@ -2225,7 +2694,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x0erecovery_point\x18\v \x01(\x03R\rrecoveryPoint\x12\x1b\n" +
 	"\tmoving_to\x18\f \x01(\tR\bmovingTo\x12*\n" +
 	"\x11move_copied_bytes\x18\r \x01(\x03R\x0fmoveCopiedBytes\x12)\n" +
-	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\xb4\x02\n" +
+	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\xf0\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2234,10 +2703,13 @@ const file_depot_proto_rawDesc = "" +
 	"\aconfigs\x18\x03 \x03(\v2&.depot.CreateTopicRequest.ConfigsEntryR\aconfigs\x12#\n" +
 	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12-\n" +
 	"\x12replication_factor\x18\x05 \x01(\x05R\x11replicationFactor\x12\x18\n" +
-	"\aretried\x18\x06 \x01(\bR\aretried\x1a:\n" +
+	"\aretried\x18\x06 \x01(\bR\aretried\x12:\n" +
+	"\vassignments\x18\a \x03(\v2\x18.depot.ReplicaAssignmentR\vassignments\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"/\n" +
+	"\x11ReplicaAssignment\x12\x1a\n" +
+	"\breplicas\x18\x01 \x03(\x05R\breplicas\"\x8e\x01\n" +
 	"\x13CreateTopicResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12*\n" +
@@ -2246,7 +2718,37 @@ const file_depot_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"b\n" +
 	"\x13DeleteTopicResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\")\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xc0\x01\n" +
+	"\x17CreatePartitionsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x05R\x05count\x12:\n" +
+	"\vassignments\x18\x03 \x03(\v2\x18.depot.ReplicaAssignmentR\vassignments\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12\x18\n" +
+	"\aretried\x18\x05 \x01(\bR\aretried\"\x93\x01\n" +
+	"\x18CreatePartitionsResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12*\n" +
+	"\x05topic\x18\x03 \x01(\v2\x14.depot.TopicMetadataR\x05topic\"\x93\x01\n" +
+	"\fConfigChange\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
+	"\x02op\x18\x02 \x01(\x0e2\x16.depot.ConfigChange.OpR\x02op\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\"3\n" +
+	"\x02Op\x12\a\n" +
+	"\x03SET\x10\x00\x12\n" +
+	"\n" +
+	"\x06DELETE\x10\x01\x12\n" +
+	"\n" +
+	"\x06APPEND\x10\x02\x12\f\n" +
+	"\bSUBTRACT\x10\x03\"\x9e\x01\n" +
+	"\x18AlterTopicConfigsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
+	"\areplace\x18\x02 \x01(\bR\areplace\x12-\n" +
+	"\achanges\x18\x03 \x03(\v2\x13.depot.ConfigChangeR\achanges\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\"\x94\x01\n" +
+	"\x19AlterTopicConfigsResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12*\n" +
+	"\x05topic\x18\x03 \x01(\v2\x14.depot.TopicMetadataR\x05topic\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xa2\x01\n" +
 	"\x06Broker\x12\x17\n" +
@@ -2278,7 +2780,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\x05R\x04node\x12\x17\n" +
 	"\alog_dir\x18\x02 \x01(\tR\x06logDir\x12\x15\n" +
 	"\x06dir_id\x18\x03 \x01(\tR\x05dirId\x12$\n" +
-	"\x0elog_end_offset\x18\x04 \x01(\x03R\flogEndOffset\"\xda\x02\n" +
+	"\x0elog_end_offset\x18\x04 \x01(\x03R\flogEndOffset\"\xe0\x03\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
@@ -2288,8 +2790,13 @@ const file_depot_proto_rawDesc = "" +
 	"partitions\x12;\n" +
 	"\aconfigs\x18\x05 \x03(\v2!.depot.TopicMetadata.ConfigsEntryR\aconfigs\x12\x1a\n" +
 	"\binternal\x18\x06 \x01(\bR\binternal\x12\x19\n" +
-	"\btopic_id\x18\a \x01(\tR\atopicId\x1a:\n" +
+	"\btopic_id\x18\a \x01(\tR\atopicId\x12E\n" +
+	"\vconfigs_set\x18\b \x03(\v2$.depot.TopicMetadata.ConfigsSetEntryR\n" +
+	"configsSet\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a=\n" +
+	"\x0fConfigsSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
 	"\x10MetadataResponse\x12'\n" +
@@ -2382,63 +2889,80 @@ func file_depot_proto_rawDescGZIP() []byte {
 	return file_depot_proto_rawDescData
 }
 
-var file_depot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_depot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_depot_proto_goTypes = []any{
-	(ErrorCode)(0),                  // 0: depot.ErrorCode
-	(*TopicPartition)(nil),          // 1: depot.TopicPartition
-	(*ProduceRequest)(nil),          // 2: depot.ProduceRequest
-	(*ProduceRequests)(nil),         // 3: depot.ProduceRequests
-	(*ProduceResponses)(nil),        // 4: depot.ProduceResponses
-	(*ProduceResponse)(nil),         // 5: depot.ProduceResponse
-	(*FetchRequest)(nil),            // 6: depot.FetchRequest
-	(*FetchResponse)(nil),           // 7: depot.FetchResponse
-	(*ListOffsetsRequest)(nil),      // 8: depot.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),     // 9: depot.ListOffsetsResponse
-	(*PartitionStatusRequest)(nil),  // 10: depot.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil), // 11: depot.PartitionStatusResponse
-	(*CreateTopicRequest)(nil),      // 12: depot.CreateTopicRequest
-	(*CreateTopicResponse)(nil),     // 13: depot.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),      // 14: depot.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),     // 15: depot.DeleteTopicResponse
-	(*MetadataRequest)(nil),         // 16: depot.MetadataRequest
-	(*Broker)(nil),                  // 17: depot.Broker
-	(*PartitionMetadata)(nil),       // 18: depot.PartitionMetadata
-	(*ReplicaDir)(nil),              // 19: depot.ReplicaDir
-	(*TopicMetadata)(nil),           // 20: depot.TopicMetadata
-	(*MetadataResponse)(nil),        // 21: depot.MetadataResponse
-	(*ClusterInfoRequest)(nil),      // 22: depot.ClusterInfoRequest
-	(*ClusterInfoResponse)(nil),     // 23: depot.ClusterInfoResponse
-	(*InitProducerIdRequest)(nil),   // 24: depot.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),  // 25: depot.InitProducerIdResponse
-	nil,                             // 26: depot.CreateTopicRequest.ConfigsEntry
-	nil,                             // 27: depot.TopicMetadata.ConfigsEntry
+	(ErrorCode)(0),                    // 0: depot.ErrorCode
+	(ConfigChange_Op)(0),              // 1: depot.ConfigChange.Op
+	(*TopicPartition)(nil),            // 2: depot.TopicPartition
+	(*ProduceRequest)(nil),            // 3: depot.ProduceRequest
+	(*ProduceRequests)(nil),           // 4: depot.ProduceRequests
+	(*ProduceResponses)(nil),          // 5: depot.ProduceResponses
+	(*ProduceResponse)(nil),           // 6: depot.ProduceResponse
+	(*FetchRequest)(nil),              // 7: depot.FetchRequest
+	(*FetchResponse)(nil),             // 8: depot.FetchResponse
+	(*ListOffsetsRequest)(nil),        // 9: depot.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),       // 10: depot.ListOffsetsResponse
+	(*PartitionStatusRequest)(nil),    // 11: depot.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),   // 12: depot.PartitionStatusResponse
+	(*CreateTopicRequest)(nil),        // 13: depot.CreateTopicRequest
+	(*ReplicaAssignment)(nil),         // 14: depot.ReplicaAssignment
+	(*CreateTopicResponse)(nil),       // 15: depot.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 16: depot.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 17: depot.DeleteTopicResponse
+	(*CreatePartitionsRequest)(nil),   // 18: depot.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 19: depot.CreatePartitionsResponse
+	(*ConfigChange)(nil),              // 20: depot.ConfigChange
+	(*AlterTopicConfigsRequest)(nil),  // 21: depot.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil), // 22: depot.AlterTopicConfigsResponse
+	(*MetadataRequest)(nil),           // 23: depot.MetadataRequest
+	(*Broker)(nil),                    // 24: depot.Broker
+	(*PartitionMetadata)(nil),         // 25: depot.PartitionMetadata
+	(*ReplicaDir)(nil),                // 26: depot.ReplicaDir
+	(*TopicMetadata)(nil),             // 27: depot.TopicMetadata
+	(*MetadataResponse)(nil),          // 28: depot.MetadataResponse
+	(*ClusterInfoRequest)(nil),        // 29: depot.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),       // 30: depot.ClusterInfoResponse
+	(*InitProducerIdRequest)(nil),     // 31: depot.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),    // 32: depot.InitProducerIdResponse
+	nil,                               // 33: depot.CreateTopicRequest.ConfigsEntry
+	nil,                               // 34: depot.TopicMetadata.ConfigsEntry
+	nil,                               // 35: depot.TopicMetadata.ConfigsSetEntry
 }
 var file_depot_proto_depIdxs = []int32{
-	2,  // 0: depot.ProduceRequests.requests:type_name -> depot.ProduceRequest
-	5,  // 1: depot.ProduceResponses.responses:type_name -> depot.ProduceResponse
+	3,  // 0: depot.ProduceRequests.requests:type_name -> depot.ProduceRequest
+	6,  // 1: depot.ProduceResponses.responses:type_name -> depot.ProduceResponse
 	0,  // 2: depot.ProduceResponse.error:type_name -> depot.ErrorCode
 	0,  // 3: depot.FetchResponse.error:type_name -> depot.ErrorCode
 	0,  // 4: depot.ListOffsetsResponse.error:type_name -> depot.ErrorCode
 	0,  // 5: depot.PartitionStatusResponse.error:type_name -> depot.ErrorCode
-	26, // 6: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
-	0,  // 7: depot.CreateTopicResponse.error:type_name -> depot.ErrorCode
-	20, // 8: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
-	0,  // 9: depot.DeleteTopicResponse.error:type_name -> depot.ErrorCode
-	0,  // 10: depot.PartitionMetadata.error:type_name -> depot.ErrorCode
-	19, // 11: depot.PartitionMetadata.replica_dirs:type_name -> depot.ReplicaDir
-	0,  // 12: depot.TopicMetadata.error:type_name -> depot.ErrorCode
-	18, // 13: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
-	27, // 14: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
-	17, // 15: depot.MetadataResponse.brokers:type_name -> depot.Broker
-	20, // 16: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
-	17, // 17: depot.ClusterInfoResponse.nodes:type_name -> depot.Broker
-	0,  // 18: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	33, // 6: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
+	14, // 7: depot.CreateTopicRequest.assignments:type_name -> depot.ReplicaAssignment
+	0,  // 8: depot.CreateTopicResponse.error:type_name -> depot.ErrorCode
+	27, // 9: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
+	0,  // 10: depot.DeleteTopicResponse.error:type_name -> depot.ErrorCode
+	14, // 11: depot.CreatePartitionsRequest.assignments:type_name -> depot.ReplicaAssignment
+	0,  // 12: depot.CreatePartitionsResponse.error:type_name -> depot.ErrorCode
+	27, // 13: depot.CreatePartitionsResponse.topic:type_name -> depot.TopicMetadata
+	1,  // 14: depot.ConfigChange.op:type_name -> depot.ConfigChange.Op
+	20, // 15: depot.AlterTopicConfigsRequest.changes:type_name -> depot.ConfigChange
+	0,  // 16: depot.AlterTopicConfigsResponse.error:type_name -> depot.ErrorCode
+	27, // 17: depot.AlterTopicConfigsResponse.topic:type_name -> depot.TopicMetadata
+	0,  // 18: depot.PartitionMetadata.error:type_name -> depot.ErrorCode
+	26, // 19: depot.PartitionMetadata.replica_dirs:type_name -> depot.ReplicaDir
+	0,  // 20: depot.TopicMetadata.error:type_name -> depot.ErrorCode
+	25, // 21: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
+	34, // 22: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
+	35, // 23: depot.TopicMetadata.configs_set:type_name -> depot.TopicMetadata.ConfigsSetEntry
+	24, // 24: depot.MetadataResponse.brokers:type_name -> depot.Broker
+	27, // 25: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
+	24, // 26: depot.ClusterInfoResponse.nodes:type_name -> depot.Broker
+	0,  // 27: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_depot_proto_init() }
@@ -2452,8 +2976,8 @@ func file_depot_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depot_proto_rawDesc), len(file_depot_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   27,
+			NumEnums:      2,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

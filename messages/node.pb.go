@@ -293,6 +293,114 @@ func (x *StartPartitionsResponse) GetAssigned() []*PartitionAssignment {
 	return nil
 }
 
+// UpdateTopicConfigsRequest gives a node's partition manager a topic's
+// configs after a change, every key with its effective value; it hands
+// them to each of the topic's partitions on the node, which apply them
+// from then on, and answers at once.
+type UpdateTopicConfigsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTopicConfigsRequest) Reset() {
+	*x = UpdateTopicConfigsRequest{}
+	mi := &file_node_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTopicConfigsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTopicConfigsRequest) ProtoMessage() {}
+
+func (x *UpdateTopicConfigsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTopicConfigsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTopicConfigsRequest) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UpdateTopicConfigsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *UpdateTopicConfigsRequest) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
+type UpdateTopicConfigsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTopicConfigsResponse) Reset() {
+	*x = UpdateTopicConfigsResponse{}
+	mi := &file_node_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTopicConfigsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTopicConfigsResponse) ProtoMessage() {}
+
+func (x *UpdateTopicConfigsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTopicConfigsResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTopicConfigsResponse) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UpdateTopicConfigsResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *UpdateTopicConfigsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 // AssignReplicaDirsRequest tells the controller which log directory of
 // their node holds replicas, as Kafka's AssignReplicasToDirs (KIP-858): a
 // node chooses the directory of each new replica and reports it, and a
@@ -306,7 +414,7 @@ type AssignReplicaDirsRequest struct {
 
 func (x *AssignReplicaDirsRequest) Reset() {
 	*x = AssignReplicaDirsRequest{}
-	mi := &file_node_proto_msgTypes[3]
+	mi := &file_node_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +426,7 @@ func (x *AssignReplicaDirsRequest) String() string {
 func (*AssignReplicaDirsRequest) ProtoMessage() {}
 
 func (x *AssignReplicaDirsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[3]
+	mi := &file_node_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +439,7 @@ func (x *AssignReplicaDirsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignReplicaDirsRequest.ProtoReflect.Descriptor instead.
 func (*AssignReplicaDirsRequest) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{3}
+	return file_node_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AssignReplicaDirsRequest) GetAssignments() []*PartitionAssignment {
@@ -351,7 +459,7 @@ type AssignReplicaDirsResponse struct {
 
 func (x *AssignReplicaDirsResponse) Reset() {
 	*x = AssignReplicaDirsResponse{}
-	mi := &file_node_proto_msgTypes[4]
+	mi := &file_node_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +471,7 @@ func (x *AssignReplicaDirsResponse) String() string {
 func (*AssignReplicaDirsResponse) ProtoMessage() {}
 
 func (x *AssignReplicaDirsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[4]
+	mi := &file_node_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +484,7 @@ func (x *AssignReplicaDirsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignReplicaDirsResponse.ProtoReflect.Descriptor instead.
 func (*AssignReplicaDirsResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{4}
+	return file_node_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AssignReplicaDirsResponse) GetError() ErrorCode {
@@ -409,7 +517,7 @@ type StopPartitionsRequest struct {
 
 func (x *StopPartitionsRequest) Reset() {
 	*x = StopPartitionsRequest{}
-	mi := &file_node_proto_msgTypes[5]
+	mi := &file_node_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +529,7 @@ func (x *StopPartitionsRequest) String() string {
 func (*StopPartitionsRequest) ProtoMessage() {}
 
 func (x *StopPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[5]
+	mi := &file_node_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +542,7 @@ func (x *StopPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*StopPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{5}
+	return file_node_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StopPartitionsRequest) GetPartitions() []*TopicPartition {
@@ -468,7 +576,7 @@ type StopPartitionsResponse struct {
 
 func (x *StopPartitionsResponse) Reset() {
 	*x = StopPartitionsResponse{}
-	mi := &file_node_proto_msgTypes[6]
+	mi := &file_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +588,7 @@ func (x *StopPartitionsResponse) String() string {
 func (*StopPartitionsResponse) ProtoMessage() {}
 
 func (x *StopPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[6]
+	mi := &file_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +601,7 @@ func (x *StopPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*StopPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{6}
+	return file_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StopPartitionsResponse) GetError() ErrorCode {
@@ -525,6 +633,8 @@ type MetadataRecord struct {
 	//	*MetadataRecord_NodeFence
 	//	*MetadataRecord_PartitionChange
 	//	*MetadataRecord_Cluster
+	//	*MetadataRecord_Partition
+	//	*MetadataRecord_TopicConfig
 	Record        isMetadataRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -532,7 +642,7 @@ type MetadataRecord struct {
 
 func (x *MetadataRecord) Reset() {
 	*x = MetadataRecord{}
-	mi := &file_node_proto_msgTypes[7]
+	mi := &file_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +654,7 @@ func (x *MetadataRecord) String() string {
 func (*MetadataRecord) ProtoMessage() {}
 
 func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[7]
+	mi := &file_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +667,7 @@ func (x *MetadataRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRecord.ProtoReflect.Descriptor instead.
 func (*MetadataRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{7}
+	return file_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetadataRecord) GetRecord() isMetadataRecord_Record {
@@ -639,6 +749,24 @@ func (x *MetadataRecord) GetCluster() *ClusterRecord {
 	return nil
 }
 
+func (x *MetadataRecord) GetPartition() *PartitionRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_Partition); ok {
+			return x.Partition
+		}
+	}
+	return nil
+}
+
+func (x *MetadataRecord) GetTopicConfig() *TopicConfigRecord {
+	if x != nil {
+		if x, ok := x.Record.(*MetadataRecord_TopicConfig); ok {
+			return x.TopicConfig
+		}
+	}
+	return nil
+}
+
 type isMetadataRecord_Record interface {
 	isMetadataRecord_Record()
 }
@@ -675,6 +803,14 @@ type MetadataRecord_Cluster struct {
 	Cluster *ClusterRecord `protobuf:"bytes,8,opt,name=cluster,proto3,oneof"`
 }
 
+type MetadataRecord_Partition struct {
+	Partition *PartitionRecord `protobuf:"bytes,9,opt,name=partition,proto3,oneof"`
+}
+
+type MetadataRecord_TopicConfig struct {
+	TopicConfig *TopicConfigRecord `protobuf:"bytes,10,opt,name=topic_config,json=topicConfig,proto3,oneof"`
+}
+
 func (*MetadataRecord_Topic) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_TopicDeleted) isMetadataRecord_Record() {}
@@ -691,6 +827,10 @@ func (*MetadataRecord_PartitionChange) isMetadataRecord_Record() {}
 
 func (*MetadataRecord_Cluster) isMetadataRecord_Record() {}
 
+func (*MetadataRecord_Partition) isMetadataRecord_Record() {}
+
+func (*MetadataRecord_TopicConfig) isMetadataRecord_Record() {}
+
 // MetadataBatch is one entry of the raft log: the records of one change,
 // applied together; proposer and proposal let the node that proposed it
 // answer the request that caused it. A snapshot's data is a MetadataBatch
@@ -706,7 +846,7 @@ type MetadataBatch struct {
 
 func (x *MetadataBatch) Reset() {
 	*x = MetadataBatch{}
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +858,7 @@ func (x *MetadataBatch) String() string {
 func (*MetadataBatch) ProtoMessage() {}
 
 func (x *MetadataBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[8]
+	mi := &file_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +871,7 @@ func (x *MetadataBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataBatch.ProtoReflect.Descriptor instead.
 func (*MetadataBatch) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{8}
+	return file_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetadataBatch) GetRecords() []*MetadataRecord {
@@ -765,7 +905,7 @@ type ClusterRecord struct {
 
 func (x *ClusterRecord) Reset() {
 	*x = ClusterRecord{}
-	mi := &file_node_proto_msgTypes[9]
+	mi := &file_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +917,7 @@ func (x *ClusterRecord) String() string {
 func (*ClusterRecord) ProtoMessage() {}
 
 func (x *ClusterRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[9]
+	mi := &file_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +930,7 @@ func (x *ClusterRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterRecord.ProtoReflect.Descriptor instead.
 func (*ClusterRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{9}
+	return file_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClusterRecord) GetClusterId() string {
@@ -816,7 +956,7 @@ type NodeRecord struct {
 
 func (x *NodeRecord) Reset() {
 	*x = NodeRecord{}
-	mi := &file_node_proto_msgTypes[10]
+	mi := &file_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +968,7 @@ func (x *NodeRecord) String() string {
 func (*NodeRecord) ProtoMessage() {}
 
 func (x *NodeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[10]
+	mi := &file_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +981,7 @@ func (x *NodeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeRecord.ProtoReflect.Descriptor instead.
 func (*NodeRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{10}
+	return file_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeRecord) GetNodeId() int32 {
@@ -898,7 +1038,7 @@ type NodeFenceRecord struct {
 
 func (x *NodeFenceRecord) Reset() {
 	*x = NodeFenceRecord{}
-	mi := &file_node_proto_msgTypes[11]
+	mi := &file_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1050,7 @@ func (x *NodeFenceRecord) String() string {
 func (*NodeFenceRecord) ProtoMessage() {}
 
 func (x *NodeFenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[11]
+	mi := &file_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1063,7 @@ func (x *NodeFenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeFenceRecord.ProtoReflect.Descriptor instead.
 func (*NodeFenceRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{11}
+	return file_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeFenceRecord) GetNodeId() int32 {
@@ -960,7 +1100,7 @@ type PartitionChangeRecord struct {
 
 func (x *PartitionChangeRecord) Reset() {
 	*x = PartitionChangeRecord{}
-	mi := &file_node_proto_msgTypes[12]
+	mi := &file_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1112,7 @@ func (x *PartitionChangeRecord) String() string {
 func (*PartitionChangeRecord) ProtoMessage() {}
 
 func (x *PartitionChangeRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[12]
+	mi := &file_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1125,7 @@ func (x *PartitionChangeRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChangeRecord.ProtoReflect.Descriptor instead.
 func (*PartitionChangeRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{12}
+	return file_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionChangeRecord) GetTopic() string {
@@ -1054,7 +1194,7 @@ type ReplicaSet struct {
 
 func (x *ReplicaSet) Reset() {
 	*x = ReplicaSet{}
-	mi := &file_node_proto_msgTypes[13]
+	mi := &file_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1206,7 @@ func (x *ReplicaSet) String() string {
 func (*ReplicaSet) ProtoMessage() {}
 
 func (x *ReplicaSet) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[13]
+	mi := &file_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1219,7 @@ func (x *ReplicaSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaSet.ProtoReflect.Descriptor instead.
 func (*ReplicaSet) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{13}
+	return file_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicaSet) GetReplicas() []int32 {
@@ -1123,7 +1263,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_node_proto_msgTypes[14]
+	mi := &file_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1275,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[14]
+	mi := &file_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1288,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{14}
+	return file_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterNodeRequest) GetNodeId() int32 {
@@ -1211,7 +1351,7 @@ type RegisterNodeResponse struct {
 
 func (x *RegisterNodeResponse) Reset() {
 	*x = RegisterNodeResponse{}
-	mi := &file_node_proto_msgTypes[15]
+	mi := &file_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1363,7 @@ func (x *RegisterNodeResponse) String() string {
 func (*RegisterNodeResponse) ProtoMessage() {}
 
 func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[15]
+	mi := &file_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1376,7 @@ func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{15}
+	return file_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterNodeResponse) GetError() ErrorCode {
@@ -1281,7 +1421,7 @@ type NodeHeartbeatRequest struct {
 
 func (x *NodeHeartbeatRequest) Reset() {
 	*x = NodeHeartbeatRequest{}
-	mi := &file_node_proto_msgTypes[16]
+	mi := &file_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1433,7 @@ func (x *NodeHeartbeatRequest) String() string {
 func (*NodeHeartbeatRequest) ProtoMessage() {}
 
 func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[16]
+	mi := &file_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1446,7 @@ func (x *NodeHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{16}
+	return file_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeHeartbeatRequest) GetNodeId() int32 {
@@ -1362,7 +1502,7 @@ type NodeHeartbeatResponse struct {
 
 func (x *NodeHeartbeatResponse) Reset() {
 	*x = NodeHeartbeatResponse{}
-	mi := &file_node_proto_msgTypes[17]
+	mi := &file_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1514,7 @@ func (x *NodeHeartbeatResponse) String() string {
 func (*NodeHeartbeatResponse) ProtoMessage() {}
 
 func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[17]
+	mi := &file_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1527,7 @@ func (x *NodeHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*NodeHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{17}
+	return file_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeHeartbeatResponse) GetError() ErrorCode {
@@ -1427,7 +1567,7 @@ type PartitionDirRecord struct {
 
 func (x *PartitionDirRecord) Reset() {
 	*x = PartitionDirRecord{}
-	mi := &file_node_proto_msgTypes[18]
+	mi := &file_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1579,7 @@ func (x *PartitionDirRecord) String() string {
 func (*PartitionDirRecord) ProtoMessage() {}
 
 func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[18]
+	mi := &file_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1592,7 @@ func (x *PartitionDirRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionDirRecord.ProtoReflect.Descriptor instead.
 func (*PartitionDirRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{18}
+	return file_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PartitionDirRecord) GetTopic() string {
@@ -1505,7 +1645,7 @@ type TopicRecord struct {
 
 func (x *TopicRecord) Reset() {
 	*x = TopicRecord{}
-	mi := &file_node_proto_msgTypes[19]
+	mi := &file_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1657,7 @@ func (x *TopicRecord) String() string {
 func (*TopicRecord) ProtoMessage() {}
 
 func (x *TopicRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[19]
+	mi := &file_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1670,7 @@ func (x *TopicRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicRecord.ProtoReflect.Descriptor instead.
 func (*TopicRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{19}
+	return file_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TopicRecord) GetName() string {
@@ -1568,6 +1708,108 @@ func (x *TopicRecord) GetTopicId() string {
 	return ""
 }
 
+// PartitionRecord adds a partition to a topic, as Kafka's PartitionRecord
+// does when CreatePartitions raises a topic's partition count: its
+// partition is the topic's count before it, its node_id the leader, every
+// replica in sync and no log directory chosen yet.
+type PartitionRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Assignment    *PartitionAssignment   `protobuf:"bytes,1,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionRecord) Reset() {
+	*x = PartitionRecord{}
+	mi := &file_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionRecord) ProtoMessage() {}
+
+func (x *PartitionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionRecord.ProtoReflect.Descriptor instead.
+func (*PartitionRecord) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PartitionRecord) GetAssignment() *PartitionAssignment {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+// TopicConfigRecord replaces the configs set on a topic, as given: the
+// keys it leaves out take their defaults.
+type TopicConfigRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicConfigRecord) Reset() {
+	*x = TopicConfigRecord{}
+	mi := &file_node_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicConfigRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicConfigRecord) ProtoMessage() {}
+
+func (x *TopicConfigRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_node_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicConfigRecord.ProtoReflect.Descriptor instead.
+func (*TopicConfigRecord) Descriptor() ([]byte, []int) {
+	return file_node_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TopicConfigRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TopicConfigRecord) GetConfigs() map[string]string {
+	if x != nil {
+		return x.Configs
+	}
+	return nil
+}
+
 type TopicDeletedRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1577,7 +1819,7 @@ type TopicDeletedRecord struct {
 
 func (x *TopicDeletedRecord) Reset() {
 	*x = TopicDeletedRecord{}
-	mi := &file_node_proto_msgTypes[20]
+	mi := &file_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1831,7 @@ func (x *TopicDeletedRecord) String() string {
 func (*TopicDeletedRecord) ProtoMessage() {}
 
 func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[20]
+	mi := &file_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1844,7 @@ func (x *TopicDeletedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDeletedRecord.ProtoReflect.Descriptor instead.
 func (*TopicDeletedRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{20}
+	return file_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TopicDeletedRecord) GetName() string {
@@ -1622,7 +1864,7 @@ type ProducerIdBlockRecord struct {
 
 func (x *ProducerIdBlockRecord) Reset() {
 	*x = ProducerIdBlockRecord{}
-	mi := &file_node_proto_msgTypes[21]
+	mi := &file_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1876,7 @@ func (x *ProducerIdBlockRecord) String() string {
 func (*ProducerIdBlockRecord) ProtoMessage() {}
 
 func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_node_proto_msgTypes[21]
+	mi := &file_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1889,7 @@ func (x *ProducerIdBlockRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerIdBlockRecord.ProtoReflect.Descriptor instead.
 func (*ProducerIdBlockRecord) Descriptor() ([]byte, []int) {
-	return file_node_proto_rawDescGZIP(), []int{21}
+	return file_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ProducerIdBlockRecord) GetNextProducerId() int64 {
@@ -1689,7 +1931,16 @@ const file_node_proto_rawDesc = "" +
 	"\x17StartPartitionsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x126\n" +
-	"\bassigned\x18\x03 \x03(\v2\x1a.depot.PartitionAssignmentR\bassigned\"X\n" +
+	"\bassigned\x18\x03 \x03(\v2\x1a.depot.PartitionAssignmentR\bassigned\"\xb6\x01\n" +
+	"\x19UpdateTopicConfigsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12G\n" +
+	"\aconfigs\x18\x02 \x03(\v2-.depot.UpdateTopicConfigsRequest.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"i\n" +
+	"\x1aUpdateTopicConfigsResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"X\n" +
 	"\x18AssignReplicaDirsRequest\x12<\n" +
 	"\vassignments\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\vassignments\"h\n" +
 	"\x19AssignReplicaDirsResponse\x12&\n" +
@@ -1704,7 +1955,7 @@ const file_node_proto_rawDesc = "" +
 	"moved_away\x18\x03 \x01(\bR\tmovedAway\"e\n" +
 	"\x16StopPartitionsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xec\x03\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xe3\x04\n" +
 	"\x0eMetadataRecord\x12*\n" +
 	"\x05topic\x18\x01 \x01(\v2\x12.depot.TopicRecordH\x00R\x05topic\x12@\n" +
 	"\rtopic_deleted\x18\x02 \x01(\v2\x19.depot.TopicDeletedRecordH\x00R\ftopicDeleted\x12A\n" +
@@ -1714,7 +1965,10 @@ const file_node_proto_rawDesc = "" +
 	"\n" +
 	"node_fence\x18\x06 \x01(\v2\x16.depot.NodeFenceRecordH\x00R\tnodeFence\x12I\n" +
 	"\x10partition_change\x18\a \x01(\v2\x1c.depot.PartitionChangeRecordH\x00R\x0fpartitionChange\x120\n" +
-	"\acluster\x18\b \x01(\v2\x14.depot.ClusterRecordH\x00R\aclusterB\b\n" +
+	"\acluster\x18\b \x01(\v2\x14.depot.ClusterRecordH\x00R\acluster\x126\n" +
+	"\tpartition\x18\t \x01(\v2\x16.depot.PartitionRecordH\x00R\tpartition\x12=\n" +
+	"\ftopic_config\x18\n" +
+	" \x01(\v2\x18.depot.TopicConfigRecordH\x00R\vtopicConfigB\b\n" +
 	"\x06record\"x\n" +
 	"\rMetadataBatch\x12/\n" +
 	"\arecords\x18\x01 \x03(\v2\x15.depot.MetadataRecordR\arecords\x12\x1a\n" +
@@ -1788,6 +2042,16 @@ const file_node_proto_rawDesc = "" +
 	"\btopic_id\x18\x05 \x01(\tR\atopicId\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x0fPartitionRecord\x12:\n" +
+	"\n" +
+	"assignment\x18\x01 \x01(\v2\x1a.depot.PartitionAssignmentR\n" +
+	"assignment\"\xa4\x01\n" +
+	"\x11TopicConfigRecord\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
+	"\aconfigs\x18\x02 \x03(\v2%.depot.TopicConfigRecord.ConfigsEntryR\aconfigs\x1a:\n" +
+	"\fConfigsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"(\n" +
 	"\x12TopicDeletedRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"A\n" +
@@ -1806,63 +2070,75 @@ func file_node_proto_rawDescGZIP() []byte {
 	return file_node_proto_rawDescData
 }
 
-var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_node_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_node_proto_goTypes = []any{
-	(*PartitionAssignment)(nil),       // 0: depot.PartitionAssignment
-	(*StartPartitionsRequest)(nil),    // 1: depot.StartPartitionsRequest
-	(*StartPartitionsResponse)(nil),   // 2: depot.StartPartitionsResponse
-	(*AssignReplicaDirsRequest)(nil),  // 3: depot.AssignReplicaDirsRequest
-	(*AssignReplicaDirsResponse)(nil), // 4: depot.AssignReplicaDirsResponse
-	(*StopPartitionsRequest)(nil),     // 5: depot.StopPartitionsRequest
-	(*StopPartitionsResponse)(nil),    // 6: depot.StopPartitionsResponse
-	(*MetadataRecord)(nil),            // 7: depot.MetadataRecord
-	(*MetadataBatch)(nil),             // 8: depot.MetadataBatch
-	(*ClusterRecord)(nil),             // 9: depot.ClusterRecord
-	(*NodeRecord)(nil),                // 10: depot.NodeRecord
-	(*NodeFenceRecord)(nil),           // 11: depot.NodeFenceRecord
-	(*PartitionChangeRecord)(nil),     // 12: depot.PartitionChangeRecord
-	(*ReplicaSet)(nil),                // 13: depot.ReplicaSet
-	(*RegisterNodeRequest)(nil),       // 14: depot.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),      // 15: depot.RegisterNodeResponse
-	(*NodeHeartbeatRequest)(nil),      // 16: depot.NodeHeartbeatRequest
-	(*NodeHeartbeatResponse)(nil),     // 17: depot.NodeHeartbeatResponse
-	(*PartitionDirRecord)(nil),        // 18: depot.PartitionDirRecord
-	(*TopicRecord)(nil),               // 19: depot.TopicRecord
-	(*TopicDeletedRecord)(nil),        // 20: depot.TopicDeletedRecord
-	(*ProducerIdBlockRecord)(nil),     // 21: depot.ProducerIdBlockRecord
-	nil,                               // 22: depot.StartPartitionsRequest.ConfigsEntry
-	nil,                               // 23: depot.TopicRecord.ConfigsEntry
-	(ErrorCode)(0),                    // 24: depot.ErrorCode
-	(*TopicPartition)(nil),            // 25: depot.TopicPartition
+	(*PartitionAssignment)(nil),        // 0: depot.PartitionAssignment
+	(*StartPartitionsRequest)(nil),     // 1: depot.StartPartitionsRequest
+	(*StartPartitionsResponse)(nil),    // 2: depot.StartPartitionsResponse
+	(*UpdateTopicConfigsRequest)(nil),  // 3: depot.UpdateTopicConfigsRequest
+	(*UpdateTopicConfigsResponse)(nil), // 4: depot.UpdateTopicConfigsResponse
+	(*AssignReplicaDirsRequest)(nil),   // 5: depot.AssignReplicaDirsRequest
+	(*AssignReplicaDirsResponse)(nil),  // 6: depot.AssignReplicaDirsResponse
+	(*StopPartitionsRequest)(nil),      // 7: depot.StopPartitionsRequest
+	(*StopPartitionsResponse)(nil),     // 8: depot.StopPartitionsResponse
+	(*MetadataRecord)(nil),             // 9: depot.MetadataRecord
+	(*MetadataBatch)(nil),              // 10: depot.MetadataBatch
+	(*ClusterRecord)(nil),              // 11: depot.ClusterRecord
+	(*NodeRecord)(nil),                 // 12: depot.NodeRecord
+	(*NodeFenceRecord)(nil),            // 13: depot.NodeFenceRecord
+	(*PartitionChangeRecord)(nil),      // 14: depot.PartitionChangeRecord
+	(*ReplicaSet)(nil),                 // 15: depot.ReplicaSet
+	(*RegisterNodeRequest)(nil),        // 16: depot.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),       // 17: depot.RegisterNodeResponse
+	(*NodeHeartbeatRequest)(nil),       // 18: depot.NodeHeartbeatRequest
+	(*NodeHeartbeatResponse)(nil),      // 19: depot.NodeHeartbeatResponse
+	(*PartitionDirRecord)(nil),         // 20: depot.PartitionDirRecord
+	(*TopicRecord)(nil),                // 21: depot.TopicRecord
+	(*PartitionRecord)(nil),            // 22: depot.PartitionRecord
+	(*TopicConfigRecord)(nil),          // 23: depot.TopicConfigRecord
+	(*TopicDeletedRecord)(nil),         // 24: depot.TopicDeletedRecord
+	(*ProducerIdBlockRecord)(nil),      // 25: depot.ProducerIdBlockRecord
+	nil,                                // 26: depot.StartPartitionsRequest.ConfigsEntry
+	nil,                                // 27: depot.UpdateTopicConfigsRequest.ConfigsEntry
+	nil,                                // 28: depot.TopicRecord.ConfigsEntry
+	nil,                                // 29: depot.TopicConfigRecord.ConfigsEntry
+	(ErrorCode)(0),                     // 30: depot.ErrorCode
+	(*TopicPartition)(nil),             // 31: depot.TopicPartition
 }
 var file_node_proto_depIdxs = []int32{
 	0,  // 0: depot.StartPartitionsRequest.partitions:type_name -> depot.PartitionAssignment
-	22, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
-	24, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
+	26, // 1: depot.StartPartitionsRequest.configs:type_name -> depot.StartPartitionsRequest.ConfigsEntry
+	30, // 2: depot.StartPartitionsResponse.error:type_name -> depot.ErrorCode
 	0,  // 3: depot.StartPartitionsResponse.assigned:type_name -> depot.PartitionAssignment
-	0,  // 4: depot.AssignReplicaDirsRequest.assignments:type_name -> depot.PartitionAssignment
-	24, // 5: depot.AssignReplicaDirsResponse.error:type_name -> depot.ErrorCode
-	25, // 6: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
-	24, // 7: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
-	19, // 8: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
-	20, // 9: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
-	21, // 10: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
-	18, // 11: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
-	10, // 12: depot.MetadataRecord.node:type_name -> depot.NodeRecord
-	11, // 13: depot.MetadataRecord.node_fence:type_name -> depot.NodeFenceRecord
-	12, // 14: depot.MetadataRecord.partition_change:type_name -> depot.PartitionChangeRecord
-	9,  // 15: depot.MetadataRecord.cluster:type_name -> depot.ClusterRecord
-	7,  // 16: depot.MetadataBatch.records:type_name -> depot.MetadataRecord
-	13, // 17: depot.PartitionChangeRecord.replicas:type_name -> depot.ReplicaSet
-	24, // 18: depot.RegisterNodeResponse.error:type_name -> depot.ErrorCode
-	24, // 19: depot.NodeHeartbeatResponse.error:type_name -> depot.ErrorCode
-	0,  // 20: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
-	23, // 21: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	27, // 4: depot.UpdateTopicConfigsRequest.configs:type_name -> depot.UpdateTopicConfigsRequest.ConfigsEntry
+	30, // 5: depot.UpdateTopicConfigsResponse.error:type_name -> depot.ErrorCode
+	0,  // 6: depot.AssignReplicaDirsRequest.assignments:type_name -> depot.PartitionAssignment
+	30, // 7: depot.AssignReplicaDirsResponse.error:type_name -> depot.ErrorCode
+	31, // 8: depot.StopPartitionsRequest.partitions:type_name -> depot.TopicPartition
+	30, // 9: depot.StopPartitionsResponse.error:type_name -> depot.ErrorCode
+	21, // 10: depot.MetadataRecord.topic:type_name -> depot.TopicRecord
+	24, // 11: depot.MetadataRecord.topic_deleted:type_name -> depot.TopicDeletedRecord
+	25, // 12: depot.MetadataRecord.producer_ids:type_name -> depot.ProducerIdBlockRecord
+	20, // 13: depot.MetadataRecord.partition_dir:type_name -> depot.PartitionDirRecord
+	12, // 14: depot.MetadataRecord.node:type_name -> depot.NodeRecord
+	13, // 15: depot.MetadataRecord.node_fence:type_name -> depot.NodeFenceRecord
+	14, // 16: depot.MetadataRecord.partition_change:type_name -> depot.PartitionChangeRecord
+	11, // 17: depot.MetadataRecord.cluster:type_name -> depot.ClusterRecord
+	22, // 18: depot.MetadataRecord.partition:type_name -> depot.PartitionRecord
+	23, // 19: depot.MetadataRecord.topic_config:type_name -> depot.TopicConfigRecord
+	9,  // 20: depot.MetadataBatch.records:type_name -> depot.MetadataRecord
+	15, // 21: depot.PartitionChangeRecord.replicas:type_name -> depot.ReplicaSet
+	30, // 22: depot.RegisterNodeResponse.error:type_name -> depot.ErrorCode
+	30, // 23: depot.NodeHeartbeatResponse.error:type_name -> depot.ErrorCode
+	0,  // 24: depot.TopicRecord.partitions:type_name -> depot.PartitionAssignment
+	28, // 25: depot.TopicRecord.configs:type_name -> depot.TopicRecord.ConfigsEntry
+	0,  // 26: depot.PartitionRecord.assignment:type_name -> depot.PartitionAssignment
+	29, // 27: depot.TopicConfigRecord.configs:type_name -> depot.TopicConfigRecord.ConfigsEntry
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_node_proto_init() }
@@ -1871,7 +2147,7 @@ func file_node_proto_init() {
 		return
 	}
 	file_depot_proto_init()
-	file_node_proto_msgTypes[7].OneofWrappers = []any{
+	file_node_proto_msgTypes[9].OneofWrappers = []any{
 		(*MetadataRecord_Topic)(nil),
 		(*MetadataRecord_TopicDeleted)(nil),
 		(*MetadataRecord_ProducerIds)(nil),
@@ -1880,6 +2156,8 @@ func file_node_proto_init() {
 		(*MetadataRecord_NodeFence)(nil),
 		(*MetadataRecord_PartitionChange)(nil),
 		(*MetadataRecord_Cluster)(nil),
+		(*MetadataRecord_Partition)(nil),
+		(*MetadataRecord_TopicConfig)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1887,7 +2165,7 @@ func file_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_node_proto_rawDesc), len(file_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

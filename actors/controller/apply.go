@@ -106,8 +106,9 @@ type actOutcome struct {
 // queueActs queues the steps that have the partition manager do what
 // changes says for this node: stop and delete the partitions of deleted
 // topics and the replicas reassignments removed, start those of created
-// topics and the replicas reassignments added (each in a directory the
-// node chooses, as for a new topic), and hand the others their new states.
+// topics and the replicas reassignments and new partitions added (each in
+// a directory the node chooses, as for a new topic), hand the others their
+// new states, and their topics' configs that changed.
 func (a *controllerActor) queueActs(changes metadata.LocalChanges, outcome *actOutcome) {
 	for _, t := range changes.Deleted {
 		stop := &messages.StopPartitionsRequest{Delete: true}
@@ -136,6 +137,10 @@ func (a *controllerActor) queueActs(changes metadata.LocalChanges, outcome *actO
 	if len(changes.Updated) > 0 {
 		update := &messages.UpdatePartitionsRequest{Partitions: changes.Updated}
 		a.acts = append(a.acts, act{req: update, what: "update partitions", topic: changes.Updated[0].Topic, outcome: outcome})
+	}
+	for _, t := range changes.Reconfigured {
+		update := &messages.UpdateTopicConfigsRequest{Topic: t.Name, Configs: t.Config.Map()}
+		a.acts = append(a.acts, act{req: update, what: "update topic configs", topic: t.Name, outcome: outcome})
 	}
 }
 
@@ -222,7 +227,7 @@ func managerAnswer(res any, err error, what string) (messages.ErrorCode, string)
 		return messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s: partition manager did not answer: %s", what, messages.ErrorText(err))
 	}
 	switch res.(type) {
-	case *messages.StartPartitionsResponse, *messages.StopPartitionsResponse, *messages.UpdatePartitionsResponse:
+	case *messages.StartPartitionsResponse, *messages.StopPartitionsResponse, *messages.UpdatePartitionsResponse, *messages.UpdateTopicConfigsResponse:
 		if code, msg := errorOf(res); code != messages.ErrorCode_NONE {
 			return code, fmt.Sprintf("%s: %s", what, msg)
 		}

@@ -1,15 +1,26 @@
 package controller
 
 import (
+	"github.com/depot-dev/depot/actors/metadata"
 	"github.com/depot-dev/depot/actors/replicas"
 	"github.com/depot-dev/depot/messages"
 )
 
 // assignReplicas chooses the nodes of each partition of the topic m asks
-// for with the load-aware rule: each topic's leaders spread evenly over the
-// live nodes, and the nodes' bytes, growth (as their heartbeats report
-// them) and leaders deciding among the even choices.
+// for: those m names, or those assignPartitions chooses.
 func (a *controllerActor) assignReplicas(m *messages.CreateTopicRequest) ([][]int32, error) {
+	if given := metadata.Replicas(m.GetAssignments()); given != nil {
+		return given, nil
+	}
+	return a.assignPartitions(int(m.GetPartitions()), int(a.image.ReplicationFactor(m)))
+}
+
+// assignPartitions chooses the nodes of partitions new partitions of
+// replicationFactor replicas each, of a new topic or added to one, with
+// the load-aware rule: their leaders spread evenly over the live nodes,
+// and the nodes' bytes, growth (as their heartbeats report them) and
+// leaders deciding among the even choices.
+func (a *controllerActor) assignPartitions(partitions, replicationFactor int) ([][]int32, error) {
 	leaders := map[int32]int{}
 	for _, name := range a.image.TopicNames() {
 		t, _ := a.image.Topic(name)
@@ -25,5 +36,5 @@ func (a *controllerActor) assignReplicas(m *messages.CreateTopicRequest) ([][]in
 		}
 		nodes = append(nodes, rn)
 	}
-	return replicas.LoadAware(nodes, int(m.GetPartitions()), int(a.image.ReplicationFactor(m)))
+	return replicas.LoadAware(nodes, partitions, replicationFactor)
 }

@@ -238,6 +238,16 @@ func (a *controllerActor) build(req any) (recs []*messages.MetadataRecord, finis
 		return recs, func() { a.legacy = nil }, messages.ErrorCode_NONE, ""
 	case *messages.CreateTopicRequest:
 		return a.buildCreate(m)
+	case *messages.CreatePartitionsRequest:
+		return a.buildCreatePartitions(m)
+	case *messages.AlterTopicConfigsRequest:
+		rec, code, msg := a.image.AlterConfigs(m)
+		if rec == nil || m.GetValidateOnly() {
+			return nil, finish, code, msg
+		}
+		return []*messages.MetadataRecord{rec}, func() {
+			a.logger.WithFields(logrus.Fields{"topic": m.GetTopic(), "configs": rec.GetTopicConfig().GetConfigs()}).Info("topic configs changed")
+		}, code, msg
 	case *messages.DeleteTopicRequest:
 		if _, ok := a.image.Topic(m.GetName()); !ok {
 			return nil, finish, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("topic %q does not exist", m.GetName())
@@ -324,8 +334,54 @@ func (a *controllerActor) buildCreate(m *messages.CreateTopicRequest) ([]*messag
 
 // sameTopic reports whether t is what m asks to create.
 func sameTopic(t *metadata.Topic, m *messages.CreateTopicRequest) bool {
-	return int32(len(t.Partitions)) == m.GetPartitions() && maps.Equal(t.Configs, m.GetConfigs()) &&
-		(len(t.Partitions) == 0 || metadata.HasReplicationFactor(m, len(t.Partitions[0].Replicas)))
+	if int32(len(t.Partitions)) != metadata.PartitionCount(m) || !maps.Equal(t.Configs, m.GetConfigs()) {
+		return false
+	}
+	if given := metadata.Replicas(m.GetAssignments()); given != nil {
+		for i, p := range t.Partitions {
+			if !slices.Equal(p.Replicas, given[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return len(t.Partitions) == 0 || metadata.HasReplicationFactor(m, len(t.Partitions[0].Replicas))
+}
+
+// buildCreatePartitions generates the records that add the partitions m
+// asks for, each placed as a new topic's are unless m names its replicas.
+func (a *controllerActor) buildCreatePartitions(m *messages.CreatePartitionsRequest) ([]*messages.MetadataRecord, func(), messages.ErrorCode, string) {
+	finish := func() {}
+	if t, ok := a.image.Topic(m.GetTopic()); ok && m.GetRetried() && int32(len(t.Partitions)) == m.GetCount() {
+		// A retry of a request whose answer was lost.
+		return nil, finish, messages.ErrorCode_NONE, ""
+	}
+	recs, code, msg := a.partitionRecords(m)
+	if code != messages.ErrorCode_NONE || m.GetValidateOnly() {
+		return nil, finish, code, msg
+	}
+	return recs, func() {
+		a.logger.WithFields(logrus.Fields{"topic": m.GetTopic(), "partitions": m.GetCount(), "added": len(recs)}).Info("partitions added")
+	}, messages.ErrorCode_NONE, ""
+}
+
+// partitionRecords are the records that add the partitions m asks for, or
+// the error code and message to refuse it with.
+func (a *controllerActor) partitionRecords(m *messages.CreatePartitionsRequest) ([]*messages.MetadataRecord, messages.ErrorCode, string) {
+	t, replicationFactor, code, msg := a.image.ValidateCreatePartitions(m)
+	if code != messages.ErrorCode_NONE {
+		return nil, code, msg
+	}
+	nodes := metadata.Replicas(m.GetAssignments())
+	if nodes == nil {
+		var err error
+		nodes, err = a.assignPartitions(int(m.GetCount())-len(t.Partitions), replicationFactor)
+		if err != nil {
+			return nil, messages.ErrorCode_INVALID_REPLICATION_FACTOR,
+				fmt.Sprintf("partitions not added to topic %q: %s", t.Name, messages.ErrorText(err))
+		}
+	}
+	return metadata.AddPartitions(t, nodes), messages.ErrorCode_NONE, ""
 }
 
 // response is the answer to a change request once it is applied, or
@@ -338,6 +394,29 @@ func (a *controllerActor) response(req any, code messages.ErrorCode, msg string)
 			resp.Topic = a.image.DescribeTopic(t, a.view())
 		} else if m.GetValidateOnly() && code == messages.ErrorCode_NONE {
 			resp.Topic = a.describeValidated(m)
+		}
+		return resp
+	case *messages.CreatePartitionsRequest:
+		resp := &messages.CreatePartitionsResponse{Error: code, ErrorMessage: msg}
+		if code != messages.ErrorCode_NONE {
+			return resp
+		}
+		if m.GetValidateOnly() {
+			recs, _, _ := a.partitionRecords(m)
+			resp.Topic = a.describeAfter(m.GetTopic(), recs)
+		} else if t, ok := a.image.Topic(m.GetTopic()); ok {
+			resp.Topic = a.image.DescribeTopic(t, a.view())
+		}
+		return resp
+	case *messages.AlterTopicConfigsRequest:
+		resp := &messages.AlterTopicConfigsResponse{Error: code, ErrorMessage: msg}
+		if code != messages.ErrorCode_NONE {
+			return resp
+		}
+		if rec, _, _ := a.image.AlterConfigs(m); m.GetValidateOnly() && rec != nil {
+			resp.Topic = a.describeAfter(m.GetTopic(), []*messages.MetadataRecord{rec})
+		} else if t, ok := a.image.Topic(m.GetTopic()); ok {
+			resp.Topic = a.image.DescribeTopic(t, a.view())
 		}
 		return resp
 	case *messages.InitProducerIdRequest:
@@ -377,10 +456,21 @@ func (a *controllerActor) describeValidated(m *messages.CreateTopicRequest) *mes
 	if err != nil {
 		return nil
 	}
+	return a.describeAfter(m.GetName(), []*messages.MetadataRecord{metadata.CreateTopic(m, metadata.NewTopicID(), replicas)})
+}
+
+// describeAfter describes the named topic as recs, not proposed, would
+// leave it: the answer of a change asked with validate_only.
+func (a *controllerActor) describeAfter(name string, recs []*messages.MetadataRecord) *messages.TopicMetadata {
 	delta := metadata.NewDelta(a.image, nil)
-	_ = delta.Replay(metadata.CreateTopic(m, metadata.NewTopicID(), replicas))
+	for _, rec := range recs {
+		_ = delta.Replay(rec)
+	}
 	image := delta.Apply()
-	t, _ := image.Topic(m.GetName())
+	t, ok := image.Topic(name)
+	if !ok {
+		return nil
+	}
 	return image.DescribeTopic(t, a.view())
 }
 
@@ -391,6 +481,10 @@ func refusal(req any, code messages.ErrorCode, msg string) proto.Message {
 		return &messages.CreateTopicResponse{Error: code, ErrorMessage: msg}
 	case *messages.DeleteTopicRequest:
 		return &messages.DeleteTopicResponse{Error: code, ErrorMessage: msg}
+	case *messages.CreatePartitionsRequest:
+		return &messages.CreatePartitionsResponse{Error: code, ErrorMessage: msg}
+	case *messages.AlterTopicConfigsRequest:
+		return &messages.AlterTopicConfigsResponse{Error: code, ErrorMessage: msg}
 	case *messages.InitProducerIdRequest:
 		return &messages.InitProducerIdResponse{Error: code, ErrorMessage: msg}
 	case *messages.AssignReplicaDirsRequest:

@@ -184,7 +184,8 @@ func (c Config) withDefaults() Config {
 // NewProps returns the props of the controller, to be spawned as
 // actors.MetadataActorName: the voters reach each other by that name.
 //
-// It answers CreateTopicRequest, DeleteTopicRequest, MetadataRequest,
+// It answers CreateTopicRequest, DeleteTopicRequest,
+// CreatePartitionsRequest, AlterTopicConfigsRequest, MetadataRequest,
 // ClusterInfoRequest, InitProducerIdRequest, AssignReplicaDirsRequest,
 // RegisterNodeRequest, NodeHeartbeatRequest, AlterPartitionRequest,
 // ElectLeadersRequest and ReassignPartitionsRequest, and takes raft's messages
@@ -314,6 +315,10 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 	case *messages.CreateTopicRequest:
 		a.onChange(ctx, m)
 	case *messages.DeleteTopicRequest:
+		a.onChange(ctx, m)
+	case *messages.CreatePartitionsRequest:
+		a.onChange(ctx, m)
+	case *messages.AlterTopicConfigsRequest:
 		a.onChange(ctx, m)
 	case *messages.InitProducerIdRequest:
 		a.onChange(ctx, m)

@@ -29,11 +29,12 @@ const metadataTestTimeout = 5 * time.Second
 // fakeManager is a partition manager that records what it was asked and
 // answers with answer (NONE by default), or not at all when silent.
 type fakeManager struct {
-	mu     sync.Mutex
-	starts []*messages.StartPartitionsRequest
-	stops  []*messages.StopPartitionsRequest
-	answer messages.ErrorCode
-	silent bool
+	mu      sync.Mutex
+	starts  []*messages.StartPartitionsRequest
+	stops   []*messages.StopPartitionsRequest
+	configs []*messages.UpdateTopicConfigsRequest
+	answer  messages.ErrorCode
+	silent  bool
 	// dirs are the directories (id, path) the fake chooses in turn for a
 	// partition started with none; chosen counts its choices.
 	dirs   [][2]string
@@ -65,6 +66,11 @@ func (f *fakeManager) Receive(ctx actor.Context) {
 		f.stops = append(f.stops, proto.Clone(m).(*messages.StopPartitionsRequest))
 		if !f.silent {
 			ctx.Respond(&messages.StopPartitionsResponse{Error: f.answer, ErrorMessage: errorText(f.answer)})
+		}
+	case *messages.UpdateTopicConfigsRequest:
+		f.configs = append(f.configs, proto.Clone(m).(*messages.UpdateTopicConfigsRequest))
+		if !f.silent {
+			ctx.Respond(&messages.UpdateTopicConfigsResponse{Error: f.answer, ErrorMessage: errorText(f.answer)})
 		}
 	}
 }
@@ -717,4 +723,124 @@ func TestMetadataReadsDoNotWaitForTheDisk(t *testing.T) {
 	require.NoError(t, err)
 	requireNoError(t, res.(*messages.CreateTopicResponse).GetError(), res.(*messages.CreateTopicResponse).GetErrorMessage())
 	require.Equal(t, []string{"before", "stalled"}, topicNames(h.metadata()))
+}
+
+// Partitions added to a topic are started on the node, recorded, and
+// kept across a restart; a count that does not raise the topic's is
+// refused and changes nothing, and a retry of a request whose answer was
+// lost succeeds.
+func TestMetadataCreatePartitions(t *testing.T) {
+	h := newMetaHarness(t)
+	resp := h.create("orders", 2, nil)
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	add := func(m *messages.CreatePartitionsRequest) *messages.CreatePartitionsResponse {
+		t.Helper()
+		res := h.request(m)
+		require.IsType(t, &messages.CreatePartitionsResponse{}, res)
+		return res.(*messages.CreatePartitionsResponse)
+	}
+
+	beforeBytes := h.logBytes()
+	check := add(&messages.CreatePartitionsRequest{Topic: "orders", Count: 4, ValidateOnly: true})
+	requireNoError(t, check.GetError(), check.GetErrorMessage())
+	require.Len(t, check.GetTopic().GetPartitions(), 4)
+	require.Len(t, h.metadata("orders").GetTopics()[0].GetPartitions(), 2, "validate only")
+	require.Equal(t, beforeBytes, h.logBytes())
+
+	added := add(&messages.CreatePartitionsRequest{Topic: "orders", Count: 4})
+	requireNoError(t, added.GetError(), added.GetErrorMessage())
+	require.Len(t, added.GetTopic().GetPartitions(), 4)
+	for _, p := range added.GetTopic().GetPartitions() {
+		require.Equal(t, []int32{7}, p.GetReplicas())
+		require.NotEmpty(t, p.GetLogDir(), "answered once the node chose its dir")
+	}
+	starts, _ := h.manager.counts()
+	require.Equal(t, 2, starts, "the topic's start, then the new partitions'")
+	h.manager.mu.Lock()
+	last := h.manager.starts[1]
+	h.manager.mu.Unlock()
+	require.Len(t, last.GetPartitions(), 2)
+	require.Equal(t, []int32{2, 3}, []int32{last.GetPartitions()[0].GetPartition(), last.GetPartitions()[1].GetPartition()})
+	require.Equal(t, int32(7), last.GetPartitions()[0].GetLeader())
+
+	beforeBytes = h.logBytes()
+	for _, tc := range []struct {
+		req  *messages.CreatePartitionsRequest
+		code messages.ErrorCode
+	}{
+		{&messages.CreatePartitionsRequest{Topic: "orders", Count: 3}, messages.ErrorCode_INVALID_PARTITIONS},
+		{&messages.CreatePartitionsRequest{Topic: "orders", Count: 4}, messages.ErrorCode_INVALID_PARTITIONS},
+		{&messages.CreatePartitionsRequest{Topic: "nope", Count: 4}, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
+		{&messages.CreatePartitionsRequest{Topic: "orders", Count: 5, Assignments: []*messages.ReplicaAssignment{{Replicas: []int32{8}}}},
+			messages.ErrorCode_INVALID_REPLICA_ASSIGNMENT},
+	} {
+		r := add(tc.req)
+		require.Equal(t, tc.code, r.GetError(), r.GetErrorMessage())
+		require.NotEmpty(t, r.GetErrorMessage())
+	}
+	require.Equal(t, beforeBytes, h.logBytes(), "refusals write nothing")
+	retried := add(&messages.CreatePartitionsRequest{Topic: "orders", Count: 4, Retried: true})
+	requireNoError(t, retried.GetError(), retried.GetErrorMessage())
+
+	h.restart()
+	require.Len(t, h.metadata("orders").GetTopics()[0].GetPartitions(), 4)
+}
+
+// A topic's configs change through the log: the node's partitions are
+// handed the effective configs, the metadata shows those set, a restart
+// keeps them, and a refused change writes nothing.
+func TestMetadataAlterTopicConfigs(t *testing.T) {
+	h := newMetaHarness(t)
+	resp := h.create("orders", 2, map[string]string{"segment.bytes": "1048576"})
+	requireNoError(t, resp.GetError(), resp.GetErrorMessage())
+	alter := func(m *messages.AlterTopicConfigsRequest) *messages.AlterTopicConfigsResponse {
+		t.Helper()
+		res := h.request(m)
+		require.IsType(t, &messages.AlterTopicConfigsResponse{}, res)
+		return res.(*messages.AlterTopicConfigsResponse)
+	}
+	set := func(k, v string) *messages.ConfigChange {
+		return &messages.ConfigChange{Key: k, Op: messages.ConfigChange_SET, Value: v}
+	}
+
+	check := alter(&messages.AlterTopicConfigsRequest{Topic: "orders", ValidateOnly: true, Changes: []*messages.ConfigChange{set("retention.ms", "60000")}})
+	requireNoError(t, check.GetError(), check.GetErrorMessage())
+	require.Equal(t, map[string]string{"segment.bytes": "1048576", "retention.ms": "60000"}, check.GetTopic().GetConfigsSet())
+	require.Equal(t, map[string]string{"segment.bytes": "1048576"}, h.metadata("orders").GetTopics()[0].GetConfigsSet(), "validate only")
+
+	changed := alter(&messages.AlterTopicConfigsRequest{Topic: "orders", Changes: []*messages.ConfigChange{
+		set("retention.ms", "60000"), {Key: "segment.bytes", Op: messages.ConfigChange_DELETE},
+	}})
+	requireNoError(t, changed.GetError(), changed.GetErrorMessage())
+	require.Equal(t, map[string]string{"retention.ms": "60000"}, changed.GetTopic().GetConfigsSet())
+	require.Equal(t, "1073741824", changed.GetTopic().GetConfigs()["segment.bytes"], "back to its default")
+	h.manager.mu.Lock()
+	require.Len(t, h.manager.configs, 1)
+	update := h.manager.configs[0]
+	h.manager.mu.Unlock()
+	require.Equal(t, "orders", update.GetTopic())
+	require.Equal(t, "60000", update.GetConfigs()["retention.ms"])
+	require.Equal(t, "1073741824", update.GetConfigs()["segment.bytes"])
+
+	beforeBytes := h.logBytes()
+	for _, tc := range []struct {
+		changes []*messages.ConfigChange
+		code    messages.ErrorCode
+	}{
+		{[]*messages.ConfigChange{set("colour", "red")}, messages.ErrorCode_INVALID_CONFIG},
+		{[]*messages.ConfigChange{set("retention.ms", "soon")}, messages.ErrorCode_INVALID_CONFIG},
+		{[]*messages.ConfigChange{set("retention.ms", "1"), set("retention.ms", "2")}, messages.ErrorCode_INVALID_REQUEST},
+	} {
+		r := alter(&messages.AlterTopicConfigsRequest{Topic: "orders", Changes: tc.changes})
+		require.Equal(t, tc.code, r.GetError(), r.GetErrorMessage())
+	}
+	same := alter(&messages.AlterTopicConfigsRequest{Topic: "orders", Changes: []*messages.ConfigChange{set("retention.ms", "60000")}})
+	requireNoError(t, same.GetError(), same.GetErrorMessage())
+	require.Equal(t, beforeBytes, h.logBytes(), "refusals, and a change to what is set, write nothing")
+	h.manager.mu.Lock()
+	require.Len(t, h.manager.configs, 1)
+	h.manager.mu.Unlock()
+
+	h.restart()
+	require.Equal(t, map[string]string{"retention.ms": "60000"}, h.metadata("orders").GetTopics()[0].GetConfigsSet())
 }

@@ -72,6 +72,10 @@ func (d *Delta) Replay(rec *messages.MetadataRecord) error {
 		}
 	case *messages.MetadataRecord_PartitionChange:
 		d.replayChange(r.PartitionChange)
+	case *messages.MetadataRecord_Partition:
+		return d.replayPartition(r.Partition.GetAssignment())
+	case *messages.MetadataRecord_TopicConfig:
+		return d.replayConfig(r.TopicConfig)
 	default:
 		return fmt.Errorf("%w: unknown record %T skipped", ErrRecord, r)
 	}
@@ -115,6 +119,44 @@ func (d *Delta) replayTopic(r *messages.TopicRecord) error {
 	}
 	d.topics[t.Name] = t
 	return err
+}
+
+// replayPartition adds a partition to its topic; it must be the topic's
+// next.
+func (d *Delta) replayPartition(a *messages.PartitionAssignment) error {
+	t := d.changed(a.GetTopic())
+	switch {
+	case t == nil:
+		return fmt.Errorf("%w: partition %d of topic %q, which does not exist, skipped", ErrRecord, a.GetPartition(), a.GetTopic())
+	case a.GetPartition() != int32(len(t.Partitions)):
+		return fmt.Errorf("%w: partition %d of topic %q skipped: the topic has %d", ErrRecord, a.GetPartition(), a.GetTopic(), len(t.Partitions))
+	}
+	p := Partition{
+		Partition: a.GetPartition(), Leader: a.GetNodeId(),
+		Replicas: slices.Clone(a.GetReplicas()), ISR: slices.Clone(a.GetIsr()),
+		LeaderEpoch: a.GetLeaderEpoch(), PartitionEpoch: a.GetPartitionEpoch(),
+	}
+	if len(p.Replicas) == 0 {
+		p.Replicas, p.ISR = []int32{a.GetNodeId()}, []int32{a.GetNodeId()}
+	}
+	p.Dirs = make([]string, len(p.Replicas))
+	t.Partitions = append(t.Partitions, p)
+	return nil
+}
+
+// replayConfig replaces the configs set on a topic. Configs that are no
+// longer valid leave the topic as it was.
+func (d *Delta) replayConfig(r *messages.TopicConfigRecord) error {
+	t := d.changed(r.GetName())
+	if t == nil {
+		return fmt.Errorf("%w: configs of topic %q, which does not exist, skipped", ErrRecord, r.GetName())
+	}
+	config, err := topic.ParseConfig(r.GetConfigs())
+	if err != nil {
+		return fmt.Errorf("%w: configs of topic %q no longer valid, skipped: %w", ErrRecord, r.GetName(), err)
+	}
+	t.Configs, t.Config = maps.Clone(r.GetConfigs()), config
+	return nil
 }
 
 func (d *Delta) replayNode(r *messages.NodeRecord) {
@@ -249,8 +291,8 @@ type LocalChanges struct {
 	Deleted []*Topic
 	// Added are the replicas of topics neither created nor deleted that
 	// the node holds after the delta and did not before, a reassignment
-	// having moved them there: it starts them, each in a directory it
-	// chooses. By topic name, then partition.
+	// having moved them there or their partitions being new: it starts
+	// them, each in a directory it chooses. By topic name, then partition.
 	Added []*messages.PartitionAssignment
 	// Removed are the partitions of topics neither created nor deleted
 	// whose replica the node held before the delta and no longer holds: it
@@ -260,12 +302,17 @@ type LocalChanges struct {
 	// neither created nor deleted, whose leader, epochs, replicas, ISR or
 	// replicas being added changed, as their replicas act on them.
 	Updated []*messages.PartitionState
+	// Reconfigured are the topics neither created nor deleted whose
+	// effective config changed, with partitions on the node before and
+	// after, in name order: their partitions take the new config.
+	Reconfigured []*Topic
 }
 
 // LocalChanges tells what the delta changes for nodeID: the topics created
-// and deleted that have partitions there, each in name order, and the
-// replicas a reassignment adds there or removes, and the states of those
-// it keeps that changed.
+// and deleted that have partitions there, each in name order, the
+// replicas a reassignment or new partitions add there or a reassignment
+// removes, the states of those it keeps that changed, and the topics
+// whose config changed.
 func (d *Delta) LocalChanges(nodeID int32) LocalChanges {
 	var out LocalChanges
 	names := slices.Collect(maps.Keys(d.topics))
@@ -307,6 +354,9 @@ func mergedNodes(base, changed map[int32]*Node) map[int32]*Node {
 // the node, those removed from it, and the states of those it keeps that
 // differ.
 func (out *LocalChanges) changed(im *Image, before, after *Topic, nodeID int32) {
+	if before.Config != after.Config && before.holds(nodeID) && after.holds(nodeID) {
+		out.Reconfigured = append(out.Reconfigured, after)
+	}
 	for i := range after.Partitions {
 		p := &after.Partitions[i]
 		held := i < len(before.Partitions) && before.Partitions[i].Holds(nodeID)

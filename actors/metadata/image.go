@@ -7,8 +7,9 @@
 // from anywhere. A Delta is not safe for concurrent use.
 //
 // Records are generated from an Image without touching it (CreateTopic,
-// DeleteTopic, AssignDirs, ReserveProducerIDs), persisted, and only then
-// replayed, as Kafka's QuorumController does.
+// DeleteTopic, AddPartitions, AlterConfigs, AssignDirs,
+// ReserveProducerIDs), persisted, and only then replayed, as Kafka's
+// QuorumController does.
 //
 // It imports no actor runtime.
 package metadata
@@ -161,13 +162,23 @@ func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, m
 				fmt.Sprintf("topic %q collides with existing topic %q ('.' and '_' are treated alike)", name, other)
 		}
 	}
-	if p := m.GetPartitions(); p < 1 || p > MaxPartitionsPerTopic {
+	assignments := m.GetAssignments()
+	if len(assignments) > 0 && (m.GetPartitions() != 0 || m.GetReplicationFactor() != 0) {
+		return topic.Config{}, messages.ErrorCode_INVALID_REQUEST,
+			fmt.Sprintf("topic %q: give either a partition count and replication factor or the replicas of each partition, not both", name)
+	}
+	if p := PartitionCount(m); p < 1 || p > MaxPartitionsPerTopic {
 		return topic.Config{}, messages.ErrorCode_INVALID_PARTITIONS,
 			fmt.Sprintf("topic %q cannot have %d partitions: a topic has 1 to %d", name, p, MaxPartitionsPerTopic)
 	}
 	config, err := topic.ParseConfig(m.GetConfigs())
 	if err != nil {
 		return topic.Config{}, messages.ErrorCode_INVALID_CONFIG, fmt.Sprintf("invalid config for topic %q: %s", name, configReason(err))
+	}
+	for i, a := range assignments {
+		if code, msg := im.checkAssignment(name, int32(i), a.GetReplicas(), len(assignments[0].GetReplicas())); code != messages.ErrorCode_NONE {
+			return topic.Config{}, code, msg
+		}
 	}
 	switch rf := m.GetReplicationFactor(); {
 	case rf > MaxReplicationFactor:
@@ -178,6 +189,55 @@ func (im *Image) ValidateCreate(m *messages.CreateTopicRequest) (topic.Config, m
 			fmt.Sprintf("topic %q cannot have replication factor up to %d: it is at most %d", name, -int64(rf), MaxReplicationFactor)
 	}
 	return config, messages.ErrorCode_NONE, ""
+}
+
+// PartitionCount is the number of partitions m creates: one for each
+// assignment when it names replicas, otherwise the count it asks for.
+func PartitionCount(m *messages.CreateTopicRequest) int32 {
+	if a := m.GetAssignments(); len(a) > 0 {
+		return int32(len(a))
+	}
+	return m.GetPartitions()
+}
+
+// Replicas are the replicas assignments name, one list for each
+// partition in order; nil for none.
+func Replicas(assignments []*messages.ReplicaAssignment) [][]int32 {
+	if len(assignments) == 0 {
+		return nil
+	}
+	out := make([][]int32, len(assignments))
+	for i, a := range assignments {
+		out[i] = slices.Clone(a.GetReplicas())
+	}
+	return out
+}
+
+// checkAssignment reports what makes replicas unfit as the replicas of
+// partition p of the topic name (Kafka's manual assignment): none, a
+// count other than replicationFactor, a node named twice, or a node not
+// registered or fenced.
+func (im *Image) checkAssignment(name string, p int32, replicas []int32, replicationFactor int) (messages.ErrorCode, string) {
+	if len(replicas) == 0 {
+		return messages.ErrorCode_INVALID_REPLICA_ASSIGNMENT, fmt.Sprintf("partition %d of topic %q is given no replicas", p, name)
+	}
+	if len(replicas) != replicationFactor {
+		return messages.ErrorCode_INVALID_REPLICA_ASSIGNMENT,
+			fmt.Sprintf("partition %d of topic %q is given %d replicas where its other partitions have %d: every partition has as many", p, name, len(replicas), replicationFactor)
+	}
+	for i, id := range replicas {
+		if slices.Contains(replicas[:i], id) {
+			return messages.ErrorCode_INVALID_REPLICA_ASSIGNMENT, fmt.Sprintf("partition %d of topic %q names node %d twice", p, name, id)
+		}
+		n, ok := im.nodes[id]
+		switch {
+		case !ok:
+			return messages.ErrorCode_INVALID_REPLICA_ASSIGNMENT, fmt.Sprintf("partition %d of topic %q names node %d, which is not registered", p, name, id)
+		case n.Fenced:
+			return messages.ErrorCode_INVALID_REPLICA_ASSIGNMENT, fmt.Sprintf("partition %d of topic %q names node %d, which is fenced", p, name, id)
+		}
+	}
+	return messages.ErrorCode_NONE, ""
 }
 
 // configReason is what is wrong in err, a topic.ParseConfig error, without
@@ -317,7 +377,7 @@ func (im *Image) Describe(names []string, view View) []*messages.TopicMetadata {
 // DescribeTopic is t's metadata: its partitions with their replicas and
 // their leader's actor, and its effective configs.
 func (im *Image) DescribeTopic(t *Topic, view View) *messages.TopicMetadata {
-	md := &messages.TopicMetadata{Name: t.Name, TopicId: t.ID, Configs: t.Config.Map(), Internal: t.Internal}
+	md := &messages.TopicMetadata{Name: t.Name, TopicId: t.ID, Configs: t.Config.Map(), ConfigsSet: maps.Clone(t.Configs), Internal: t.Internal}
 	md.Partitions = make([]*messages.PartitionMetadata, len(t.Partitions))
 	for i, p := range t.Partitions {
 		pm := &messages.PartitionMetadata{

@@ -123,6 +123,8 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.produces.expire(ctx, time.Now())
 	case *messages.UpdatePartitionsRequest:
 		m.onUpdate(ctx, msg)
+	case *messages.UpdateTopicConfigsRequest:
+		m.onUpdateConfigs(ctx, msg)
 	case *messages.ReplicaFetchRequest:
 		m.onReplicaFetch(ctx, msg)
 	case *replicaFetched:
@@ -322,6 +324,22 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 		m.children[tp] = pid
 	}
 	return &messages.StartPartitionsResponse{Assigned: chosen}
+}
+
+// onUpdateConfigs hands a topic's new configs to each of its partitions
+// on the node; a config it cannot parse changes nothing.
+func (m *partitionManager) onUpdateConfigs(ctx actor.Context, req *messages.UpdateTopicConfigsRequest) {
+	cfg, err := topic.ParseConfig(req.GetConfigs())
+	if err != nil {
+		ctx.Respond(&messages.UpdateTopicConfigsResponse{Error: messages.ErrorCode_INVALID_CONFIG, ErrorMessage: messages.ErrorText(err)})
+		return
+	}
+	for tp, pid := range m.children {
+		if tp.Topic == req.GetTopic() {
+			ctx.Send(pid, &reconfigure{config: cfg})
+		}
+	}
+	ctx.Respond(&messages.UpdateTopicConfigsResponse{})
 }
 
 func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartitionsRequest) {

@@ -91,6 +91,9 @@ type deletePartition struct{ movedAway bool }
 // partitionTick drives retention, roll by age and reports.
 type partitionTick struct{}
 
+// reconfigure gives a partition its topic's configs after a change.
+type reconfigure struct{ config topic.Config }
+
 // reportSoon sends a report of bytes appended since the last one.
 type reportSoon struct{}
 
@@ -364,6 +367,8 @@ func (a *partitionActor) common(ctx actor.Context) {
 		a.onMove(ctx, m)
 	case *messages.PartitionState:
 		a.onPartitionState(ctx, m)
+	case *reconfigure:
+		a.onReconfigure(m.config)
 	case *produceExpiry:
 		a.onProduceExpiry(ctx)
 	case *copyStep:
@@ -421,6 +426,35 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	if a.cfg.State != nil {
 		a.onPartitionState(ctx, a.cfg.State)
 	}
+}
+
+// onReconfigure applies the topic's configs after a change: the log's
+// (segment.bytes and segment.ms from the next roll, retention.ms and
+// retention.bytes from the next retention tick, flush.*,
+// index.interval.bytes from the next append), max.message.bytes and
+// min.insync.replicas from the next produce, and an incarnation restarted
+// after a failure starts from them.
+func (a *partitionActor) onReconfigure(config topic.Config) {
+	a.cfg.Config = config
+	a.home.Config = config
+	a.core.SetMaxMessageBytes(config.MaxMessageBytes)
+	for _, log := range []*disk.Log{a.log, a.futureLog()} {
+		if log == nil {
+			continue
+		}
+		if err := log.SetConfig(config.Log); err != nil {
+			a.logger.WithError(err).Warn("topic configs not applied to the log")
+		}
+	}
+	a.logger.Info("topic configs applied")
+}
+
+// futureLog is the log a move in flight copies into, nil without one.
+func (a *partitionActor) futureLog() *disk.Log {
+	if a.move == nil {
+		return nil
+	}
+	return a.move.future
 }
 
 // now reads the partition's clock.

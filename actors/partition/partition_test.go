@@ -55,3 +55,32 @@ func TestTickFollowsTheClock(t *testing.T) {
 	require.Equal(t, int64(20), status.LogEndOffset)
 	require.Equal(t, int32(1), status.Segments, "the active segment rolled, and every segment went")
 }
+
+// A topic's configs changed while its partition runs apply from then on:
+// a smaller max.message.bytes refuses the next batch that exceeds it, and
+// a retention.ms that the records are past deletes them at the next tick.
+func TestReconfigureAppliesFromThenOn(t *testing.T) {
+	f := newMoveFixture(t, 4<<10, nil)
+	f.stop(t)
+	f.tickInterval = time.Hour // the test sends the ticks
+	clock := newTestClock(time.Now())
+	f.now = clock.Now
+	f.start(t, f.dirs[0], 0)
+	f.fill(t, 20, 1000)
+
+	cfg, err := topic.ParseConfig(map[string]string{
+		topic.ConfigSegmentBytes: "4096", topic.ConfigSegmentMs: "3600000", topic.ConfigRetentionMs: "3600000", topic.ConfigMaxMessageBytes: "500",
+	})
+	require.NoError(t, err)
+	f.system.Root.Send(f.pid, &reconfigure{config: cfg})
+	resp := moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: 1, Records: f.batch(t, fmt.Sprintf("%01000d", 0))})
+	require.Equal(t, messages.ErrorCode_MESSAGE_TOO_LARGE, resp.Error, resp.ErrorMessage)
+	require.Equal(t, int32(500), resp.MaxMessageBytes)
+	resp = moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: 1, Records: f.batch(t, "small")})
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+
+	clock.Advance(2 * time.Hour)
+	f.system.Root.Send(f.pid, &partitionTick{})
+	status := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, int64(21), status.LogStartOffset, "segment.ms and retention.ms as changed, where the defaults keep 7 days")
+}

@@ -116,6 +116,10 @@ func (p *Partition) ProducerCount() int { return len(p.producers) }
 // append.
 func (p *Partition) MaxMessageBytes() int32 { return p.maxMessageBytes }
 
+// SetMaxMessageBytes changes max.message.bytes, for the batches validated
+// from now on.
+func (p *Partition) SetMaxMessageBytes(n int32) { p.maxMessageBytes = n }
+
 // LogStartOffset is the first offset of the log.
 func (p *Partition) LogStartOffset() int64 { return p.logStartOffset }
 
