@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -619,6 +620,7 @@ func (n *Node) startKafka() error {
 		PartitionManager: n.manager,
 		Groups:           n.groups,
 		Placement:        n.placement,
+		Broker:           kafkaBrokerSettings(n.cfg, n.kafkaListener.Addr().String(), n.kafkaAddr),
 		Logger:           n.logger,
 	})
 	if err != nil {
@@ -626,6 +628,29 @@ func (n *Node) startKafka() error {
 	}
 	n.kafka = l
 	return nil
+}
+
+// kafkaBrokerSettings are cfg's settings that Kafka names as broker
+// configs, for the Kafka listener's DescribeConfigs: the node listening
+// for Kafka clients on listen and giving them out advertised.
+func kafkaBrokerSettings(cfg Config, listen, advertised string) kafka.BrokerSettings {
+	s := kafka.BrokerSettings{
+		Rack: cfg.Rack, Listener: listen, Advertised: advertised,
+		ReplicaLagMax: cfg.ReplicaLagMax, RetentionCheckInterval: cfg.TickInterval,
+		LeaderRebalanceInterval:       cfg.Quorum.LeaderRebalanceInterval,
+		OffsetsTopicPartitions:        cfg.OffsetsTopicPartitions,
+		OffsetsTopicSegmentBytes:      cfg.OffsetsTopicSegmentBytes,
+		OffsetsTopicReplicationFactor: controller.InternalReplicationFactor,
+	}
+	for _, d := range cfg.LogDirs {
+		s.LogDirs = append(s.LogDirs, d.Path)
+	}
+	voters := make([]string, len(cfg.Controllers))
+	for i, v := range cfg.Controllers {
+		voters[i] = v.String()
+	}
+	s.Voters = strings.Join(voters, ",")
+	return s
 }
 
 // KafkaAddress is the node's Kafka address as metadata gives it out (the

@@ -40,6 +40,14 @@ var apis = []api{
 	{key: kmsg.InitProducerID.Int16(), min: 0, max: 5, handle: handleInitProducerID},
 	{key: kmsg.OffsetForLeaderEpoch.Int16(), min: 2, max: 4, handle: handleOffsetForLeaderEpoch, refuse: refuseOffsetForLeaderEpoch},
 	{key: kmsg.DescribeACLs.Int16(), min: 1, max: 3, handle: handleDescribeACLs, refuse: refuseDescribeACLs},
+	{key: kmsg.CreateTopics.Int16(), min: 2, max: 7, handle: handleCreateTopics, refuse: refuseCreateTopics},
+	{key: kmsg.DeleteTopics.Int16(), min: 1, max: 6, handle: handleDeleteTopics, refuse: refuseDeleteTopics},
+	{key: kmsg.DeleteRecords.Int16(), min: 0, max: 2, handle: handleDeleteRecords},
+	{key: kmsg.CreatePartitions.Int16(), min: 0, max: 3, handle: handleCreatePartitions},
+	{key: kmsg.DescribeConfigs.Int16(), min: 1, max: 4, handle: handleDescribeConfigs, refuse: refuseDescribeConfigs},
+	{key: kmsg.AlterConfigs.Int16(), min: 0, max: 2, handle: handleAlterConfigs},
+	{key: kmsg.IncrementalAlterConfigs.Int16(), min: 0, max: 1, handle: handleIncrementalAlterConfigs},
+	{key: kmsg.DescribeCluster.Int16(), min: 0, max: 2, handle: handleDescribeCluster},
 }
 
 // apiByKey is apis by key, and advertised their ApiVersions entries, by

@@ -17,9 +17,14 @@ const (
 	codeInvalidRequiredAcks      int16 = 21
 	codeUnsupportedSASLMechanism int16 = 33
 	codeUnsupportedVersion       int16 = 35
+	codeInvalidPartitions        int16 = 37
+	codeInvalidReplicationFactor int16 = 38
+	codeInvalidReplicaAssignment int16 = 39
+	codeInvalidConfig            int16 = 40
 	codeInvalidRequest           int16 = 42
 	codeSecurityDisabled         int16 = 54
 	codeUnknownTopicID           int16 = 100
+	codeUnsupportedEndpointType  int16 = 115
 	codeRebootstrapRequired      int16 = 129
 )
 

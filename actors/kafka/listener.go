@@ -80,7 +80,10 @@ type Config struct {
 	// RequestTimeout bounds each wait for an actor's answer. Default
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	Logger         *logrus.Entry
+	// Broker are the node's settings that DescribeConfigs gives as its
+	// broker configs. Default: Depot's fixed ones alone.
+	Broker BrokerSettings
+	Logger *logrus.Entry
 }
 
 func (c Config) withDefaults() Config {
