@@ -5,7 +5,8 @@
 //
 // Addressing: a node's metadata actor is actor.NewPID(brokerAddress,
 // "metadata"); it answers MetadataRequest, CreateTopicRequest,
-// DeleteTopicRequest and InitProducerIdRequest. Metadata names, for each
+// DeleteTopicRequest, CreatePartitionsRequest, AlterTopicConfigsRequest
+// and InitProducerIdRequest. Metadata names, for each
 // partition, the leader's address and the partition actor's name, and the
 // partition actor is actor.NewPID(leader_address, actor_name). It answers
 // ProduceRequest, FetchRequest, ListOffsetsRequest and PartitionStatusRequest.
@@ -37,7 +38,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -789,6 +792,53 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 		c.forget(name)
 	}
 	return err
+}
+
+// AddPartitions raises a topic's partition count to count, as Kafka's
+// CreatePartitions (kafka-topics.sh --alter --partitions), and returns
+// the topic's metadata after it. The new partitions are placed as a new
+// topic's are, with the replication factor of the topic's first. A count
+// that does not raise the topic's is refused INVALID_PARTITIONS: a
+// topic's partitions are never removed. An answer lost and asked again
+// that finds the topic with count partitions succeeds.
+func (c *Client) AddPartitions(ctx context.Context, topic string, count int32) (*messages.TopicMetadata, error) {
+	req := &messages.CreatePartitionsRequest{Topic: topic, Count: count}
+	res, err := c.adminChange(ctx, req, func() { req.Retried = true })
+	if err != nil {
+		return nil, err
+	}
+	r, err := answer[*messages.CreatePartitionsResponse](res, req)
+	if err != nil {
+		return nil, err
+	}
+	c.forget(topic)
+	return r.GetTopic(), nil
+}
+
+// AlterTopicConfigs changes the configs set on a topic, as Kafka's
+// IncrementalAlterConfigs (kafka-configs.sh --alter --add-config,
+// --delete-config): each key of set takes its value, each of remove its
+// default again, the others stay as they are. An unknown key or a bad
+// value is refused INVALID_CONFIG and changes nothing. It returns the
+// topic's metadata after the change; its partitions apply the configs as
+// they are recorded.
+func (c *Client) AlterTopicConfigs(ctx context.Context, topic string, set map[string]string, remove []string) (*messages.TopicMetadata, error) {
+	req := &messages.AlterTopicConfigsRequest{Topic: topic}
+	for _, key := range slices.Sorted(maps.Keys(set)) {
+		req.Changes = append(req.Changes, &messages.ConfigChange{Key: key, Op: messages.ConfigChange_SET, Value: set[key]})
+	}
+	for _, key := range remove {
+		req.Changes = append(req.Changes, &messages.ConfigChange{Key: key, Op: messages.ConfigChange_DELETE})
+	}
+	res, err := c.adminChange(ctx, req, func() {})
+	if err != nil {
+		return nil, err
+	}
+	r, err := answer[*messages.AlterTopicConfigsResponse](res, req)
+	if err != nil {
+		return nil, err
+	}
+	return r.GetTopic(), nil
 }
 
 // initProducerID asks a broker for a new producer id and epoch.

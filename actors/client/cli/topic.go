@@ -18,8 +18,9 @@ import (
 )
 
 func newTopicCommand(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe and delete topics"}
-	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicElectLeadersCommand(g), newTopicReassignCommand(g))
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
+	cmd.AddCommand(newTopicCreateCommand(g), newTopicListCommand(g), newTopicDescribeCommand(g), newTopicDeleteCommand(g), newTopicElectLeadersCommand(g), newTopicReassignCommand(g),
+		newTopicAddPartitionsCommand(g), newTopicAlterConfigCommand(g))
 	return cmd
 }
 
