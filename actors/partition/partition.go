@@ -446,7 +446,7 @@ func (a *partitionActor) onReconfigure(config topic.Config) {
 			a.logger.WithError(err).Warn("topic configs not applied to the log")
 		}
 	}
-	a.logger.Info("topic configs applied")
+	a.logger.Debug("topic configs applied")
 }
 
 // futureLog is the log a move in flight copies into, nil without one.
