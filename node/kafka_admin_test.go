@@ -560,6 +560,25 @@ func TestKafkaAdminClusterOfThree(t *testing.T) {
 	}
 	require.Len(t, leaders, 3, "the new partitions' leaders spread over the nodes: %v", leaders)
 
+	// A change asked of any node is made by the active controller: each
+	// node forwards it there.
+	for id := range c.nodes {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, "spread"
+		rc := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		rc.Name, rc.Op, rc.Value = "retention.ms", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(fmt.Sprint(3600000*id))
+		rr.Configs = append(rr.Configs, rc)
+		req.Resources = append(req.Resources, rr)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+		require.NoError(t, err)
+		require.Equal(t, int16(0), resp.Resources[0].ErrorCode, "asked of node %d", id)
+		c.agree() // every node's metadata has applied the change
+		described, err := adm.DescribeTopicConfigs(ctx, "spread")
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(3600000*id), valueOf(configOf(t, described, "spread", "retention.ms")))
+	}
+
 	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("spread"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(100*time.Millisecond))
 	for i := range 5 {

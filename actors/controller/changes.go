@@ -413,8 +413,12 @@ func (a *controllerActor) response(req any, code messages.ErrorCode, msg string)
 		if code != messages.ErrorCode_NONE {
 			return resp
 		}
-		if rec, _, _ := a.image.AlterConfigs(m); m.GetValidateOnly() && rec != nil {
-			resp.Topic = a.describeAfter(m.GetTopic(), []*messages.MetadataRecord{rec})
+		if m.GetValidateOnly() {
+			var recs []*messages.MetadataRecord
+			if rec, _, _ := a.image.AlterConfigs(m); rec != nil {
+				recs = append(recs, rec)
+			}
+			resp.Topic = a.describeAfter(m.GetTopic(), recs)
 		} else if t, ok := a.image.Topic(m.GetTopic()); ok {
 			resp.Topic = a.image.DescribeTopic(t, a.view())
 		}
