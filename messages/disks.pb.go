@@ -879,8 +879,8 @@ func (x *RemoveLogDirResponse) GetErrorMessage() string {
 // move again while its move runs moves on once that one ends; one queued
 // takes the new directory. Refused: a directory that is not one of the
 // node's (LOG_DIR_NOT_FOUND), one offline or full (KAFKA_STORAGE_ERROR),
-// one draining (INVALID_REQUEST), a partition the node's log dirs have not
-// reported (REPLICA_NOT_AVAILABLE).
+// one draining (INVALID_REQUEST), a partition none of the node's log dirs
+// holds, by their reports (NOT_LEADER_OR_FOLLOWER).
 type MoveReplicasRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Replicas      []*ReplicaMove         `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
