@@ -40,6 +40,12 @@ var apis = []api{
 	{key: kmsg.InitProducerID.Int16(), min: 0, max: 5, handle: handleInitProducerID},
 	{key: kmsg.OffsetForLeaderEpoch.Int16(), min: 2, max: 4, handle: handleOffsetForLeaderEpoch, refuse: refuseOffsetForLeaderEpoch},
 	{key: kmsg.DescribeACLs.Int16(), min: 1, max: 3, handle: handleDescribeACLs, refuse: refuseDescribeACLs},
+	{key: kmsg.AlterReplicaLogDirs.Int16(), min: 1, max: 2, handle: handleAlterReplicaLogDirs, refuse: refuseAlterReplicaLogDirs},
+	{key: kmsg.DescribeLogDirs.Int16(), min: 1, max: 5, handle: handleDescribeLogDirs, refuse: refuseDescribeLogDirs},
+	{key: kmsg.SASLAuthenticate.Int16(), min: 0, max: 2, handle: handleSASLAuthenticate},
+	{key: kmsg.ElectLeaders.Int16(), min: 0, max: 2, handle: handleElectLeaders},
+	{key: kmsg.AlterPartitionAssignments.Int16(), min: 0, max: 1, handle: handleAlterPartitionAssignments},
+	{key: kmsg.ListPartitionReassignments.Int16(), min: 0, max: 0, handle: handleListPartitionReassignments},
 }
 
 // apiByKey is apis by key, and advertised their ApiVersions entries, by
