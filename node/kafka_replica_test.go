@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/messages"
 )
 
 // startKafkaDisksNode starts a node with a Kafka listener and two log
@@ -365,4 +366,156 @@ func TestKafkaSASLRefused(t *testing.T) {
 	c.send(v, 6)
 	corr, _ = c.response()
 	require.Equal(t, int32(6), corr, "the connection is still served")
+}
+
+// Three nodes: kadm moves a replica of a partition to the node that holds
+// none, which ListPartitionReassignments shows in flight, cancels the
+// move, moves it again and lets it complete; reorders the replicas, and
+// ElectLeaders makes the new preferred replica lead. Every record produced
+// before is read back, in order; refusals carry Kafka's codes.
+func TestKafkaReassignAndElect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves a partition between nodes under a throttle")
+	}
+	const throttle = 128 << 10
+	c := newTestClusterOf(t, 3, fastQuorum, func(cfg *Config) {
+		cfg.KafkaListen = "127.0.0.1:0"
+		cfg.Balance.ThrottleBytesPerS = throttle
+	})
+	var seeds []string
+	for _, n := range c.nodes {
+		seeds = append(seeds, n.KafkaAddress())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := c.client().CreateTopicReplicated(ctx, "re", 1, 2, nil)
+	require.NoError(t, err)
+	c.agree()
+
+	cl := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("re"), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryTimeout(time.Minute))
+	adm := kadm.NewClient(cl)
+	const records = 800
+	pad := bytes.Repeat([]byte{'p'}, 1000)
+	var rs []*kgo.Record
+	for i := range records {
+		rs = append(rs, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: pad})
+	}
+	require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr())
+	c.waitReplicated("re")
+
+	md, err := adm.Metadata(ctx, "re")
+	require.NoError(t, err)
+	before := md.Topics["re"].Partitions[0]
+	spare := c.spareNodes(&messages.PartitionMetadata{Replicas: before.Replicas})[0]
+	gone, kept := before.Replicas[0], before.Replicas[1]
+	target := []int32{kept, spare}
+
+	var move kadm.AlterPartitionAssignmentsReq
+	move.Assign("re", 0, target)
+	resp, err := adm.AlterPartitionAssignments(ctx, move)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+
+	// About 800 KB at 128 KiB/s: the new replica takes seconds to catch up.
+	// Each node lists what it has applied: the one asked may apply the
+	// move a little after the controller answered.
+	var inFlight kadm.ListPartitionReassignmentsResponse
+	require.Eventually(t, func() bool {
+		listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"re": {0: {}}, "nope": {0: {}}})
+		require.NoError(t, err)
+		require.NotContains(t, listed, "nope", "a topic that does not exist is left out")
+		var ok bool
+		inFlight, ok = listed["re"][0]
+		return ok
+	}, 10*time.Second, 10*time.Millisecond, "the move is listed while it runs")
+	require.Equal(t, []int32{kept, spare, gone}, inFlight.Replicas)
+	require.Equal(t, []int32{spare}, inFlight.AddingReplicas)
+	require.Equal(t, []int32{gone}, inFlight.RemovingReplicas)
+	// A null list, which kadm does not send, lists every move.
+	every := kmsg.NewPtrListPartitionReassignmentsRequest()
+	everyResp, err := every.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Len(t, everyResp.Topics, 1)
+	require.Equal(t, "re", everyResp.Topics[0].Topic)
+	require.Equal(t, inFlight.AddingReplicas, everyResp.Topics[0].Partitions[0].AddingReplicas)
+
+	var cancelMove kadm.AlterPartitionAssignmentsReq
+	cancelMove.CancelAssign("re", 0)
+	resp, err = adm.AlterPartitionAssignments(ctx, cancelMove)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error(), "null replicas cancel the move")
+	// As Kafka's revert leaves them: the replicas kept, then those the move
+	// was removing.
+	c.waitMoved("re", 0, []int32{kept, gone})
+	listed, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{"re": {0: {}}})
+	require.NoError(t, err)
+	require.Empty(t, listed)
+	resp, err = adm.AlterPartitionAssignments(ctx, cancelMove)
+	require.NoError(t, err)
+	require.ErrorIs(t, resp["re"][0].Err, kerr.NoReassignmentInProgress)
+
+	for _, bad := range []struct {
+		name string
+		ctx  context.Context
+		req  kadm.AlterPartitionAssignmentsReq
+		err  error
+	}{
+		{"a node not registered", ctx, kadm.AlterPartitionAssignmentsReq{"re": {0: {kept, 9}}}, kerr.InvalidReplicaAssignment},
+		{"a node twice", ctx, kadm.AlterPartitionAssignmentsReq{"re": {0: {kept, kept}}}, kerr.InvalidReplicaAssignment},
+		{"an unknown topic", ctx, kadm.AlterPartitionAssignmentsReq{"nope": {0: {kept}}}, kerr.UnknownTopicOrPartition},
+		{"a replication factor change forbidden", kadm.ForbidAlterRf(ctx), kadm.AlterPartitionAssignmentsReq{"re": {0: {1, 2, 3}}}, kerr.InvalidReplicationFactor},
+	} {
+		resp, err := adm.AlterPartitionAssignments(bad.ctx, bad.req)
+		require.NoError(t, err, bad.name)
+		resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
+			require.ErrorIs(t, r.Err, bad.err, "%s: %s", bad.name, r.ErrMessage)
+			require.NotEmpty(t, r.ErrMessage, bad.name)
+		})
+	}
+
+	resp, err = adm.AlterPartitionAssignments(ctx, move)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+	after := c.waitMoved("re", 0, target)
+	require.Equal(t, kept, after.Leader, "the node the move kept leads")
+	require.Eventually(t, func() bool { return len(c.replicaFiles(gone, "re", 0)) == 0 }, 30*time.Second, 20*time.Millisecond)
+
+	// Reordered, the partition's preferred replica is the node the move
+	// added, which does not lead until it is elected.
+	var reorder kadm.AlterPartitionAssignmentsReq
+	reorder.Assign("re", 0, []int32{spare, kept})
+	resp, err = adm.AlterPartitionAssignments(ctx, reorder)
+	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+	require.Equal(t, kept, c.waitMoved("re", 0, []int32{spare, kept}).Leader)
+
+	unclean, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{"re": {0: {}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, unclean["re"][0].Err, kerr.ElectionNotNeeded, "the partition has a leader")
+
+	elected, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"re": {0: {}}, "nope": {0: {}}})
+	require.NoError(t, err)
+	require.NoError(t, elected["re"][0].Err)
+	require.ErrorIs(t, elected["nope"][0].Err, kerr.UnknownTopicOrPartition)
+	require.Equal(t, spare, c.waitMoved("re", 0, []int32{spare, kept}).Leader, "the preferred replica leads")
+	again, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"re": {0: {}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, again["re"][0].Err, kerr.ElectionNotNeeded)
+	all, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, nil)
+	require.NoError(t, err)
+	require.NotContains(t, all["re"], int32(0), "a null list leaves out the partitions that needed no election")
+
+	// The node the move took the partition from holds no replica of it.
+	var off kadm.AlterReplicaLogDirsReq
+	off.Add(c.cfgs[gone].withDefaults().LogDirs[0].Path, kadm.TopicsSet{"re": {0: {}}})
+	offResp, err := adm.AlterBrokerReplicaLogDirs(ctx, gone, off)
+	require.NoError(t, err)
+	require.ErrorIs(t, offResp["re"][0].Err, kerr.ReplicaNotAvailable)
+
+	got := kafkaConsume(t, seeds, "re", records)
+	require.Len(t, got, records)
+	for i, r := range got {
+		require.Equal(t, strconv.Itoa(i), string(r.Key), "in order, once")
+	}
 }
