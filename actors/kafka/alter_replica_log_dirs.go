@@ -10,9 +10,9 @@ package kafka
 // at a time, ahead of its balancer's, each copying the partition into a
 // future log in the target directory while it serves, catching up, and
 // swapping; DescribeLogDirs shows the future log while the move runs. The
-// copy runs under the node's move throttle (the balancer's,
-// --balance-throttle). A partition already in the directory asked for is
-// answered NONE and not moved.
+// copy runs under the node's move throttle (--move-throttle). A partition
+// already in the directory asked for is answered NONE and not moved. The
+// balancer may later move a partition again, as it moves any other.
 //
 // Each partition answers Kafka's code: UNKNOWN_TOPIC_OR_PARTITION when
 // the metadata does not know it, REPLICA_NOT_AVAILABLE when this node
