@@ -348,8 +348,9 @@ func addFuture(dirs []*messages.LogDirInfo, st *messages.PartitionStatusResponse
 
 // onMoveReplicas takes the moves a MoveReplicasRequest asks for: each one
 // moveAsked queues joins the moves asked, in place of one queued for the
-// same partition, and the balancer's queue drops its own moves of that
-// partition. The first starts at once when no move runs.
+// same partition, and the balancer's queue drops its own moves of every
+// partition that was not refused. The first starts at once when no move
+// runs.
 func (a *placementActor) onMoveReplicas(ctx actor.Context, m *messages.MoveReplicasRequest) *messages.MoveReplicasResponse {
 	resp := &messages.MoveReplicasResponse{}
 	for _, r := range m.GetReplicas() {
@@ -357,12 +358,15 @@ func (a *placementActor) onMoveReplicas(ctx actor.Context, m *messages.MoveRepli
 		resp.Results = append(resp.Results, res)
 		var queue bool
 		res.Error, res.ErrorMessage, queue = moveAsked(a.dirs, a.running, a.asked, r)
-		if !queue {
+		if res.Error != messages.ErrorCode_NONE {
 			continue
 		}
 		same := func(mv placement.Move) bool { return mv.Topic == r.GetTopic() && mv.Partition == r.GetPartition() }
-		a.asked = slices.DeleteFunc(a.asked, same)
 		a.queue = slices.DeleteFunc(a.queue, same)
+		if !queue {
+			continue
+		}
+		a.asked = slices.DeleteFunc(a.asked, same)
 		a.asked = append(a.asked, placement.Move{Topic: r.GetTopic(), Partition: r.GetPartition(), To: filepath.Clean(r.GetDir())})
 		a.logger.WithFields(logrus.Fields{"topic": r.GetTopic(), "partition": r.GetPartition(), "to": filepath.Clean(r.GetDir())}).Info("partition move asked")
 	}
