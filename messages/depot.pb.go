@@ -79,6 +79,10 @@ const (
 	ErrorCode_INVALID_UPDATE_VERSION         ErrorCode = 95
 	ErrorCode_INELIGIBLE_REPLICA             ErrorCode = 107
 	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE ErrorCode = 80
+	// ELIGIBLE_LEADERS_NOT_AVAILABLE refuses an unclean election: no replica
+	// of the ISR is live, and the topic does not allow one outside it, or
+	// none is live.
+	ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE ErrorCode = 83
 	ErrorCode_ELECTION_NOT_NEEDED            ErrorCode = 84
 	ErrorCode_NO_REASSIGNMENT_IN_PROGRESS    ErrorCode = 85
 	ErrorCode_INCONSISTENT_CLUSTER_ID        ErrorCode = 104
@@ -138,6 +142,7 @@ var (
 		95:   "INVALID_UPDATE_VERSION",
 		107:  "INELIGIBLE_REPLICA",
 		80:   "PREFERRED_LEADER_NOT_AVAILABLE",
+		83:   "ELIGIBLE_LEADERS_NOT_AVAILABLE",
 		84:   "ELECTION_NOT_NEEDED",
 		85:   "NO_REASSIGNMENT_IN_PROGRESS",
 		104:  "INCONSISTENT_CLUSTER_ID",
@@ -192,6 +197,7 @@ var (
 		"INVALID_UPDATE_VERSION":           95,
 		"INELIGIBLE_REPLICA":               107,
 		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
+		"ELIGIBLE_LEADERS_NOT_AVAILABLE":   83,
 		"ELECTION_NOT_NEEDED":              84,
 		"NO_REASSIGNMENT_IN_PROGRESS":      85,
 		"INCONSISTENT_CLUSTER_ID":          104,
@@ -1059,8 +1065,11 @@ type PartitionStatusResponse struct {
 	MoveCopiedBytes int64  `protobuf:"varint,13,opt,name=move_copied_bytes,json=moveCopiedBytes,proto3" json:"move_copied_bytes,omitempty"`
 	// Bytes appended per second, averaged over the last minute.
 	WriteBytesPerS float64 `protobuf:"fixed64,14,opt,name=write_bytes_per_s,json=writeBytesPerS,proto3" json:"write_bytes_per_s,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// While the partition moves: the future log's end offset and bytes.
+	MoveFutureEndOffset int64 `protobuf:"varint,15,opt,name=move_future_end_offset,json=moveFutureEndOffset,proto3" json:"move_future_end_offset,omitempty"`
+	MoveFutureBytes     int64 `protobuf:"varint,16,opt,name=move_future_bytes,json=moveFutureBytes,proto3" json:"move_future_bytes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PartitionStatusResponse) Reset() {
@@ -1187,6 +1196,20 @@ func (x *PartitionStatusResponse) GetMoveCopiedBytes() int64 {
 func (x *PartitionStatusResponse) GetWriteBytesPerS() float64 {
 	if x != nil {
 		return x.WriteBytesPerS
+	}
+	return 0
+}
+
+func (x *PartitionStatusResponse) GetMoveFutureEndOffset() int64 {
+	if x != nil {
+		return x.MoveFutureEndOffset
+	}
+	return 0
+}
+
+func (x *PartitionStatusResponse) GetMoveFutureBytes() int64 {
+	if x != nil {
+		return x.MoveFutureBytes
 	}
 	return 0
 }
@@ -2677,7 +2700,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1c\n" +
 	"\ttimestamp\x18\x04 \x01(\x03R\ttimestamp\"\x18\n" +
-	"\x16PartitionStatusRequest\"\x80\x04\n" +
+	"\x16PartitionStatusRequest\"\xe1\x04\n" +
 	"\x17PartitionStatusResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x14\n" +
@@ -2694,7 +2717,9 @@ const file_depot_proto_rawDesc = "" +
 	"\x0erecovery_point\x18\v \x01(\x03R\rrecoveryPoint\x12\x1b\n" +
 	"\tmoving_to\x18\f \x01(\tR\bmovingTo\x12*\n" +
 	"\x11move_copied_bytes\x18\r \x01(\x03R\x0fmoveCopiedBytes\x12)\n" +
-	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\"\xf0\x02\n" +
+	"\x11write_bytes_per_s\x18\x0e \x01(\x01R\x0ewriteBytesPerS\x123\n" +
+	"\x16move_future_end_offset\x18\x0f \x01(\x03R\x13moveFutureEndOffset\x12*\n" +
+	"\x11move_future_bytes\x18\x10 \x01(\x03R\x0fmoveFutureBytes\"\xf0\x02\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2820,8 +2845,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xed\n" +
-	"\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\x91\v\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -2870,7 +2894,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\"\n" +
-	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\x17\n" +
+	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\"\n" +
+	"\x1eELIGIBLE_LEADERS_NOT_AVAILABLE\x10S\x12\x17\n" +
 	"\x13ELECTION_NOT_NEEDED\x10T\x12\x1f\n" +
 	"\x1bNO_REASSIGNMENT_IN_PROGRESS\x10U\x12\x1b\n" +
 	"\x17INCONSISTENT_CLUSTER_ID\x10h\x12\x19\n" +

@@ -47,7 +47,11 @@ type LogDirInfo struct {
 	Draining bool `protobuf:"varint,11,opt,name=draining,proto3" json:"draining,omitempty"`
 	// reserve_bytes is the free space under which the directory is full; it
 	// leaves full once it has twice as much free.
-	ReserveBytes  int64 `protobuf:"varint,12,opt,name=reserve_bytes,json=reserveBytes,proto3" json:"reserve_bytes,omitempty"`
+	ReserveBytes int64 `protobuf:"varint,12,opt,name=reserve_bytes,json=reserveBytes,proto3" json:"reserve_bytes,omitempty"`
+	// futures are the future logs of the partitions moving into the
+	// directory: the placement actor fills them in its answer to a
+	// DescribeLogDirsRequest, from the partitions' own status.
+	Futures       []*FutureLog `protobuf:"bytes,13,rep,name=futures,proto3" json:"futures,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,6 +170,84 @@ func (x *LogDirInfo) GetReserveBytes() int64 {
 	return 0
 }
 
+func (x *LogDirInfo) GetFutures() []*FutureLog {
+	if x != nil {
+		return x.Futures
+	}
+	return nil
+}
+
+// FutureLog is the copy of a partition a move into a log directory is
+// writing, as Kafka's future replica: its bytes, and how many offsets it
+// is behind the partition's log (offset_lag).
+type FutureLog struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	OffsetLag     int64                  `protobuf:"varint,4,opt,name=offset_lag,json=offsetLag,proto3" json:"offset_lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FutureLog) Reset() {
+	*x = FutureLog{}
+	mi := &file_disks_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FutureLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FutureLog) ProtoMessage() {}
+
+func (x *FutureLog) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FutureLog.ProtoReflect.Descriptor instead.
+func (*FutureLog) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FutureLog) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FutureLog) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FutureLog) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *FutureLog) GetOffsetLag() int64 {
+	if x != nil {
+		return x.OffsetLag
+	}
+	return 0
+}
+
 // PartitionUsage is one partition's share of a log directory.
 type PartitionUsage struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -182,7 +264,7 @@ type PartitionUsage struct {
 
 func (x *PartitionUsage) Reset() {
 	*x = PartitionUsage{}
-	mi := &file_disks_proto_msgTypes[1]
+	mi := &file_disks_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +276,7 @@ func (x *PartitionUsage) String() string {
 func (*PartitionUsage) ProtoMessage() {}
 
 func (x *PartitionUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[1]
+	mi := &file_disks_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +289,7 @@ func (x *PartitionUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionUsage.ProtoReflect.Descriptor instead.
 func (*PartitionUsage) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{1}
+	return file_disks_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PartitionUsage) GetTopic() string {
@@ -260,7 +342,7 @@ type DescribeLogDirsRequest struct {
 
 func (x *DescribeLogDirsRequest) Reset() {
 	*x = DescribeLogDirsRequest{}
-	mi := &file_disks_proto_msgTypes[2]
+	mi := &file_disks_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +354,7 @@ func (x *DescribeLogDirsRequest) String() string {
 func (*DescribeLogDirsRequest) ProtoMessage() {}
 
 func (x *DescribeLogDirsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[2]
+	mi := &file_disks_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +367,7 @@ func (x *DescribeLogDirsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogDirsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogDirsRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{2}
+	return file_disks_proto_rawDescGZIP(), []int{3}
 }
 
 type DescribeLogDirsResponse struct {
@@ -302,7 +384,7 @@ type DescribeLogDirsResponse struct {
 
 func (x *DescribeLogDirsResponse) Reset() {
 	*x = DescribeLogDirsResponse{}
-	mi := &file_disks_proto_msgTypes[3]
+	mi := &file_disks_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +396,7 @@ func (x *DescribeLogDirsResponse) String() string {
 func (*DescribeLogDirsResponse) ProtoMessage() {}
 
 func (x *DescribeLogDirsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[3]
+	mi := &file_disks_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +409,7 @@ func (x *DescribeLogDirsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogDirsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogDirsResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{3}
+	return file_disks_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DescribeLogDirsResponse) GetError() ErrorCode {
@@ -383,7 +465,7 @@ type AddLogDirRequest struct {
 
 func (x *AddLogDirRequest) Reset() {
 	*x = AddLogDirRequest{}
-	mi := &file_disks_proto_msgTypes[4]
+	mi := &file_disks_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +477,7 @@ func (x *AddLogDirRequest) String() string {
 func (*AddLogDirRequest) ProtoMessage() {}
 
 func (x *AddLogDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[4]
+	mi := &file_disks_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +490,7 @@ func (x *AddLogDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLogDirRequest.ProtoReflect.Descriptor instead.
 func (*AddLogDirRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{4}
+	return file_disks_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AddLogDirRequest) GetPath() string {
@@ -442,7 +524,7 @@ type AddLogDirResponse struct {
 
 func (x *AddLogDirResponse) Reset() {
 	*x = AddLogDirResponse{}
-	mi := &file_disks_proto_msgTypes[5]
+	mi := &file_disks_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +536,7 @@ func (x *AddLogDirResponse) String() string {
 func (*AddLogDirResponse) ProtoMessage() {}
 
 func (x *AddLogDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[5]
+	mi := &file_disks_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +549,7 @@ func (x *AddLogDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddLogDirResponse.ProtoReflect.Descriptor instead.
 func (*AddLogDirResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{5}
+	return file_disks_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AddLogDirResponse) GetError() ErrorCode {
@@ -496,7 +578,7 @@ type DrainLogDirRequest struct {
 
 func (x *DrainLogDirRequest) Reset() {
 	*x = DrainLogDirRequest{}
-	mi := &file_disks_proto_msgTypes[6]
+	mi := &file_disks_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +590,7 @@ func (x *DrainLogDirRequest) String() string {
 func (*DrainLogDirRequest) ProtoMessage() {}
 
 func (x *DrainLogDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[6]
+	mi := &file_disks_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +603,7 @@ func (x *DrainLogDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainLogDirRequest.ProtoReflect.Descriptor instead.
 func (*DrainLogDirRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{6}
+	return file_disks_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DrainLogDirRequest) GetPath() string {
@@ -543,7 +625,7 @@ type DrainLogDirResponse struct {
 
 func (x *DrainLogDirResponse) Reset() {
 	*x = DrainLogDirResponse{}
-	mi := &file_disks_proto_msgTypes[7]
+	mi := &file_disks_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +637,7 @@ func (x *DrainLogDirResponse) String() string {
 func (*DrainLogDirResponse) ProtoMessage() {}
 
 func (x *DrainLogDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[7]
+	mi := &file_disks_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +650,7 @@ func (x *DrainLogDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainLogDirResponse.ProtoReflect.Descriptor instead.
 func (*DrainLogDirResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{7}
+	return file_disks_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DrainLogDirResponse) GetError() ErrorCode {
@@ -603,7 +685,7 @@ type UndrainLogDirRequest struct {
 
 func (x *UndrainLogDirRequest) Reset() {
 	*x = UndrainLogDirRequest{}
-	mi := &file_disks_proto_msgTypes[8]
+	mi := &file_disks_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +697,7 @@ func (x *UndrainLogDirRequest) String() string {
 func (*UndrainLogDirRequest) ProtoMessage() {}
 
 func (x *UndrainLogDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[8]
+	mi := &file_disks_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +710,7 @@ func (x *UndrainLogDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainLogDirRequest.ProtoReflect.Descriptor instead.
 func (*UndrainLogDirRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{8}
+	return file_disks_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UndrainLogDirRequest) GetPath() string {
@@ -648,7 +730,7 @@ type UndrainLogDirResponse struct {
 
 func (x *UndrainLogDirResponse) Reset() {
 	*x = UndrainLogDirResponse{}
-	mi := &file_disks_proto_msgTypes[9]
+	mi := &file_disks_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +742,7 @@ func (x *UndrainLogDirResponse) String() string {
 func (*UndrainLogDirResponse) ProtoMessage() {}
 
 func (x *UndrainLogDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[9]
+	mi := &file_disks_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +755,7 @@ func (x *UndrainLogDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainLogDirResponse.ProtoReflect.Descriptor instead.
 func (*UndrainLogDirResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{9}
+	return file_disks_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UndrainLogDirResponse) GetError() ErrorCode {
@@ -702,7 +784,7 @@ type RemoveLogDirRequest struct {
 
 func (x *RemoveLogDirRequest) Reset() {
 	*x = RemoveLogDirRequest{}
-	mi := &file_disks_proto_msgTypes[10]
+	mi := &file_disks_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +796,7 @@ func (x *RemoveLogDirRequest) String() string {
 func (*RemoveLogDirRequest) ProtoMessage() {}
 
 func (x *RemoveLogDirRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[10]
+	mi := &file_disks_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +809,7 @@ func (x *RemoveLogDirRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveLogDirRequest.ProtoReflect.Descriptor instead.
 func (*RemoveLogDirRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{10}
+	return file_disks_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveLogDirRequest) GetPath() string {
@@ -747,7 +829,7 @@ type RemoveLogDirResponse struct {
 
 func (x *RemoveLogDirResponse) Reset() {
 	*x = RemoveLogDirResponse{}
-	mi := &file_disks_proto_msgTypes[11]
+	mi := &file_disks_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +841,7 @@ func (x *RemoveLogDirResponse) String() string {
 func (*RemoveLogDirResponse) ProtoMessage() {}
 
 func (x *RemoveLogDirResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[11]
+	mi := &file_disks_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +854,7 @@ func (x *RemoveLogDirResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveLogDirResponse.ProtoReflect.Descriptor instead.
 func (*RemoveLogDirResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{11}
+	return file_disks_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RemoveLogDirResponse) GetError() ErrorCode {
@@ -783,6 +865,250 @@ func (x *RemoveLogDirResponse) GetError() ErrorCode {
 }
 
 func (x *RemoveLogDirResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+// MoveReplicasRequest asks the placement actor to move partitions of its
+// node to the log directories named, online, as Kafka's
+// AlterReplicaLogDirs: it answers at once, each partition with its outcome,
+// and runs the moves, one at a time, ahead of the balancer's. A partition
+// already in its directory, or moving there, changes nothing; one asked to
+// move again while its move runs moves on once that one ends; one queued
+// takes the new directory. Refused: a directory that is not one of the
+// node's (LOG_DIR_NOT_FOUND), one offline or full (KAFKA_STORAGE_ERROR),
+// one draining (INVALID_REQUEST), a partition none of the node's log dirs
+// holds, by their reports (NOT_LEADER_OR_FOLLOWER).
+type MoveReplicasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      []*ReplicaMove         `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveReplicasRequest) Reset() {
+	*x = MoveReplicasRequest{}
+	mi := &file_disks_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveReplicasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveReplicasRequest) ProtoMessage() {}
+
+func (x *MoveReplicasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveReplicasRequest.ProtoReflect.Descriptor instead.
+func (*MoveReplicasRequest) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MoveReplicasRequest) GetReplicas() []*ReplicaMove {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+// ReplicaMove is a partition and the log directory asked for it.
+type ReplicaMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Dir           string                 `protobuf:"bytes,3,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaMove) Reset() {
+	*x = ReplicaMove{}
+	mi := &file_disks_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaMove) ProtoMessage() {}
+
+func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaMove.ProtoReflect.Descriptor instead.
+func (*ReplicaMove) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReplicaMove) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaMove) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaMove) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+type MoveReplicasResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// results are each replica's outcome, in the order asked.
+	Results       []*ReplicaDirResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveReplicasResponse) Reset() {
+	*x = MoveReplicasResponse{}
+	mi := &file_disks_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveReplicasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveReplicasResponse) ProtoMessage() {}
+
+func (x *MoveReplicasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveReplicasResponse.ProtoReflect.Descriptor instead.
+func (*MoveReplicasResponse) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *MoveReplicasResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *MoveReplicasResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *MoveReplicasResponse) GetResults() []*ReplicaDirResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type ReplicaDirResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Error         ErrorCode              `protobuf:"varint,3,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaDirResult) Reset() {
+	*x = ReplicaDirResult{}
+	mi := &file_disks_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaDirResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaDirResult) ProtoMessage() {}
+
+func (x *ReplicaDirResult) ProtoReflect() protoreflect.Message {
+	mi := &file_disks_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaDirResult.ProtoReflect.Descriptor instead.
+func (*ReplicaDirResult) Descriptor() ([]byte, []int) {
+	return file_disks_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReplicaDirResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ReplicaDirResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ReplicaDirResult) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *ReplicaDirResult) GetErrorMessage() string {
 	if x != nil {
 		return x.ErrorMessage
 	}
@@ -804,7 +1130,7 @@ type PartitionMove struct {
 
 func (x *PartitionMove) Reset() {
 	*x = PartitionMove{}
-	mi := &file_disks_proto_msgTypes[12]
+	mi := &file_disks_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +1142,7 @@ func (x *PartitionMove) String() string {
 func (*PartitionMove) ProtoMessage() {}
 
 func (x *PartitionMove) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[12]
+	mi := &file_disks_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +1155,7 @@ func (x *PartitionMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMove.ProtoReflect.Descriptor instead.
 func (*PartitionMove) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{12}
+	return file_disks_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionMove) GetTopic() string {
@@ -878,7 +1204,7 @@ type BalanceRequest struct {
 
 func (x *BalanceRequest) Reset() {
 	*x = BalanceRequest{}
-	mi := &file_disks_proto_msgTypes[13]
+	mi := &file_disks_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1216,7 @@ func (x *BalanceRequest) String() string {
 func (*BalanceRequest) ProtoMessage() {}
 
 func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[13]
+	mi := &file_disks_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1229,7 @@ func (x *BalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceRequest.ProtoReflect.Descriptor instead.
 func (*BalanceRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{13}
+	return file_disks_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BalanceRequest) GetDryRun() bool {
@@ -929,7 +1255,7 @@ type BalanceResponse struct {
 
 func (x *BalanceResponse) Reset() {
 	*x = BalanceResponse{}
-	mi := &file_disks_proto_msgTypes[14]
+	mi := &file_disks_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1267,7 @@ func (x *BalanceResponse) String() string {
 func (*BalanceResponse) ProtoMessage() {}
 
 func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[14]
+	mi := &file_disks_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1280,7 @@ func (x *BalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceResponse.ProtoReflect.Descriptor instead.
 func (*BalanceResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{14}
+	return file_disks_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BalanceResponse) GetError() ErrorCode {
@@ -1015,7 +1341,7 @@ type MovePartitionRequest struct {
 
 func (x *MovePartitionRequest) Reset() {
 	*x = MovePartitionRequest{}
-	mi := &file_disks_proto_msgTypes[15]
+	mi := &file_disks_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1353,7 @@ func (x *MovePartitionRequest) String() string {
 func (*MovePartitionRequest) ProtoMessage() {}
 
 func (x *MovePartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[15]
+	mi := &file_disks_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1366,7 @@ func (x *MovePartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovePartitionRequest.ProtoReflect.Descriptor instead.
 func (*MovePartitionRequest) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{15}
+	return file_disks_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MovePartitionRequest) GetTargetDir() string {
@@ -1080,7 +1406,7 @@ type MovePartitionResponse struct {
 
 func (x *MovePartitionResponse) Reset() {
 	*x = MovePartitionResponse{}
-	mi := &file_disks_proto_msgTypes[16]
+	mi := &file_disks_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1418,7 @@ func (x *MovePartitionResponse) String() string {
 func (*MovePartitionResponse) ProtoMessage() {}
 
 func (x *MovePartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_disks_proto_msgTypes[16]
+	mi := &file_disks_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1431,7 @@ func (x *MovePartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MovePartitionResponse.ProtoReflect.Descriptor instead.
 func (*MovePartitionResponse) Descriptor() ([]byte, []int) {
-	return file_disks_proto_rawDescGZIP(), []int{16}
+	return file_disks_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MovePartitionResponse) GetError() ErrorCode {
@@ -1168,7 +1494,7 @@ var File_disks_proto protoreflect.FileDescriptor
 
 const file_disks_proto_rawDesc = "" +
 	"\n" +
-	"\vdisks.proto\x12\x05depot\x1a\vdepot.proto\"\x9d\x03\n" +
+	"\vdisks.proto\x12\x05depot\x1a\vdepot.proto\"\xc9\x03\n" +
 	"\n" +
 	"LogDirInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
@@ -1186,7 +1512,14 @@ const file_disks_proto_rawDesc = "" +
 	"\x0fpartition_usage\x18\n" +
 	" \x03(\v2\x15.depot.PartitionUsageR\x0epartitionUsage\x12\x1a\n" +
 	"\bdraining\x18\v \x01(\bR\bdraining\x12#\n" +
-	"\rreserve_bytes\x18\f \x01(\x03R\freserveBytes\"\xd1\x01\n" +
+	"\rreserve_bytes\x18\f \x01(\x03R\freserveBytes\x12*\n" +
+	"\afutures\x18\r \x03(\v2\x10.depot.FutureLogR\afutures\"t\n" +
+	"\tFutureLog\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12\x1d\n" +
+	"\n" +
+	"offset_lag\x18\x04 \x01(\x03R\toffsetLag\"\xd1\x01\n" +
 	"\x0ePartitionUsage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -1223,7 +1556,22 @@ const file_disks_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"c\n" +
 	"\x14RemoveLogDirResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\x8b\x01\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"E\n" +
+	"\x13MoveReplicasRequest\x12.\n" +
+	"\breplicas\x18\x01 \x03(\v2\x12.depot.ReplicaMoveR\breplicas\"S\n" +
+	"\vReplicaMove\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x10\n" +
+	"\x03dir\x18\x03 \x01(\tR\x03dir\"\x96\x01\n" +
+	"\x14MoveReplicasResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x121\n" +
+	"\aresults\x18\x03 \x03(\v2\x17.depot.ReplicaDirResultR\aresults\"\x93\x01\n" +
+	"\x10ReplicaDirResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
+	"\x05error\x18\x03 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\x8b\x01\n" +
 	"\rPartitionMove\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x19\n" +
@@ -1267,47 +1615,57 @@ func file_disks_proto_rawDescGZIP() []byte {
 	return file_disks_proto_rawDescData
 }
 
-var file_disks_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_disks_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_disks_proto_goTypes = []any{
 	(*LogDirInfo)(nil),              // 0: depot.LogDirInfo
-	(*PartitionUsage)(nil),          // 1: depot.PartitionUsage
-	(*DescribeLogDirsRequest)(nil),  // 2: depot.DescribeLogDirsRequest
-	(*DescribeLogDirsResponse)(nil), // 3: depot.DescribeLogDirsResponse
-	(*AddLogDirRequest)(nil),        // 4: depot.AddLogDirRequest
-	(*AddLogDirResponse)(nil),       // 5: depot.AddLogDirResponse
-	(*DrainLogDirRequest)(nil),      // 6: depot.DrainLogDirRequest
-	(*DrainLogDirResponse)(nil),     // 7: depot.DrainLogDirResponse
-	(*UndrainLogDirRequest)(nil),    // 8: depot.UndrainLogDirRequest
-	(*UndrainLogDirResponse)(nil),   // 9: depot.UndrainLogDirResponse
-	(*RemoveLogDirRequest)(nil),     // 10: depot.RemoveLogDirRequest
-	(*RemoveLogDirResponse)(nil),    // 11: depot.RemoveLogDirResponse
-	(*PartitionMove)(nil),           // 12: depot.PartitionMove
-	(*BalanceRequest)(nil),          // 13: depot.BalanceRequest
-	(*BalanceResponse)(nil),         // 14: depot.BalanceResponse
-	(*MovePartitionRequest)(nil),    // 15: depot.MovePartitionRequest
-	(*MovePartitionResponse)(nil),   // 16: depot.MovePartitionResponse
-	(ErrorCode)(0),                  // 17: depot.ErrorCode
+	(*FutureLog)(nil),               // 1: depot.FutureLog
+	(*PartitionUsage)(nil),          // 2: depot.PartitionUsage
+	(*DescribeLogDirsRequest)(nil),  // 3: depot.DescribeLogDirsRequest
+	(*DescribeLogDirsResponse)(nil), // 4: depot.DescribeLogDirsResponse
+	(*AddLogDirRequest)(nil),        // 5: depot.AddLogDirRequest
+	(*AddLogDirResponse)(nil),       // 6: depot.AddLogDirResponse
+	(*DrainLogDirRequest)(nil),      // 7: depot.DrainLogDirRequest
+	(*DrainLogDirResponse)(nil),     // 8: depot.DrainLogDirResponse
+	(*UndrainLogDirRequest)(nil),    // 9: depot.UndrainLogDirRequest
+	(*UndrainLogDirResponse)(nil),   // 10: depot.UndrainLogDirResponse
+	(*RemoveLogDirRequest)(nil),     // 11: depot.RemoveLogDirRequest
+	(*RemoveLogDirResponse)(nil),    // 12: depot.RemoveLogDirResponse
+	(*MoveReplicasRequest)(nil),     // 13: depot.MoveReplicasRequest
+	(*ReplicaMove)(nil),             // 14: depot.ReplicaMove
+	(*MoveReplicasResponse)(nil),    // 15: depot.MoveReplicasResponse
+	(*ReplicaDirResult)(nil),        // 16: depot.ReplicaDirResult
+	(*PartitionMove)(nil),           // 17: depot.PartitionMove
+	(*BalanceRequest)(nil),          // 18: depot.BalanceRequest
+	(*BalanceResponse)(nil),         // 19: depot.BalanceResponse
+	(*MovePartitionRequest)(nil),    // 20: depot.MovePartitionRequest
+	(*MovePartitionResponse)(nil),   // 21: depot.MovePartitionResponse
+	(ErrorCode)(0),                  // 22: depot.ErrorCode
 }
 var file_disks_proto_depIdxs = []int32{
-	1,  // 0: depot.LogDirInfo.partition_usage:type_name -> depot.PartitionUsage
-	17, // 1: depot.DescribeLogDirsResponse.error:type_name -> depot.ErrorCode
-	0,  // 2: depot.DescribeLogDirsResponse.dirs:type_name -> depot.LogDirInfo
-	17, // 3: depot.AddLogDirResponse.error:type_name -> depot.ErrorCode
-	17, // 4: depot.DrainLogDirResponse.error:type_name -> depot.ErrorCode
-	12, // 5: depot.DrainLogDirResponse.moves:type_name -> depot.PartitionMove
-	17, // 6: depot.UndrainLogDirResponse.error:type_name -> depot.ErrorCode
-	17, // 7: depot.RemoveLogDirResponse.error:type_name -> depot.ErrorCode
-	17, // 8: depot.BalanceResponse.error:type_name -> depot.ErrorCode
-	12, // 9: depot.BalanceResponse.moves:type_name -> depot.PartitionMove
-	0,  // 10: depot.BalanceResponse.before:type_name -> depot.LogDirInfo
-	0,  // 11: depot.BalanceResponse.after:type_name -> depot.LogDirInfo
-	12, // 12: depot.BalanceResponse.running:type_name -> depot.PartitionMove
-	17, // 13: depot.MovePartitionResponse.error:type_name -> depot.ErrorCode
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	2,  // 0: depot.LogDirInfo.partition_usage:type_name -> depot.PartitionUsage
+	1,  // 1: depot.LogDirInfo.futures:type_name -> depot.FutureLog
+	22, // 2: depot.DescribeLogDirsResponse.error:type_name -> depot.ErrorCode
+	0,  // 3: depot.DescribeLogDirsResponse.dirs:type_name -> depot.LogDirInfo
+	22, // 4: depot.AddLogDirResponse.error:type_name -> depot.ErrorCode
+	22, // 5: depot.DrainLogDirResponse.error:type_name -> depot.ErrorCode
+	17, // 6: depot.DrainLogDirResponse.moves:type_name -> depot.PartitionMove
+	22, // 7: depot.UndrainLogDirResponse.error:type_name -> depot.ErrorCode
+	22, // 8: depot.RemoveLogDirResponse.error:type_name -> depot.ErrorCode
+	14, // 9: depot.MoveReplicasRequest.replicas:type_name -> depot.ReplicaMove
+	22, // 10: depot.MoveReplicasResponse.error:type_name -> depot.ErrorCode
+	16, // 11: depot.MoveReplicasResponse.results:type_name -> depot.ReplicaDirResult
+	22, // 12: depot.ReplicaDirResult.error:type_name -> depot.ErrorCode
+	22, // 13: depot.BalanceResponse.error:type_name -> depot.ErrorCode
+	17, // 14: depot.BalanceResponse.moves:type_name -> depot.PartitionMove
+	0,  // 15: depot.BalanceResponse.before:type_name -> depot.LogDirInfo
+	0,  // 16: depot.BalanceResponse.after:type_name -> depot.LogDirInfo
+	17, // 17: depot.BalanceResponse.running:type_name -> depot.PartitionMove
+	22, // 18: depot.MovePartitionResponse.error:type_name -> depot.ErrorCode
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_disks_proto_init() }
@@ -1322,7 +1680,7 @@ func file_disks_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_disks_proto_rawDesc), len(file_disks_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1015,13 +1015,23 @@ func (x *AlterPartitionResponse) GetReplicas() []int32 {
 // preferred replica (its first) its leader where that replica is live and
 // in the ISR, as Kafka's ElectLeaders with the preferred election type:
 // the partitions of topic, or only those listed; every topic's when topic
-// is empty.
+// is empty; those of topic_partitions, of any topics, when it is not
+// empty.
+//
+// With unclean it is Kafka's unclean election instead: a partition with no
+// leader gets the first live member of its ISR, or, when none is live and
+// its topic allows it (unclean.leader.election.enable), its first live
+// replica, which becomes its ISR alone; a partition that has a leader
+// answers ELECTION_NOT_NEEDED, one whose topic does not allow it
+// ELIGIBLE_LEADERS_NOT_AVAILABLE.
 type ElectLeadersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partitions    []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Topic           string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions      []int32                `protobuf:"varint,2,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	TopicPartitions []*TopicPartition      `protobuf:"bytes,3,rep,name=topic_partitions,json=topicPartitions,proto3" json:"topic_partitions,omitempty"`
+	Unclean         bool                   `protobuf:"varint,4,opt,name=unclean,proto3" json:"unclean,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ElectLeadersRequest) Reset() {
@@ -1066,6 +1076,20 @@ func (x *ElectLeadersRequest) GetPartitions() []int32 {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ElectLeadersRequest) GetTopicPartitions() []*TopicPartition {
+	if x != nil {
+		return x.TopicPartitions
+	}
+	return nil
+}
+
+func (x *ElectLeadersRequest) GetUnclean() bool {
+	if x != nil {
+		return x.Unclean
+	}
+	return false
 }
 
 type ElectLeadersResponse struct {
@@ -1219,9 +1243,14 @@ type ReassignPartitionsRequest struct {
 	Partitions []*PartitionReassignment `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// retried is set on a request sent again after its answer was lost: a
 	// partition whose replicas are already its target answers success.
-	Retried       bool `protobuf:"varint,2,opt,name=retried,proto3" json:"retried,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Retried bool `protobuf:"varint,2,opt,name=retried,proto3" json:"retried,omitempty"`
+	// keep_replication_factor refuses a target with more or fewer replicas
+	// than the partition had before any move (INVALID_REPLICATION_FACTOR),
+	// as Kafka's AlterPartitionReassignments v1 does when it is not allowed
+	// to change them.
+	KeepReplicationFactor bool `protobuf:"varint,3,opt,name=keep_replication_factor,json=keepReplicationFactor,proto3" json:"keep_replication_factor,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ReassignPartitionsRequest) Reset() {
@@ -1264,6 +1293,13 @@ func (x *ReassignPartitionsRequest) GetPartitions() []*PartitionReassignment {
 func (x *ReassignPartitionsRequest) GetRetried() bool {
 	if x != nil {
 		return x.Retried
+	}
+	return false
+}
+
+func (x *ReassignPartitionsRequest) GetKeepReplicationFactor() bool {
+	if x != nil {
+		return x.KeepReplicationFactor
 	}
 	return false
 }
@@ -1585,12 +1621,14 @@ const file_replication_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\x12\x10\n" +
 	"\x03isr\x18\x05 \x03(\x05R\x03isr\x12\x16\n" +
 	"\x06leader\x18\x06 \x01(\x05R\x06leader\x12\x1a\n" +
-	"\breplicas\x18\a \x03(\x05R\breplicas\"K\n" +
+	"\breplicas\x18\a \x03(\x05R\breplicas\"\xa7\x01\n" +
 	"\x13ElectLeadersRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"\x94\x01\n" +
+	"partitions\x12@\n" +
+	"\x10topic_partitions\x18\x03 \x03(\v2\x15.depot.TopicPartitionR\x0ftopicPartitions\x12\x18\n" +
+	"\aunclean\x18\x04 \x01(\bR\aunclean\"\x94\x01\n" +
 	"\x14ElectLeadersResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12/\n" +
@@ -1600,12 +1638,13 @@ const file_replication_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +
 	"\x05error\x18\x03 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x16\n" +
-	"\x06leader\x18\x05 \x01(\x05R\x06leader\"s\n" +
+	"\x06leader\x18\x05 \x01(\x05R\x06leader\"\xab\x01\n" +
 	"\x19ReassignPartitionsRequest\x12<\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1c.depot.PartitionReassignmentR\n" +
 	"partitions\x12\x18\n" +
-	"\aretried\x18\x02 \x01(\bR\aretried\"\x7f\n" +
+	"\aretried\x18\x02 \x01(\bR\aretried\x126\n" +
+	"\x17keep_replication_factor\x18\x03 \x01(\bR\x15keepReplicationFactor\"\x7f\n" +
 	"\x15PartitionReassignment\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
@@ -1659,6 +1698,7 @@ var file_replication_proto_goTypes = []any{
 	(*ReassignPartitionsResponse)(nil),   // 18: depot.ReassignPartitionsResponse
 	(*ReassignmentResult)(nil),           // 19: depot.ReassignmentResult
 	(ErrorCode)(0),                       // 20: depot.ErrorCode
+	(*TopicPartition)(nil),               // 21: depot.TopicPartition
 }
 var file_replication_proto_depIdxs = []int32{
 	0,  // 0: depot.UpdatePartitionsRequest.partitions:type_name -> depot.PartitionState
@@ -1670,18 +1710,19 @@ var file_replication_proto_depIdxs = []int32{
 	10, // 6: depot.OffsetForLeaderEpochResponse.partitions:type_name -> depot.EpochEnd
 	20, // 7: depot.EpochEnd.error:type_name -> depot.ErrorCode
 	20, // 8: depot.AlterPartitionResponse.error:type_name -> depot.ErrorCode
-	20, // 9: depot.ElectLeadersResponse.error:type_name -> depot.ErrorCode
-	15, // 10: depot.ElectLeadersResponse.results:type_name -> depot.ElectionResult
-	20, // 11: depot.ElectionResult.error:type_name -> depot.ErrorCode
-	17, // 12: depot.ReassignPartitionsRequest.partitions:type_name -> depot.PartitionReassignment
-	20, // 13: depot.ReassignPartitionsResponse.error:type_name -> depot.ErrorCode
-	19, // 14: depot.ReassignPartitionsResponse.results:type_name -> depot.ReassignmentResult
-	20, // 15: depot.ReassignmentResult.error:type_name -> depot.ErrorCode
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	21, // 9: depot.ElectLeadersRequest.topic_partitions:type_name -> depot.TopicPartition
+	20, // 10: depot.ElectLeadersResponse.error:type_name -> depot.ErrorCode
+	15, // 11: depot.ElectLeadersResponse.results:type_name -> depot.ElectionResult
+	20, // 12: depot.ElectionResult.error:type_name -> depot.ErrorCode
+	17, // 13: depot.ReassignPartitionsRequest.partitions:type_name -> depot.PartitionReassignment
+	20, // 14: depot.ReassignPartitionsResponse.error:type_name -> depot.ErrorCode
+	19, // 15: depot.ReassignPartitionsResponse.results:type_name -> depot.ReassignmentResult
+	20, // 16: depot.ReassignmentResult.error:type_name -> depot.ErrorCode
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_replication_proto_init() }

@@ -263,10 +263,14 @@ func (a *controllerActor) build(req any) (recs []*messages.MetadataRecord, finis
 	case *messages.RegisterNodeRequest:
 		return a.buildRegister(m)
 	case *messages.ElectLeadersRequest:
-		recs, results := a.image.ElectPreferred(m)
+		recs, results := a.image.ElectLeaders(m)
 		a.elections[m] = results
 		if len(recs) > 0 {
-			a.logger.WithField("partitions", len(recs)).Info("electing preferred leaders")
+			kind := "preferred"
+			if m.GetUnclean() {
+				kind = "unclean"
+			}
+			a.logger.WithFields(logrus.Fields{"partitions": len(recs), "election": kind}).Info("electing leaders")
 		}
 		return recs, finish, messages.ErrorCode_NONE, ""
 	case *messages.AlterPartitionRequest:

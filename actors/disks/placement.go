@@ -208,6 +208,9 @@ type placementActor struct {
 	removed  []string
 	running  *placement.Move
 	queue    []placement.Move
+	// asked are the moves asked of the node (MoveReplicasRequest), in
+	// the order asked: they run before the balancer's queue.
+	asked []placement.Move
 	// everyFull is what the log-dir actors were last told of every dir
 	// being full (see everyDirFullText).
 	everyFull string
@@ -258,7 +261,9 @@ func (a *placementActor) Receive(ctx actor.Context) {
 		dirs, err := a.choose(m)
 		ctx.Respond(&ChooseLogDirsResult{Dirs: dirs, Err: err})
 	case *messages.DescribeLogDirsRequest:
-		ctx.Respond(&messages.DescribeLogDirsResponse{Dirs: a.describe(), Policy: a.cfg.Policy})
+		a.onDescribe(ctx)
+	case *messages.MoveReplicasRequest:
+		ctx.Respond(a.onMoveReplicas(ctx, m))
 	case *messages.AddLogDirRequest:
 		ctx.Respond(a.onAdd(ctx, m))
 	case *messages.DrainLogDirRequest:
@@ -290,6 +295,138 @@ func (a *placementActor) describe() []*messages.LogDirInfo {
 		out = append(out, a.dirs[path])
 	}
 	return out
+}
+
+// describeStatusTimeout bounds the wait for a moving partition's status in
+// the answer to a DescribeLogDirsRequest.
+const describeStatusTimeout = 5 * time.Second
+
+// onDescribe answers a DescribeLogDirsRequest with a copy of the
+// directories and, while a move runs, its future log in the directory it
+// moves to, from the moving partition's status (none when the partition
+// does not answer in describeStatusTimeout).
+func (a *placementActor) onDescribe(ctx actor.Context) {
+	dirs := make([]*messages.LogDirInfo, 0, len(a.order))
+	for _, info := range a.describe() {
+		dirs = append(dirs, proto.Clone(info).(*messages.LogDirInfo))
+	}
+	resp := &messages.DescribeLogDirsResponse{Dirs: dirs, Policy: a.cfg.Policy, NodeId: a.cfg.NodeID}
+	if a.running == nil {
+		ctx.Respond(resp)
+		return
+	}
+	sender := ctx.Sender()
+	pid := actor.NewPID(ctx.Self().Address, actors.PartitionActorName(a.running.Topic, a.running.Partition))
+	future := ctx.RequestFuture(pid, &messages.PartitionStatusRequest{}, describeStatusTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		if st, ok := res.(*messages.PartitionStatusResponse); ok && err == nil {
+			addFuture(dirs, st)
+		}
+		ctx.Send(sender, resp)
+	})
+}
+
+// addFuture adds the future log of a moving partition, as its status st
+// describes it, to the directory of dirs it moves to; a partition not
+// moving, or moving to none of dirs, adds nothing. Its offset lag is how
+// far its end offset is behind the partition's log end offset.
+func addFuture(dirs []*messages.LogDirInfo, st *messages.PartitionStatusResponse) {
+	if st.GetError() != messages.ErrorCode_NONE || st.GetMovingTo() == "" {
+		return
+	}
+	for _, d := range dirs {
+		if filepath.Clean(d.GetPath()) != filepath.Clean(st.GetMovingTo()) {
+			continue
+		}
+		d.Futures = append(d.Futures, &messages.FutureLog{
+			Topic: st.GetTopic(), Partition: st.GetPartition(), Bytes: st.GetMoveFutureBytes(),
+			OffsetLag: max(st.GetLogEndOffset()-st.GetMoveFutureEndOffset(), 0),
+		})
+		return
+	}
+}
+
+// onMoveReplicas takes the moves a MoveReplicasRequest asks for: each one
+// moveAsked queues joins the moves asked, in place of one queued for the
+// same partition, and the balancer's queue drops its own moves of every
+// partition that was not refused. The first starts at once when no move
+// runs.
+func (a *placementActor) onMoveReplicas(ctx actor.Context, m *messages.MoveReplicasRequest) *messages.MoveReplicasResponse {
+	resp := &messages.MoveReplicasResponse{}
+	for _, r := range m.GetReplicas() {
+		res := &messages.ReplicaDirResult{Topic: r.GetTopic(), Partition: r.GetPartition()}
+		resp.Results = append(resp.Results, res)
+		var queue bool
+		res.Error, res.ErrorMessage, queue = moveAsked(a.dirs, a.running, a.asked, r)
+		if res.Error != messages.ErrorCode_NONE {
+			continue
+		}
+		same := func(mv placement.Move) bool { return mv.Topic == r.GetTopic() && mv.Partition == r.GetPartition() }
+		a.queue = slices.DeleteFunc(a.queue, same)
+		if !queue {
+			continue
+		}
+		a.asked = slices.DeleteFunc(a.asked, same)
+		a.asked = append(a.asked, placement.Move{Topic: r.GetTopic(), Partition: r.GetPartition(), To: filepath.Clean(r.GetDir())})
+		a.logger.WithFields(logrus.Fields{"topic": r.GetTopic(), "partition": r.GetPartition(), "to": filepath.Clean(r.GetDir())}).Info("partition move asked")
+	}
+	a.next(ctx)
+	return resp
+}
+
+// moveAsked decides what becomes of a move asked of the node, from its
+// directories as reported (dirs, by path), the move running and the moves
+// asked before it: whether to queue it, or the code that refuses it, or
+// NONE with nothing to do. A directory that is not one of dirs is
+// LOG_DIR_NOT_FOUND; one offline or full KAFKA_STORAGE_ERROR; one draining
+// INVALID_REQUEST; a partition no directory holds NOT_LEADER_OR_FOLLOWER.
+// A partition already there, moving there, or last asked to go there,
+// needs nothing.
+func moveAsked(dirs map[string]*messages.LogDirInfo, running *placement.Move, asked []placement.Move, r *messages.ReplicaMove) (messages.ErrorCode, string, bool) {
+	path := filepath.Clean(r.GetDir())
+	name := fmt.Sprintf("%s-%d", r.GetTopic(), r.GetPartition())
+	info, ok := dirs[path]
+	switch {
+	case r.GetDir() == "" || !ok:
+		return messages.ErrorCode_LOG_DIR_NOT_FOUND, fmt.Sprintf("no log dir %q on this node", r.GetDir()), false
+	case info.GetState() == LogDirOffline:
+		return messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("log dir %s is offline: %s", path, info.GetError()), false
+	case info.GetState() == LogDirFull:
+		return messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("log dir %s is full", path), false
+	case info.GetState() == LogDirDraining || info.GetDraining():
+		return messages.ErrorCode_INVALID_REQUEST, fmt.Sprintf("log dir %s is draining: it takes no partition", path), false
+	}
+	from, _, held := holder(dirs, r.GetTopic(), r.GetPartition())
+	if !held {
+		return messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, fmt.Sprintf("no log dir of this node holds %s", name), false
+	}
+	// Where the partition ends up once the moves before this one ran.
+	end := from
+	if running != nil && running.Topic == r.GetTopic() && running.Partition == r.GetPartition() {
+		end = running.To
+	}
+	for _, mv := range asked {
+		if mv.Topic == r.GetTopic() && mv.Partition == r.GetPartition() {
+			end = mv.To
+		}
+	}
+	if end == path {
+		return messages.ErrorCode_NONE, "", false
+	}
+	return messages.ErrorCode_NONE, "", true
+}
+
+// holder is the directory of dirs that holds a partition, by its reports,
+// and the partition's bytes there.
+func holder(dirs map[string]*messages.LogDirInfo, topic string, partition int32) (string, int64, bool) {
+	for path, info := range dirs {
+		for _, p := range info.GetPartitionUsage() {
+			if p.GetTopic() == topic && p.GetPartition() == partition {
+				return path, p.GetBytes(), true
+			}
+		}
+	}
+	return "", 0, false
 }
 
 func (a *placementActor) choose(m *ChooseLogDirs) ([]string, error) {
@@ -520,7 +657,7 @@ func (a *placementActor) onRemove(ctx actor.Context, m *messages.RemoveLogDirReq
 		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_LOG_DIR_NOT_FOUND, ErrorMessage: fmt.Sprintf("no log dir %s on this node", path)}
 	case info.State != LogDirDraining:
 		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s is %s: drain it first (depot disks drain %s)", path, info.State, path)}
-	case info.Partitions > 0 || (a.running != nil && moving(*a.running)) || slices.ContainsFunc(a.queue, moving):
+	case info.Partitions > 0 || (a.running != nil && moving(*a.running)) || slices.ContainsFunc(a.queue, moving) || slices.ContainsFunc(a.asked, moving):
 		return &messages.RemoveLogDirResponse{Error: messages.ErrorCode_INVALID_REQUEST, ErrorMessage: fmt.Sprintf("log dir %s still holds %d partitions: wait for its drain to finish", path, info.Partitions)}
 	}
 	st := a.state()
@@ -630,22 +767,42 @@ func toMessages(moves []placement.Move) []*messages.PartitionMove {
 	return out
 }
 
-// balance plans on the balancer's timer when no move runs.
+// balance plans on the balancer's timer when no move runs or waits.
 func (a *placementActor) balance(ctx actor.Context) {
-	if a.running != nil || len(a.queue) > 0 {
+	if a.running != nil || len(a.queue) > 0 || len(a.asked) > 0 {
 		return
 	}
 	a.queue = a.plan()
 	a.next(ctx)
 }
 
-// next starts the next queued move, one at a time.
+// next starts the next move, one at a time: the first of those asked,
+// from where its partition is when it starts, else the first of the
+// balancer's queue.
 func (a *placementActor) next(ctx actor.Context) {
+	for a.running == nil && len(a.asked) > 0 {
+		move := a.asked[0]
+		a.asked = a.asked[1:]
+		from, bytes, held := holder(a.dirs, move.Topic, move.Partition)
+		switch {
+		case !held:
+			a.logger.WithFields(logrus.Fields{"topic": move.Topic, "partition": move.Partition, "to": move.To}).Warn("partition move asked dropped: no log dir holds the partition any more")
+		case from != move.To:
+			move.From, move.Bytes = from, bytes
+			a.start(ctx, move)
+		}
+	}
 	if a.running != nil || len(a.queue) == 0 {
 		return
 	}
 	move := a.queue[0]
 	a.queue = a.queue[1:]
+	a.start(ctx, move)
+}
+
+// start runs move: the partition's actor copies it online, and its answer
+// comes back as a moveDone.
+func (a *placementActor) start(ctx actor.Context, move placement.Move) {
 	a.running = &move
 	a.logger.WithFields(logrus.Fields{"topic": move.Topic, "partition": move.Partition, "from": move.From, "to": move.To, "bytes": move.Bytes}).Info("moving partition")
 	pid := actor.NewPID(ctx.Self().Address, actors.PartitionActorName(move.Topic, move.Partition))

@@ -79,3 +79,66 @@ func TestBalancerHighWaterStaysBelowTheReserve(t *testing.T) {
 		}
 	}
 }
+
+func TestMoveAsked(t *testing.T) {
+	dirs := map[string]*messages.LogDirInfo{
+		"/a": {Path: "/a", State: LogDirOnline, PartitionUsage: []*messages.PartitionUsage{{Topic: "t", Partition: 0, Bytes: 100}, {Topic: "t", Partition: 1}}},
+		"/b": {Path: "/b", State: LogDirOnline, PartitionUsage: []*messages.PartitionUsage{{Topic: "t", Partition: 2}}},
+		"/c": {Path: "/c", State: LogDirOffline, Error: "input/output error"},
+		"/d": {Path: "/d", State: LogDirFull},
+		"/e": {Path: "/e", State: LogDirDraining, Draining: true},
+	}
+	running := &placement.Move{Topic: "t", Partition: 1, From: "/a", To: "/b"}
+	asked := []placement.Move{{Topic: "t", Partition: 2, To: "/a"}}
+	for _, c := range []struct {
+		name      string
+		partition int32
+		dir       string
+		code      messages.ErrorCode
+		queue     bool
+	}{
+		{"to another dir", 0, "/b", messages.ErrorCode_NONE, true},
+		{"a path not cleaned", 0, "/b/", messages.ErrorCode_NONE, true},
+		{"where it is", 0, "/a", messages.ErrorCode_NONE, false},
+		{"where it is moving", 1, "/b", messages.ErrorCode_NONE, false},
+		{"back while it moves", 1, "/a", messages.ErrorCode_NONE, true},
+		{"where it was last asked to go", 2, "/a", messages.ErrorCode_NONE, false},
+		{"elsewhere than it was last asked to go", 2, "/b", messages.ErrorCode_NONE, true},
+		{"an unknown dir", 0, "/nope", messages.ErrorCode_LOG_DIR_NOT_FOUND, false},
+		{"no dir", 0, "", messages.ErrorCode_LOG_DIR_NOT_FOUND, false},
+		{"an offline dir", 0, "/c", messages.ErrorCode_KAFKA_STORAGE_ERROR, false},
+		{"a full dir", 0, "/d", messages.ErrorCode_KAFKA_STORAGE_ERROR, false},
+		{"a draining dir", 0, "/e", messages.ErrorCode_INVALID_REQUEST, false},
+		{"a partition not held", 9, "/b", messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, msg, queue := moveAsked(dirs, running, asked, &messages.ReplicaMove{Topic: "t", Partition: c.partition, Dir: c.dir})
+			require.Equal(t, c.code, code, msg)
+			require.Equal(t, c.queue, queue)
+			require.Equal(t, code == messages.ErrorCode_NONE, msg == "")
+		})
+	}
+}
+
+func TestAddFuture(t *testing.T) {
+	dirs := func() []*messages.LogDirInfo {
+		return []*messages.LogDirInfo{{Path: "/a"}, {Path: "/b"}}
+	}
+	moving := &messages.PartitionStatusResponse{Topic: "t", Partition: 3, LogDir: "/a", LogEndOffset: 100, MovingTo: "/b/", MoveFutureEndOffset: 60, MoveFutureBytes: 4096}
+	got := dirs()
+	addFuture(got, moving)
+	require.Empty(t, got[0].Futures)
+	require.Len(t, got[1].Futures, 1)
+	require.True(t, proto.Equal(&messages.FutureLog{Topic: "t", Partition: 3, Bytes: 4096, OffsetLag: 40}, got[1].Futures[0]), "%v", got[1].Futures[0])
+
+	for name, st := range map[string]*messages.PartitionStatusResponse{
+		"not moving":        {Topic: "t", Partition: 3, LogDir: "/a", LogEndOffset: 100},
+		"moving elsewhere":  {Topic: "t", Partition: 3, LogEndOffset: 100, MovingTo: "/z"},
+		"an offline answer": {Topic: "t", Partition: 3, Error: messages.ErrorCode_KAFKA_STORAGE_ERROR, MovingTo: "/b"},
+	} {
+		got := dirs()
+		addFuture(got, st)
+		require.Empty(t, got[0].Futures, name)
+		require.Empty(t, got[1].Futures, name)
+	}
+}

@@ -48,6 +48,12 @@ var apis = []api{
 	{key: kmsg.AlterConfigs.Int16(), min: 0, max: 2, handle: handleAlterConfigs},
 	{key: kmsg.IncrementalAlterConfigs.Int16(), min: 0, max: 1, handle: handleIncrementalAlterConfigs},
 	{key: kmsg.DescribeCluster.Int16(), min: 0, max: 2, handle: handleDescribeCluster},
+	{key: kmsg.AlterReplicaLogDirs.Int16(), min: 1, max: 2, handle: handleAlterReplicaLogDirs, refuse: refuseAlterReplicaLogDirs},
+	{key: kmsg.DescribeLogDirs.Int16(), min: 1, max: 5, handle: handleDescribeLogDirs, refuse: refuseDescribeLogDirs},
+	{key: kmsg.SASLAuthenticate.Int16(), min: 0, max: 2, handle: handleSASLAuthenticate},
+	{key: kmsg.ElectLeaders.Int16(), min: 0, max: 2, handle: handleElectLeaders},
+	{key: kmsg.AlterPartitionAssignments.Int16(), min: 0, max: 1, handle: handleAlterPartitionAssignments},
+	{key: kmsg.ListPartitionReassignments.Int16(), min: 0, max: 0, handle: handleListPartitionReassignments},
 }
 
 // apiByKey is apis by key, and advertised their ApiVersions entries, by

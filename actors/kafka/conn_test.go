@@ -2,13 +2,17 @@ package kafka
 
 import (
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -180,4 +184,28 @@ func TestCloseEndsConnections(t *testing.T) {
 	_, err := io.ReadAll(c.nc)
 	require.NoError(t, err)
 	require.Zero(t, l.budget.inUse())
+}
+
+// TLS bytes on the plain-text port close the connection with a warning
+// that says what happened.
+func TestTLSOnPlainPortClosesWithALogLine(t *testing.T) {
+	logger, hook := logtest.NewNullLogger()
+	l, _, _ := startHeld(t, Config{Logger: logrus.NewEntry(logger)})
+	c := dial(t, l)
+	_, err := c.nc.Write([]byte{0x16, 0x03, 0x01, 0x00, 0xa5, 0x01, 0x00, 0x00, 0xa1, 0x03, 0x03})
+	require.NoError(t, err)
+	require.NoError(t, c.nc.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = io.ReadAll(c.nc)
+	if !errors.Is(err, syscall.ECONNRESET) { // closed with bytes unread
+		require.NoError(t, err, "closed by the listener, not timed out")
+	}
+	var warned []string
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel {
+			warned = append(warned, e.Message)
+		}
+	}
+	require.Len(t, warned, 1)
+	require.Contains(t, warned[0], "TLS")
+	require.Contains(t, warned[0], "PLAINTEXT")
 }

@@ -14,8 +14,10 @@ const (
 	codeLeaderNotAvailable       int16 = 5
 	codeNotLeaderOrFollower      int16 = 6
 	codeRequestTimedOut          int16 = 7
+	codeReplicaNotAvailable      int16 = 9
 	codeInvalidRequiredAcks      int16 = 21
 	codeUnsupportedSASLMechanism int16 = 33
+	codeIllegalSASLState         int16 = 34
 	codeUnsupportedVersion       int16 = 35
 	codeInvalidPartitions        int16 = 37
 	codeInvalidReplicationFactor int16 = 38

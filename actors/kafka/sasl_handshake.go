@@ -5,8 +5,8 @@ package kafka
 // The listener is PLAINTEXT only: every mechanism is answered
 // UNSUPPORTED_SASL_MECHANISM with an empty list of mechanisms, so that a
 // client configured for SASL fails at once with Kafka's own error rather
-// than hanging. A SaslAuthenticate after it is an unknown API and closes
-// the connection.
+// than hanging. A SaslAuthenticate after it is answered
+// ILLEGAL_SASL_STATE (see SASLAuthenticate).
 
 import (
 	"github.com/asynkron/protoactor-go/actor"

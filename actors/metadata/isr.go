@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -91,13 +94,56 @@ func (im *Image) uncleanLeader(t *Topic, p *Partition, except int32) int32 {
 	return im.electLeader(p.Replicas, except)
 }
 
-// ElectPreferred returns the records that make the preferred replica (the
-// first) of each partition m names its leader, where it is live and in the
-// ISR, and each partition's outcome. A topic m names that does not exist,
-// or a partition it does not have, is answered UNKNOWN_TOPIC_OR_PARTITION.
-func (im *Image) ElectPreferred(m *messages.ElectLeadersRequest) ([]*messages.MetadataRecord, []*messages.ElectionResult) {
+// ElectLeaders returns the records of the elections m asks for, and each
+// partition's outcome, in the order the partitions are named: preferred
+// elections (electPreferred), or unclean ones when m asks for them
+// (electUnclean). The partitions are those of m's topic partitions when it
+// names any; else those of its topic, only the partitions it lists when it
+// lists any; else every partition of every topic, by topic name. A topic
+// that does not exist, or a partition it does not have, is answered
+// UNKNOWN_TOPIC_OR_PARTITION; a partition named twice is elected once, and
+// answered each time.
+func (im *Image) ElectLeaders(m *messages.ElectLeadersRequest) ([]*messages.MetadataRecord, []*messages.ElectionResult) {
 	var recs []*messages.MetadataRecord
 	var results []*messages.ElectionResult
+	type key struct {
+		topic     string
+		partition int32
+	}
+	done := map[key]*messages.ElectionResult{}
+	elect := func(name string, i int32) {
+		k := key{name, i}
+		if earlier, ok := done[k]; ok {
+			results = append(results, proto.Clone(earlier).(*messages.ElectionResult))
+			return
+		}
+		r := &messages.ElectionResult{Topic: name, Partition: i, Leader: NoLeader}
+		results = append(results, r)
+		done[k] = r
+		t, ok := im.topics[name]
+		if !ok || i < 0 || int(i) >= len(t.Partitions) {
+			r.Error, r.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("partition %s-%d does not exist", name, i)
+			return
+		}
+		p := &t.Partitions[i]
+		r.Leader = p.Leader
+		electOne := im.electPreferred
+		if m.GetUnclean() {
+			electOne = im.electUnclean
+		}
+		rec, code, msg := electOne(t, p)
+		r.Error, r.ErrorMessage = code, msg
+		if rec != nil {
+			recs = append(recs, rec)
+			r.Leader = rec.GetPartitionChange().GetLeader()
+		}
+	}
+	if len(m.GetTopicPartitions()) > 0 {
+		for _, tp := range m.GetTopicPartitions() {
+			elect(tp.GetTopic(), tp.GetPartition())
+		}
+		return recs, results
+	}
 	names := im.TopicNames()
 	if m.GetTopic() != "" {
 		names = []string{m.GetTopic()}
@@ -117,23 +163,37 @@ func (im *Image) ElectPreferred(m *messages.ElectLeadersRequest) ([]*messages.Me
 			}
 		}
 		for _, i := range parts {
-			r := &messages.ElectionResult{Topic: name, Partition: i, Leader: NoLeader}
-			results = append(results, r)
-			if i < 0 || int(i) >= len(t.Partitions) {
-				r.Error, r.ErrorMessage = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("partition %s-%d does not exist", name, i)
-				continue
-			}
-			p := &t.Partitions[i]
-			r.Leader = p.Leader
-			rec, code, msg := im.electPreferred(t, p)
-			r.Error, r.ErrorMessage = code, msg
-			if rec != nil {
-				recs = append(recs, rec)
-				r.Leader = p.Replicas[0]
-			}
+			elect(name, i)
 		}
 	}
 	return recs, results
+}
+
+// electUnclean is the record of an unclean election of p, as Kafka's
+// ElectLeaders with the unclean election type: a partition with no leader
+// gets the first live member of its ISR, or, when none is live and t
+// allows an unclean election, its first live replica, which becomes the
+// ISR alone. A partition that has a leader needs none
+// (ELECTION_NOT_NEEDED); one that finds no leader it may take is refused
+// ELIGIBLE_LEADERS_NOT_AVAILABLE.
+func (im *Image) electUnclean(t *Topic, p *Partition) (*messages.MetadataRecord, messages.ErrorCode, string) {
+	name := fmt.Sprintf("%s-%d", t.Name, p.Partition)
+	if p.Leader != NoLeader {
+		return nil, messages.ErrorCode_ELECTION_NOT_NEEDED, fmt.Sprintf("%s: node %d leads", name, p.Leader)
+	}
+	if leader := im.electLeader(p.ISR, NoLeader); leader != NoLeader {
+		return changeRecord(t.Name, p, leader, p.ISR), messages.ErrorCode_NONE, ""
+	}
+	if !t.Config.UncleanLeaderElection {
+		return nil, messages.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE, fmt.Sprintf(
+			"%s: no replica of its ISR %v is live, and topic %q does not allow a replica outside it to lead (%s is false)",
+			name, p.ISR, t.Name, topic.ConfigUncleanLeaderElection)
+	}
+	leader := im.electLeader(p.Replicas, NoLeader)
+	if leader == NoLeader {
+		return nil, messages.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE, fmt.Sprintf("%s: none of its replicas %v is live", name, p.Replicas)
+	}
+	return changeRecord(t.Name, p, leader, []int32{leader}), messages.ErrorCode_NONE, ""
 }
 
 // electPreferred is the record that makes p's preferred replica its

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -134,24 +135,24 @@ func TestLocalChangesUpdated(t *testing.T) {
 func TestElectPreferred(t *testing.T) {
 	image := threeNodes(t, nil)
 	require.False(t, image.Imbalanced(), "node 1 leads: balanced")
-	recs, results := image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "t"})
+	recs, results := image.ElectLeaders(&messages.ElectLeadersRequest{Topic: "t"})
 	require.Empty(t, recs)
 	require.Equal(t, messages.ErrorCode_ELECTION_NOT_NEEDED, results[0].GetError())
 
 	// Node 1 goes and comes back: node 2 leads, and node 1 rejoins the ISR.
 	image, _ = replay(t, image, image.Fence(1)...)
 	require.False(t, image.Imbalanced(), "node 1 is fenced")
-	recs, results = image.ElectPreferred(&messages.ElectLeadersRequest{})
+	recs, results = image.ElectLeaders(&messages.ElectLeadersRequest{})
 	require.Empty(t, recs)
 	require.Equal(t, messages.ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE, results[0].GetError())
 	image, _ = replay(t, image, image.Unfence(1)...)
-	recs, _ = image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "t"})
+	recs, _ = image.ElectLeaders(&messages.ElectLeadersRequest{Topic: "t"})
 	require.Empty(t, recs, "node 1 is not in the ISR yet")
 	p, _ := image.Partition("t", 0)
 	rec, _, _ := image.AlterPartition(&messages.AlterPartitionRequest{Topic: "t", Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Isr: append(slices.Clone(p.ISR), 1)})
 	image, _ = replay(t, image, rec)
 	require.True(t, image.Imbalanced())
-	recs, results = image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "t", Partitions: []int32{0, 5}})
+	recs, results = image.ElectLeaders(&messages.ElectLeadersRequest{Topic: "t", Partitions: []int32{0, 5}})
 	require.Len(t, recs, 1)
 	require.Equal(t, int32(1), results[0].GetLeader())
 	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, results[1].GetError())
@@ -162,7 +163,7 @@ func TestElectPreferred(t *testing.T) {
 	require.Equal(t, before.LeaderEpoch+1, p.LeaderEpoch)
 	require.False(t, image.Imbalanced())
 
-	_, results = image.ElectPreferred(&messages.ElectLeadersRequest{Topic: "nope"})
+	_, results = image.ElectLeaders(&messages.ElectLeadersRequest{Topic: "nope"})
 	require.Equal(t, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, results[0].GetError())
 }
 
@@ -191,4 +192,79 @@ func TestRaiseInternalReplicas(t *testing.T) {
 	// Ordinary topics are not touched.
 	plain, _ := replay(t, image, CreateTopic(&messages.CreateTopicRequest{Name: "t1", Partitions: 1}, "id2", [][]int32{{2}}))
 	require.Len(t, plain.RaiseInternalReplicas(3).Partitions, 2)
+}
+
+// An unclean election gives a leaderless partition the first live member
+// of its ISR, or, where none is live and the topic allows it, its first
+// live replica; a partition with a leader needs none.
+func TestElectUnclean(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// isr is the ISR of the leaderless partition, fenced the nodes
+		// fenced after it lost its leader.
+		isr, fenced []int32
+		allowed     bool
+		leads       bool // the partition keeps node 1 as leader
+		code        messages.ErrorCode
+		leader      int32
+		wantISR     []int32
+	}{
+		{name: "a leader already", isr: []int32{1, 2, 3}, leads: true, code: messages.ErrorCode_ELECTION_NOT_NEEDED, leader: 1, wantISR: []int32{1, 2, 3}},
+		{name: "a live member of the ISR", isr: []int32{1, 2}, fenced: []int32{1}, code: messages.ErrorCode_NONE, leader: 2, wantISR: []int32{1, 2}},
+		{name: "none in the ISR, not allowed", isr: []int32{1}, fenced: []int32{1}, code: messages.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE, leader: NoLeader, wantISR: []int32{1}},
+		{name: "none in the ISR, allowed", isr: []int32{1}, fenced: []int32{1}, allowed: true, code: messages.ErrorCode_NONE, leader: 2, wantISR: []int32{2}},
+		{name: "the first live replica", isr: []int32{1}, fenced: []int32{1, 2}, allowed: true, code: messages.ErrorCode_NONE, leader: 3, wantISR: []int32{3}},
+		{name: "no replica live", isr: []int32{1}, fenced: []int32{1, 2, 3}, allowed: true, code: messages.ErrorCode_ELIGIBLE_LEADERS_NOT_AVAILABLE, leader: NoLeader, wantISR: []int32{1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			configs := map[string]string{"unclean.leader.election.enable": fmt.Sprint(c.allowed)}
+			image := threeNodes(t, configs)
+			p, _ := image.Partition("t", 0)
+			leader := NoLeader
+			if c.leads {
+				leader = 1
+			}
+			image, _ = replay(t, image, changeRecord("t", p, leader, c.isr))
+			for _, id := range c.fenced {
+				image, _ = replay(t, image, fenceRecord(id, true))
+			}
+			before, _ := image.Partition("t", 0)
+			recs, results := image.ElectLeaders(&messages.ElectLeadersRequest{Unclean: true, TopicPartitions: []*messages.TopicPartition{{Topic: "t"}}})
+			require.Len(t, results, 1)
+			require.Equal(t, c.code, results[0].GetError(), results[0].GetErrorMessage())
+			require.Equal(t, c.leader, results[0].GetLeader())
+			image, _ = replay(t, image, recs...)
+			p, _ = image.Partition("t", 0)
+			require.Equal(t, c.leader, p.Leader)
+			require.Equal(t, c.wantISR, p.ISR)
+			if c.code == messages.ErrorCode_NONE {
+				require.Equal(t, before.LeaderEpoch+1, p.LeaderEpoch)
+			} else {
+				require.Empty(t, recs)
+			}
+		})
+	}
+}
+
+// Partitions named one by one, of several topics, are elected in the
+// order named; one named twice is elected once and answered twice.
+func TestElectNamedPartitions(t *testing.T) {
+	image := threeNodes(t, nil)
+	p, _ := image.Partition("t", 0)
+	image, _ = replay(t, image, changeRecord("t", p, 2, p.ISR))
+	recs, results := image.ElectLeaders(&messages.ElectLeadersRequest{TopicPartitions: []*messages.TopicPartition{
+		{Topic: "t", Partition: 0}, {Topic: "nope", Partition: 0}, {Topic: "t", Partition: 3}, {Topic: "t", Partition: 0},
+	}})
+	require.Len(t, recs, 1)
+	require.Len(t, results, 4)
+	codes := make([]messages.ErrorCode, len(results))
+	for i, r := range results {
+		codes[i] = r.GetError()
+	}
+	require.Equal(t, []messages.ErrorCode{messages.ErrorCode_NONE, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION,
+		messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, messages.ErrorCode_NONE}, codes)
+	require.Equal(t, int32(1), results[0].GetLeader())
+	require.Equal(t, int32(1), results[3].GetLeader())
+	require.Equal(t, "nope", results[1].GetTopic())
+	require.Equal(t, int32(3), results[2].GetPartition())
 }

@@ -124,7 +124,9 @@ func without(list, drop []int32) []int32 {
 // its ISR without a member (INVALID_REPLICA_ASSIGNMENT). A target asked
 // again while its move is in flight, and, in a retried request, one the
 // partition already has or a cancel with no move in flight, change
-// nothing and succeed.
+// nothing and succeed. With keep_replication_factor, a target with more or
+// fewer replicas than the partition had before any move is refused
+// (INVALID_REPLICATION_FACTOR); a cancel is not.
 func (im *Image) Reassign(m *messages.ReassignPartitionsRequest) ([]*messages.MetadataRecord, []*messages.ReassignmentResult) {
 	var recs []*messages.MetadataRecord
 	results := make([]*messages.ReassignmentResult, 0, len(m.GetPartitions()))
@@ -142,7 +144,7 @@ func (im *Image) Reassign(m *messages.ReassignPartitionsRequest) ([]*messages.Me
 			continue
 		}
 		seen[k] = true
-		rec, code, msg := im.reassign(r, m.GetRetried())
+		rec, code, msg := im.reassign(r, m.GetRetried(), m.GetKeepReplicationFactor())
 		res.Error, res.ErrorMessage = code, msg
 		if rec != nil {
 			recs = append(recs, rec)
@@ -153,7 +155,7 @@ func (im *Image) Reassign(m *messages.ReassignPartitionsRequest) ([]*messages.Me
 
 // reassign is the record that makes the change r asks of its partition,
 // nil when there is none to make, or why it is refused.
-func (im *Image) reassign(r *messages.PartitionReassignment, retried bool) (*messages.MetadataRecord, messages.ErrorCode, string) {
+func (im *Image) reassign(r *messages.PartitionReassignment, retried, keepReplicationFactor bool) (*messages.MetadataRecord, messages.ErrorCode, string) {
 	t, ok := im.topics[r.GetTopic()]
 	if !ok || r.GetPartition() < 0 || int(r.GetPartition()) >= len(t.Partitions) {
 		return nil, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, fmt.Sprintf("partition %s-%d does not exist", r.GetTopic(), r.GetPartition())
@@ -175,6 +177,10 @@ func (im *Image) reassign(r *messages.PartitionReassignment, retried bool) (*mes
 	default:
 		if code, msg := im.validTarget(name, original, target); code != messages.ErrorCode_NONE {
 			return nil, code, msg
+		}
+		if keepReplicationFactor && len(target) != len(original) {
+			return nil, messages.ErrorCode_INVALID_REPLICATION_FACTOR, fmt.Sprintf(
+				"%s: the target %v has %d replicas and the partition %d, and the request does not allow changing its replication factor", name, target, len(target), len(original))
 		}
 		switch {
 		case p.Reassigning() && slices.Equal(target, p.Target()):

@@ -350,3 +350,38 @@ func TestReassignRecordsReplay(t *testing.T) {
 	require.Equal(t, p.Adding, q.Adding)
 	require.Equal(t, p.Removing, q.Removing)
 }
+
+// A request that keeps the replication factor refuses a target of another
+// size, counted against the replicas before any move, and lets a cancel
+// through.
+func TestReassignKeepsReplicationFactor(t *testing.T) {
+	image := fourNodes(t)
+	keep := func(req *messages.ReassignPartitionsRequest) *messages.ReassignPartitionsRequest {
+		req.KeepReplicationFactor = true
+		return req
+	}
+	for _, c := range []struct {
+		name string
+		req  *messages.ReassignPartitionsRequest
+		code messages.ErrorCode
+	}{
+		{"one more", keep(move(0, 1, 2, 3)), messages.ErrorCode_INVALID_REPLICATION_FACTOR},
+		{"one fewer", keep(move(0, 2)), messages.ErrorCode_INVALID_REPLICATION_FACTOR},
+		{"as many", keep(move(0, 2, 3)), messages.ErrorCode_NONE},
+		{"one more, allowed", move(0, 1, 2, 3), messages.ErrorCode_NONE},
+	} {
+		recs, results := image.Reassign(c.req)
+		require.Equal(t, c.code, results[0].GetError(), "%s: %s", c.name, results[0].GetErrorMessage())
+		require.Equal(t, c.code == messages.ErrorCode_NONE, len(recs) == 1, c.name)
+	}
+
+	// While [1,2] moves to [2,3] its replicas are [2,3,1]: a new target
+	// of two keeps the factor, and a cancel is let through.
+	moving, _ := reassigned(t, image, move(0, 2, 3))
+	_, results := moving.Reassign(keep(move(0, 3, 4)))
+	require.Equal(t, messages.ErrorCode_NONE, results[0].GetError(), results[0].GetErrorMessage())
+	_, results = moving.Reassign(keep(move(0, 2, 3, 4)))
+	require.Equal(t, messages.ErrorCode_INVALID_REPLICATION_FACTOR, results[0].GetError())
+	_, results = moving.Reassign(keep(cancelMove()))
+	require.Equal(t, messages.ErrorCode_NONE, results[0].GetError())
+}

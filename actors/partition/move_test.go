@@ -283,7 +283,7 @@ func TestMoveUnderProduceAndFetch(t *testing.T) {
 		}
 		moveDone <- res.(*messages.MovePartitionResponse)
 	}()
-	var sawMoving bool
+	var sawMoving, sawFuture bool
 	var resp *messages.MovePartitionResponse
 	for resp == nil {
 		select {
@@ -293,13 +293,17 @@ func TestMoveUnderProduceAndFetch(t *testing.T) {
 			if st.MovingTo != "" {
 				require.Equal(t, f.dirs[1], st.MovingTo)
 				require.Equal(t, f.dirs[0], st.LogDir)
+				require.LessOrEqual(t, st.MoveFutureEndOffset, st.LogEndOffset, "the future log is behind the log, or caught up")
+				require.LessOrEqual(t, st.MoveFutureBytes, st.MoveCopiedBytes)
 				sawMoving = true
+				sawFuture = sawFuture || (st.MoveFutureEndOffset > 0 && st.MoveFutureBytes > 0)
 			}
 		}
 	}
 	require.NotNil(t, resp)
 	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 	require.True(t, sawMoving, "status showed the move while it ran")
+	require.True(t, sawFuture, "status showed the future log's end offset and bytes")
 	require.Equal(t, f.dirs[0], resp.FromDir)
 	require.Equal(t, f.dirs[1], resp.ToDir)
 	require.Greater(t, resp.BytesCopied, int64(500<<10))

@@ -1134,6 +1134,8 @@ func (a *partitionActor) status() *messages.PartitionStatusResponse {
 	if a.move != nil {
 		resp.MovingTo = a.move.toDir
 		resp.MoveCopiedBytes = a.move.copied
+		resp.MoveFutureEndOffset = a.move.future.EndOffset()
+		resp.MoveFutureBytes = a.move.future.Size()
 	}
 	return resp
 }
