@@ -553,6 +553,7 @@ func TestKafkaFetchWaitsAndRefuses(t *testing.T) {
 	resp, err := fetch.RequestWith(ctx, cl)
 	require.NoError(t, err)
 	require.Equal(t, kerr.OffsetOutOfRange.Code, resp.Topics[0].Partitions[0].ErrorCode)
+	require.NotNil(t, resp.Topics[0].Partitions[0].RecordBatches, "empty records, not null, which librdkafka cannot read")
 	require.Equal(t, int32(0), resp.SessionID, "no fetch sessions")
 }
 

@@ -235,6 +235,9 @@ func (f *fetchState) answer(c *conn) {
 		for _, fp := range f.parts[ti] {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = fp.partition
+			// Never null: librdkafka reads a null records field as a
+			// malformed answer; Kafka writes empty records.
+			rp.RecordBatches = []byte{}
 			r := fp.resp
 			switch {
 			case fp.code != codeNone:
