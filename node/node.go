@@ -625,6 +625,7 @@ func (n *Node) startKafka() error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.kafka = l
+	n.registry.MustRegister(newFetchSessionCollector(l))
 	return nil
 }
 

@@ -19,7 +19,10 @@ const (
 	codeUnsupportedVersion       int16 = 35
 	codeInvalidRequest           int16 = 42
 	codeSecurityDisabled         int16 = 54
+	codeFetchSessionIDNotFound   int16 = 70
+	codeInvalidFetchSessionEpoch int16 = 71
 	codeUnknownTopicID           int16 = 100
+	codeFetchSessionTopicIDError int16 = 106
 	codeRebootstrapRequired      int16 = 129
 )
 
