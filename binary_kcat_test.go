@@ -133,7 +133,9 @@ func TestBinaryKcat(t *testing.T) {
 	for _, topic := range topics {
 		t.Run(topic, func(t *testing.T) {
 			var lines, want strings.Builder
-			for i := range 50 {
+			// 200 records, some 80 KiB uncompressed: a fetch answer large
+			// enough to be written with its records spliced in.
+			for i := range 200 {
 				// Long enough values that every codec shrinks them, as
 				// librdkafka sends a batch uncompressed otherwise.
 				value := fmt.Sprintf("value %d %s", i, strings.Repeat("abc", 40+i))
@@ -160,7 +162,7 @@ func TestBinaryKcat(t *testing.T) {
 
 			// From two before the end: ListOffsets, then Fetch.
 			out = runKcat(t, kcat, "", "-b", kafkaAddr, "-C", "-t", topic, "-o", "-2", "-e", "-f", `%o %k\n`)
-			require.Equal(t, "48 key-48\n49 key-49\n", out)
+			require.Equal(t, "198 key-198\n199 key-199\n", out)
 		})
 	}
 
