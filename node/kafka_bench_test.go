@@ -126,7 +126,8 @@ func BenchmarkKafkaProduce(b *testing.B) {
 
 // BenchmarkKafkaConsume reads b.N records of 1 KiB from one partition
 // from the start, written beforehand: kgo through a node's Kafka listener
-// ("kgo-depot") and through kfake ("kgo-kfake"). Run with:
+// ("kgo-depot") and through kfake ("kgo-kfake"), and Depot's actor client
+// from a node over protoactor remote ("actor-client"). Run with:
 //
 //	go test -run '^$' -bench KafkaConsume -benchtime 200000x ./node/
 func BenchmarkKafkaConsume(b *testing.B) {
@@ -153,4 +154,34 @@ func BenchmarkKafkaConsume(b *testing.B) {
 			b.StopTimer()
 		})
 	}
+	b.Run("actor-client", func(b *testing.B) {
+		cfg := testConfig(b, b.TempDir())
+		cfg.HTTP = ""
+		n := startNode(b, cfg)
+		c := newClient(b, n.Address())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		_, err := c.CreateTopic(ctx, "orders", 1, nil)
+		require.NoError(b, err)
+		p, err := c.NewProducer(client.Acks(1))
+		require.NoError(b, err)
+		value := benchValue()
+		for range b.N {
+			p.Produce(ctx, &client.Record{Topic: "orders", Value: value}, nil)
+		}
+		require.NoError(b, p.Flush(ctx))
+		require.NoError(b, p.Close())
+		cons, err := c.NewConsumer()
+		require.NoError(b, err)
+		defer cons.Close()
+		cons.AssignTopic("orders", client.AtStart())
+		b.SetBytes(benchRecordBytes)
+		b.ResetTimer()
+		for got := 0; got < b.N; {
+			rs, err := cons.Poll(ctx)
+			require.NoError(b, err)
+			got += len(rs)
+		}
+		b.StopTimer()
+	})
 }

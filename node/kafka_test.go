@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -553,7 +555,8 @@ func TestKafkaFetchWaitsAndRefuses(t *testing.T) {
 	resp, err := fetch.RequestWith(ctx, cl)
 	require.NoError(t, err)
 	require.Equal(t, kerr.OffsetOutOfRange.Code, resp.Topics[0].Partitions[0].ErrorCode)
-	require.Equal(t, int32(0), resp.SessionID, "no fetch sessions")
+	require.NotNil(t, resp.Topics[0].Partitions[0].RecordBatches, "empty records, not null, which librdkafka cannot read")
+	require.Equal(t, int32(0), resp.SessionID, "a sessionless fetch (epoch -1) makes no session")
 }
 
 // Three nodes, each with its Kafka listener: metadata names every node at
@@ -656,4 +659,173 @@ func TestKafkaSlowClientHoldsBackOnlyItself(t *testing.T) {
 	got := kafkaConsume(t, seeds, "big", 20)
 	require.Len(t, got, 20)
 	require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr())
+}
+
+// kgo fetches with incremental fetch sessions (KIP-227), as it does by
+// default: its consumer reads every record once, in order, through one
+// session that the node answers incrementally.
+func TestKafkaFetchSessionsWithKgo(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.KafkaListen = "127.0.0.1:0"
+	n := startNode(t, cfg)
+	createTopic(t, n, "sessions", 4)
+	seeds := []string{n.KafkaAddress()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("sessions"))
+	produce := func(from, to int) {
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprint(i))})
+		}
+		require.NoError(t, prod.ProduceSync(ctx, rs...).FirstErr())
+	}
+	cons := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("sessions"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	seen := map[string]bool{}
+	next := map[int32]int64{}
+	consume := func(total int) {
+		for len(seen) < total {
+			fs := cons.PollFetches(ctx)
+			require.NoError(t, ctx.Err(), "consumed %d of %d", len(seen), total)
+			for _, e := range fs.Errors() {
+				require.NoError(t, e.Err, "%s/%d", e.Topic, e.Partition)
+			}
+			for _, r := range fs.Records() {
+				require.False(t, seen[string(r.Value)], "once: %s", r.Value)
+				seen[string(r.Value)] = true
+				require.Equal(t, next[r.Partition], r.Offset, "in order, without gaps")
+				next[r.Partition]++
+			}
+		}
+	}
+	// Caught up, then fed in rounds: each round's records come through
+	// fetches of the session.
+	produce(0, 100)
+	consume(100)
+	for round := 1; round <= 5; round++ {
+		produce(round*100, round*100+100)
+		consume(round*100 + 100)
+	}
+	require.Len(t, seen, 600)
+
+	st := n.kafka.FetchSessionStats()
+	require.Positive(t, st.Created)
+	require.Equal(t, 1, st.Sessions, "the consumer's session, held")
+	require.Equal(t, 4, st.Partitions)
+	require.GreaterOrEqual(t, st.Incremental, uint64(5), "the rounds came through incremental fetches")
+	require.Zero(t, st.Evicted)
+	metrics := scrape(t, n)
+	require.Contains(t, metrics, "depot_kafka_fetch_sessions 1\n")
+	require.Contains(t, metrics, "depot_kafka_fetch_session_partitions 4\n")
+	require.Regexp(t, `depot_kafka_fetch_sessions_created_total [1-9]\d*\n`, metrics)
+	require.Regexp(t, `depot_kafka_fetch_session_incremental_fetches_total [1-9]\d*\n`, metrics)
+}
+
+// sessionFetch is a Fetch of the partitions of topic (by id) from offset,
+// in session id at epoch.
+func sessionFetch(topicID [16]byte, sessionID, epoch int32, offsets map[int32]int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.SessionID, req.SessionEpoch = sessionID, epoch
+	req.MaxBytes, req.MaxWaitMillis = 1<<20, 50
+	if len(offsets) > 0 {
+		ft := kmsg.NewFetchRequestTopic()
+		ft.TopicID = topicID
+		for _, p := range slices.Sorted(maps.Keys(offsets)) {
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = p, offsets[p], 1<<20
+			ft.Partitions = append(ft.Partitions, fp)
+		}
+		req.Topics = append(req.Topics, ft)
+	}
+	return req
+}
+
+// namedPartitions are the partitions a fetch answer names, each with the
+// bytes of its records.
+func namedPartitions(resp *kmsg.FetchResponse) map[int32]int {
+	out := map[int32]int{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[p.Partition] = len(p.RecordBatches)
+		}
+	}
+	return out
+}
+
+// Fetch sessions on the wire: created by a full fetch, answered
+// incrementally with only what changed, usable from another connection of
+// the same node and from no other node; a wrong epoch, an unknown id and a
+// session of ids fetched by names are refused with Kafka's codes; epoch -1
+// closes the session.
+func TestKafkaFetchSessionsOnTheWire(t *testing.T) {
+	n := startKafkaNode(t)
+	other := startKafkaNode(t)
+	createTopic(t, n, "wire", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := kafkaClient(t, kgo.SeedBrokers(n.KafkaAddress()))
+	md, err := kadm.NewClient(cl).Metadata(ctx, "wire")
+	require.NoError(t, err)
+	id := md.Topics["wire"].ID
+	fetch := func(cl *kgo.Client, req *kmsg.FetchRequest) *kmsg.FetchResponse {
+		t.Helper()
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		return resp
+	}
+
+	full := fetch(cl, sessionFetch(id, 0, 0, map[int32]int64{0: 0, 1: 0}))
+	require.Equal(t, int16(0), full.ErrorCode)
+	session := full.SessionID
+	require.NotZero(t, session, "a full fetch with epoch 0 creates a session")
+	require.Equal(t, map[int32]int{0: 0, 1: 0}, namedPartitions(full))
+
+	nothing := fetch(cl, sessionFetch(id, session, 1, nil))
+	require.Equal(t, int16(0), nothing.ErrorCode)
+	require.Equal(t, session, nothing.SessionID)
+	require.Empty(t, nothing.Topics, "nothing changed, nothing named")
+
+	prod := kafkaClient(t, kgo.SeedBrokers(n.KafkaAddress()), kgo.DefaultProduceTopic("wire"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, prod.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte("new")}).FirstErr())
+	changed := fetch(cl, sessionFetch(id, session, 2, nil))
+	require.Equal(t, int16(0), changed.ErrorCode)
+	got := namedPartitions(changed)
+	require.Len(t, got, 1, "only the partition that changed")
+	require.Positive(t, got[1])
+
+	again := fetch(cl, sessionFetch(id, session, 2, nil))
+	require.Equal(t, kerr.InvalidFetchSessionEpoch.Code, again.ErrorCode, "an epoch already used")
+
+	// Another connection to the same node takes the session on.
+	cl2 := kafkaClient(t, kgo.SeedBrokers(n.KafkaAddress()))
+	moved := fetch(cl2, sessionFetch(id, session, 3, map[int32]int64{1: 1}))
+	require.Equal(t, int16(0), moved.ErrorCode)
+	require.Equal(t, session, moved.SessionID)
+
+	// Another node in the same process does not know it.
+	elsewhere := kafkaClient(t, kgo.SeedBrokers(other.KafkaAddress()))
+	unknown := fetch(elsewhere, sessionFetch(id, session, 4, nil))
+	require.Equal(t, kerr.FetchSessionIDNotFound.Code, unknown.ErrorCode)
+	require.Zero(t, other.kafka.FetchSessionStats().Sessions)
+
+	// The session names topics by id: a v12 fetch of it is refused.
+	raw := dialKafka(t, n)
+	v12 := kmsg.NewPtrFetchRequest()
+	v12.SetVersion(12)
+	v12.SessionID, v12.SessionEpoch = session, 4
+	raw.send(v12, 1)
+	corr, body := raw.response()
+	require.Equal(t, int32(1), corr)
+	resp12 := v12.ResponseKind().(*kmsg.FetchResponse)
+	require.NoError(t, resp12.ReadFrom(body[1:]))
+	require.Equal(t, kerr.FetchSessionTopicIDError.Code, resp12.ErrorCode)
+
+	closed := fetch(cl, sessionFetch(id, session, -1, map[int32]int64{0: 0}))
+	require.Equal(t, int16(0), closed.ErrorCode)
+	require.Zero(t, closed.SessionID, "epoch -1 closes the session")
+	require.Len(t, namedPartitions(closed), 1)
+	gone := fetch(cl, sessionFetch(id, session, 4, nil))
+	require.Equal(t, kerr.FetchSessionIDNotFound.Code, gone.ErrorCode)
+	require.Zero(t, n.kafka.FetchSessionStats().Sessions)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/disks"
+	"github.com/depot-dev/depot/actors/kafka"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -76,4 +77,43 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, d.Path, d.State)
 		}
 	}
+}
+
+// fetchSessionCollector exports the Kafka listener's incremental fetch
+// sessions (KIP-227), as Kafka's NumIncrementalFetchSessions,
+// NumIncrementalFetchPartitionsCached and
+// IncrementalFetchSessionEvictionsPerSec do.
+type fetchSessionCollector struct {
+	listener *kafka.Listener
+
+	sessions, partitions, created, incremental, evicted *prometheus.Desc
+}
+
+func newFetchSessionCollector(l *kafka.Listener) *fetchSessionCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("depot_kafka_fetch_session"+name, help, nil, nil)
+	}
+	return &fetchSessionCollector{
+		listener:    l,
+		sessions:    desc("s", "Incremental fetch sessions the Kafka listener holds."),
+		partitions:  desc("_partitions", "Partitions of the incremental fetch sessions held."),
+		created:     desc("s_created_total", "Incremental fetch sessions created."),
+		incremental: desc("_incremental_fetches_total", "Incremental fetches answered."),
+		evicted:     desc("s_evicted_total", "Incremental fetch sessions evicted to make room for new ones."),
+	}
+}
+
+func (c *fetchSessionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.sessions, c.partitions, c.created, c.incremental, c.evicted} {
+		ch <- d
+	}
+}
+
+func (c *fetchSessionCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.listener.FetchSessionStats()
+	ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(st.Sessions))
+	ch <- prometheus.MustNewConstMetric(c.partitions, prometheus.GaugeValue, float64(st.Partitions))
+	ch <- prometheus.MustNewConstMetric(c.created, prometheus.CounterValue, float64(st.Created))
+	ch <- prometheus.MustNewConstMetric(c.incremental, prometheus.CounterValue, float64(st.Incremental))
+	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.Evicted))
 }

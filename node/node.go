@@ -627,6 +627,7 @@ func (n *Node) startKafka() error {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.kafka = l
+	n.registry.MustRegister(newFetchSessionCollector(l))
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -27,10 +26,10 @@ type conn struct {
 	nc     net.Conn
 	logger *logrus.Entry
 	self   *actor.PID
-	// out takes the frames of answers to the writer. It never fills: it
-	// holds cap(tokens) frames, and a frame is only read while a token
-	// is free.
-	out chan []byte
+	// out takes the frames of answers to the writer, each in pieces
+	// written one after another. It never fills: it holds cap(tokens)
+	// frames, and a frame is only read while a token is free.
+	out chan [][]byte
 	// tokens are the requests that may be read and not yet written back
 	// (Config.MaxInFlight): the reader takes one for each frame, the
 	// writer gives it back once the answer is written, the actor once a
@@ -51,7 +50,7 @@ func newConn(l *Listener, nc net.Conn, id uint64) *conn {
 		l:      l,
 		nc:     nc,
 		logger: l.logger.WithFields(logrus.Fields{"conn": id, "client": nc.RemoteAddr().String()}),
-		out:    make(chan []byte, l.cfg.MaxInFlight),
+		out:    make(chan [][]byte, l.cfg.MaxInFlight),
 		tokens: make(chan struct{}, l.cfg.MaxInFlight),
 		done:   make(chan struct{}),
 	}
@@ -67,10 +66,11 @@ type exchange struct {
 	req wirekafka.Request
 	// bytes are what the request holds of the listener's budget.
 	bytes int64
-	// answered is set once the answer is known; frame is the answer,
-	// nil for a request answered with nothing (a produce with acks=0).
+	// answered is set once the answer is known; frame is the answer's
+	// frame in pieces, nil for a request answered with nothing (a
+	// produce with acks=0).
 	answered bool
-	frame    []byte
+	frame    [][]byte
 }
 
 // Messages from the connection's goroutines to its actor.
@@ -180,19 +180,19 @@ func (c *conn) onReceived(ctx actor.Context, m *received) {
 }
 
 // reply answers x with resp, whose version must be the request's.
-func (c *conn) reply(x *exchange, resp kmsg.Response) { c.replySized(x, resp, 0) }
-
-// replySized is reply for an answer of about size bytes, which its frame
-// is made room for at once: a fetch's answer is mostly its records.
-func (c *conn) replySized(x *exchange, resp kmsg.Response, size int) {
+func (c *conn) reply(x *exchange, resp kmsg.Response) {
 	if c.closed || x.answered {
 		return
 	}
-	var frame []byte
-	if size > 0 {
-		frame = make([]byte, 0, size)
+	c.replyFrame(x, [][]byte{wirekafka.AppendResponse(nil, x.req.CorrelationID, resp)})
+}
+
+// replyFrame answers x with frame, in pieces.
+func (c *conn) replyFrame(x *exchange, frame [][]byte) {
+	if c.closed || x.answered {
+		return
 	}
-	x.frame = wirekafka.AppendResponse(frame, x.req.CorrelationID, resp)
+	x.frame = frame
 	c.answered(x)
 }
 
@@ -298,26 +298,34 @@ func (c *conn) read(root *actor.RootContext, done <-chan struct{}) {
 	}
 }
 
-// write writes the answers the actor hands it, flushing when none waits,
-// and gives back a token for each.
+// write writes the answers the actor hands it: the pieces of every frame
+// waiting, in one writev, and gives back a token for each frame once
+// written.
 func (c *conn) write(root *actor.RootContext, done <-chan struct{}) {
 	defer c.l.goroutines.Done()
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var pieces [][]byte
 	for {
-		var frame []byte
+		frames := 0
 		select {
-		case frame = <-c.out:
+		case frame := <-c.out:
+			pieces, frames = append(pieces, frame...), 1
 		case <-done:
 			return
 		}
-		_, err := w.Write(frame)
-		if err == nil && len(c.out) == 0 {
-			err = w.Flush()
+		for frames < cap(c.out) && len(c.out) > 0 {
+			pieces = append(pieces, <-c.out...)
+			frames++
 		}
+		batch := net.Buffers(pieces)
+		_, err := batch.WriteTo(c.nc)
+		clear(pieces)
+		pieces = pieces[:0]
 		if err != nil {
 			root.Send(c.self, &writeFailed{err: err})
 			return
 		}
-		c.tokens <- struct{}{}
+		for range frames {
+			c.tokens <- struct{}{}
+		}
 	}
 }

@@ -25,7 +25,10 @@ const (
 	codeInvalidConfig            int16 = 40
 	codeInvalidRequest           int16 = 42
 	codeSecurityDisabled         int16 = 54
+	codeFetchSessionIDNotFound   int16 = 70
+	codeInvalidFetchSessionEpoch int16 = 71
 	codeUnknownTopicID           int16 = 100
+	codeFetchSessionTopicIDError int16 = 106
 	codeUnsupportedEndpointType  int16 = 115
 	codeRebootstrapRequired      int16 = 129
 )

@@ -1,16 +1,16 @@
 package kafka
 
-// Fetch, versions 4 to 18, without fetch sessions.
+// Fetch, versions 4 to 18, with incremental fetch sessions.
 //
 // v4 is the oldest Kafka 4.0 takes (KIP-896) and the first with record
 // batches and the last stable offset; v5 adds the log start offset, v7
 // fetch sessions (KIP-227), v9 the current leader epoch (KIP-320), v11
 // the rack (KIP-392), v12 flexible versions, v13 topics named by id
-// (KIP-516), v15 to v18 what only followers send. A session is declined
-// as a broker out of session slots declines it: the answer's session id
-// is 0, so the client sends every partition in each request; a request
-// that names a session this node never gave is answered
-// FETCH_SESSION_ID_NOT_FOUND.
+// (KIP-516), v15 to v18 what only followers send. Sessions are kept as
+// fetch_session.go says, in a cache per listener that every connection
+// shares: a full fetch with epoch 0 creates one, an incremental fetch
+// fetches every partition of its session and is answered with those that
+// have something new.
 //
 // Each partition becomes a FetchRequest to its partition actor on this
 // node, as the actor client's consumer sends it, with the leader epoch the
@@ -20,7 +20,7 @@ package kafka
 // up to the rest of max wait for a first byte, and the response goes once
 // min bytes are there or every partition has answered. A partition's max
 // bytes is its own bound; the response's, over the partitions in the
-// request's order, lets through the first batch of the first partition
+// fetch's order (the request's, or its session's), lets through the first batch of the first partition
 // with data whatever its size, as Kafka does, and drops the batches of a
 // later partition that do not fit, which the client fetches next time.
 // read_committed reads what read_uncommitted does: without transactions
@@ -34,18 +34,18 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/messages"
+	wirekafka "github.com/depot-dev/depot/wire/kafka"
 )
 
-// Fetch session codes and epochs (KIP-227), and the versions that
-// brought what a fetch names.
+// Fetch session epochs (KIP-227), and the versions that brought what a
+// fetch names.
 const (
-	codeFetchSessionIDNotFound   int16 = 70
-	codeInvalidFetchSessionEpoch int16 = 71
 	sessionEpochFinal            int32 = -1
 	sessionEpochInitial          int32 = 0
 	fetchSessionFromVersion            = 7
 	fetchCurrentEpochFromVersion       = 9
 	fetchTopicIDsFromVersion           = 13
+	fetchReplicaStateFromVersion       = 15
 )
 
 // fetchWaitSlack is how long past its wait a partition may take to
@@ -56,9 +56,16 @@ const (
 	maxFetchWait   = 5 * time.Minute
 )
 
+// spliceRecordsFrom is the bytes of records from which a fetch's answer
+// is written with its records as they came from the partitions, not
+// copied into its frame (wirekafka.FetchResponseFrame): below it, the copy
+// costs less than encoding the rest twice and writing more pieces.
+const spliceRecordsFrom = 32 << 10
+
 // fetchPart is one partition of a fetch and its latest answer.
 type fetchPart struct {
-	topic     string
+	key       sessionKey
+	topic     string // the topic's name; "" for an id not known
 	partition int32
 	offset    int64
 	maxBytes  int32
@@ -73,8 +80,8 @@ type fetchPart struct {
 type fetchState struct {
 	x        *exchange
 	req      *kmsg.FetchRequest
-	names    []string // of req.Topics, by index
-	parts    [][]*fetchPart
+	session  fetchContext
+	parts    []*fetchPart // in session.partitions' order
 	waiting  int
 	bytes    int
 	answered bool
@@ -82,56 +89,103 @@ type fetchState struct {
 
 func handleFetch(c *conn, ctx actor.Context, x *exchange) {
 	req := x.req.Body.(*kmsg.FetchRequest)
-	if req.Version >= fetchSessionFromVersion {
-		switch {
-		case req.SessionID != 0:
-			c.reply(x, fetchError(req, codeFetchSessionIDNotFound))
-			return
-		case req.SessionEpoch != sessionEpochInitial && req.SessionEpoch != sessionEpochFinal:
-			c.reply(x, fetchError(req, codeInvalidFetchSessionEpoch))
-			return
-		}
+	fc := c.l.fetchContext(req)
+	if fc.kind == contextError {
+		c.reply(x, fetchError(req, fc.code))
+		return
 	}
 	if req.Version < fetchTopicIDsFromVersion {
-		startFetch(c, ctx, x, req)
+		startFetch(c, ctx, x, req, fc)
 		return
 	}
 	ids := make([][16]byte, 0, len(req.Topics))
-	for _, t := range req.Topics {
-		ids = append(ids, t.TopicID)
+	for i, p := range fc.partitions {
+		if i == 0 || p.key.topicID != fc.partitions[i-1].key.topicID {
+			ids = append(ids, p.key.topicID)
+		}
 	}
-	c.withTopicIDs(ctx, ids, func(error) { startFetch(c, ctx, x, req) })
+	c.withTopicIDs(ctx, ids, func(error) { startFetch(c, ctx, x, req, fc) })
 }
 
-// startFetch asks every partition of req, without a wait.
-func startFetch(c *conn, ctx actor.Context, x *exchange, req *kmsg.FetchRequest) {
-	f := &fetchState{x: x, req: req, names: make([]string, len(req.Topics)), parts: make([][]*fetchPart, len(req.Topics))}
+// fetchContext is how req stands to the listener's fetch sessions.
+func (l *Listener) fetchContext(req *kmsg.FetchRequest) fetchContext {
+	usesTopicIDs := req.Version >= fetchTopicIDsFromVersion
+	var fetch []sessionPartition
+	for _, t := range req.Topics {
+		key := sessionKey{topic: t.Topic}
+		if usesTopicIDs {
+			key = sessionKey{topicID: t.TopicID}
+		}
+		for _, p := range t.Partitions {
+			key.partition = p.Partition
+			sp := sessionPartition{key: key, fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes, currentLeaderEpoch: -1,
+				highWatermark: -1, logStartOffset: -1}
+			if req.Version >= fetchCurrentEpochFromVersion {
+				sp.currentLeaderEpoch = p.CurrentLeaderEpoch
+			}
+			fetch = append(fetch, sp)
+		}
+	}
+	if req.Version < fetchSessionFromVersion {
+		return fetchContext{kind: contextSessionless, partitions: fetch}
+	}
+	var forget []sessionKey
+	for _, t := range req.ForgottenTopics {
+		key := sessionKey{topic: t.Topic}
+		if usesTopicIDs {
+			key = sessionKey{topicID: t.TopicID}
+		}
+		for _, p := range t.Partitions {
+			key.partition = p
+			forget = append(forget, key)
+		}
+	}
+	privileged := req.ReplicaID >= 0
+	if req.Version >= fetchReplicaStateFromVersion {
+		privileged = req.ReplicaState.ID >= 0
+	}
+	l.sessionsMu.Lock()
+	defer l.sessionsMu.Unlock()
+	return l.sessions.newContext(time.Now(), req.SessionID, req.SessionEpoch, privileged, usesTopicIDs, fetch, forget)
+}
+
+// finishFetch records the answers of a fetch's partitions in the
+// listener's fetch sessions: see fetchSessionCache.finish.
+func (l *Listener) finishFetch(fc *fetchContext, results []partitionResult) (sessionID int32, named []bool, code int16) {
+	l.sessionsMu.Lock()
+	defer l.sessionsMu.Unlock()
+	return l.sessions.finish(time.Now(), fc, results)
+}
+
+// FetchSessionStats are the counts of the listener's fetch sessions.
+func (l *Listener) FetchSessionStats() FetchSessionStats {
+	l.sessionsMu.Lock()
+	defer l.sessionsMu.Unlock()
+	return l.sessions.statsNow()
+}
+
+// startFetch asks every partition of fc, without a wait.
+func startFetch(c *conn, ctx actor.Context, x *exchange, req *kmsg.FetchRequest, fc fetchContext) {
+	f := &fetchState{x: x, req: req, session: fc, parts: make([]*fetchPart, 0, len(fc.partitions))}
 	responseMax := req.MaxBytes
-	if req.Version < 3 || responseMax <= 0 {
+	if responseMax <= 0 {
 		responseMax = 1<<31 - 1
 	}
-	for ti, t := range req.Topics {
-		name, known := t.Topic, true
-		if req.Version >= fetchTopicIDsFromVersion {
-			tm := c.topics.byID[t.TopicID]
-			if known = tm != nil; known {
-				name = tm.GetName()
-			}
+	for _, p := range fc.partitions {
+		fp := &fetchPart{key: p.key, topic: p.key.topic, partition: p.key.partition, offset: p.fetchOffset,
+			maxBytes: max(min(p.maxBytes, responseMax), 1)}
+		if p.currentLeaderEpoch >= 0 {
+			fp.epoch = proto.Int32(p.currentLeaderEpoch)
 		}
-		f.names[ti] = name
-		for _, p := range t.Partitions {
-			fp := &fetchPart{topic: name, partition: p.Partition, offset: p.FetchOffset, maxBytes: min(p.PartitionMaxBytes, responseMax)}
-			if fp.maxBytes <= 0 {
-				fp.maxBytes = 1
-			}
-			if req.Version >= fetchCurrentEpochFromVersion && p.CurrentLeaderEpoch >= 0 {
-				fp.epoch = proto.Int32(p.CurrentLeaderEpoch)
-			}
-			if !known {
+		if fc.usesTopicIDs {
+			fp.topic = ""
+			if tm := c.topics.byID[p.key.topicID]; tm != nil {
+				fp.topic = tm.GetName()
+			} else {
 				fp.code = codeUnknownTopicID
 			}
-			f.parts[ti] = append(f.parts[ti], fp)
 		}
+		f.parts = append(f.parts, fp)
 	}
 	f.ask(c, ctx, 0)
 }
@@ -144,35 +198,33 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 	if wait > 0 {
 		timeout, minBytes = wait+fetchWaitSlack, 1
 	}
-	for _, parts := range f.parts {
-		for _, fp := range parts {
-			if fp.code != codeNone || (fp.resp != nil && fp.resp.GetError() != messages.ErrorCode_NONE) {
-				continue
-			}
-			f.waiting++
-			msg := &messages.FetchRequest{
-				Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: fp.maxBytes,
-				MinBytes: minBytes, MaxWaitMs: int32(wait / time.Millisecond), CurrentLeaderEpoch: fp.epoch,
-			}
-			c.ask(ctx, c.partitionPID(ctx, fp.topic, fp.partition), msg, timeout, func(res any, err error) {
-				f.waiting--
-				if f.answered {
-					return
-				}
-				r, ok := res.(*messages.FetchResponse)
-				switch {
-				case err == nil && ok:
-					if fp.resp != nil {
-						f.bytes -= len(fp.resp.GetRecords())
-					}
-					fp.resp = r
-					f.bytes += len(r.GetRecords())
-				case wait == 0 || fp.resp == nil:
-					fp.code = askErrorCode(err)
-				}
-				f.step(c, ctx, wait, fp)
-			})
+	for _, fp := range f.parts {
+		if fp.failed() {
+			continue
 		}
+		f.waiting++
+		msg := &messages.FetchRequest{
+			Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: fp.maxBytes,
+			MinBytes: minBytes, MaxWaitMs: int32(wait / time.Millisecond), CurrentLeaderEpoch: fp.epoch,
+		}
+		c.ask(ctx, c.partitionPID(ctx, fp.topic, fp.partition), msg, timeout, func(res any, err error) {
+			f.waiting--
+			if f.answered {
+				return
+			}
+			r, ok := res.(*messages.FetchResponse)
+			switch {
+			case err == nil && ok:
+				if fp.resp != nil {
+					f.bytes -= len(fp.resp.GetRecords())
+				}
+				fp.resp = r
+				f.bytes += len(r.GetRecords())
+			case wait == 0 || fp.resp == nil:
+				fp.code = askErrorCode(err)
+			}
+			f.step(c, ctx, wait, fp)
+		})
 	}
 	if f.waiting == 0 {
 		f.step(c, ctx, wait, nil)
@@ -186,8 +238,7 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 func (f *fetchState) step(c *conn, ctx actor.Context, wait time.Duration, last *fetchPart) {
 	enough := f.bytes >= int(f.req.MinBytes) && f.bytes > 0
 	if wait > 0 {
-		failed := last != nil && (last.code != codeNone || last.resp.GetError() != messages.ErrorCode_NONE)
-		if enough || failed || f.waiting == 0 {
+		if enough || (last != nil && last.failed()) || f.waiting == 0 {
 			f.answer(c)
 		}
 		return
@@ -205,65 +256,93 @@ func (f *fetchState) step(c *conn, ctx actor.Context, wait time.Duration, last *
 
 // failed reports whether some partition answered with an error.
 func (f *fetchState) failed() bool {
-	for _, parts := range f.parts {
-		for _, fp := range parts {
-			if fp.code != codeNone || (fp.resp != nil && fp.resp.GetError() != messages.ErrorCode_NONE) {
-				return true
-			}
+	for _, fp := range f.parts {
+		if fp.failed() {
+			return true
 		}
 	}
 	return false
 }
 
-// answer sends the fetch's response, within its max bytes.
+// failed reports whether the partition has an error, its own or one of
+// asking it.
+func (fp *fetchPart) failed() bool {
+	return fp.code != codeNone || (fp.resp != nil && fp.resp.GetError() != messages.ErrorCode_NONE)
+}
+
+// answer sends the fetch's response, within its max bytes, with the
+// partitions its session context names.
 func (f *fetchState) answer(c *conn) {
 	f.answered = true
 	req := f.req
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	left := int(req.MaxBytes)
-	if req.Version < 3 || left <= 0 {
+	if left <= 0 {
 		left = 1<<31 - 1
 	}
 	first := true
-	size := 256
-	for ti, t := range req.Topics {
-		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic, rt.TopicID = f.names[ti], t.TopicID
-		if req.Version >= fetchTopicIDsFromVersion {
-			rt.Topic = ""
-		}
-		for _, fp := range f.parts[ti] {
-			rp := kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = fp.partition
-			r := fp.resp
-			switch {
-			case fp.code != codeNone:
-				rp.ErrorCode = fp.code
-			case r == nil:
-				rp.ErrorCode = codeRequestTimedOut
-			case r.GetError() != messages.ErrorCode_NONE:
-				rp.ErrorCode = kafkaCode(r.GetError())
-			default:
-				rp.HighWatermark = r.GetHighWatermark()
-				rp.LastStableOffset = r.GetHighWatermark()
-				rp.LogStartOffset = r.GetLogStartOffset()
-				if records := r.GetRecords(); len(records) > 0 && (first || len(records) <= left) {
-					rp.RecordBatches = records
-					left -= len(records)
-					size += len(records)
-					first = false
-				}
+	parts := make([]kmsg.FetchResponseTopicPartition, len(f.parts))
+	results := make([]partitionResult, len(f.parts))
+	for i, fp := range f.parts {
+		rp := &parts[i]
+		rp.Default()
+		rp.Partition = fp.partition
+		// Never null: librdkafka reads a null records field as a
+		// malformed answer; Kafka writes empty records.
+		rp.RecordBatches = []byte{}
+		r := fp.resp
+		switch {
+		case fp.code != codeNone:
+			rp.ErrorCode = fp.code
+		case r == nil:
+			rp.ErrorCode = codeRequestTimedOut
+		case r.GetError() != messages.ErrorCode_NONE:
+			rp.ErrorCode = kafkaCode(r.GetError())
+		default:
+			rp.HighWatermark = r.GetHighWatermark()
+			rp.LastStableOffset = r.GetHighWatermark()
+			rp.LogStartOffset = r.GetLogStartOffset()
+			if records := r.GetRecords(); len(records) > 0 && (first || len(records) <= left) {
+				rp.RecordBatches = records
+				left -= len(records)
+				first = false
 			}
-			if rp.ErrorCode != codeNone {
-				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			}
-			rt.Partitions = append(rt.Partitions, rp)
-			size += 64
 		}
-		resp.Topics = append(resp.Topics, rt)
-		size += 32 + len(rt.Topic)
+		if rp.ErrorCode != codeNone {
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		}
+		results[i] = partitionResult{key: fp.key, recordBytes: len(rp.RecordBatches), highWatermark: rp.HighWatermark,
+			logStartOffset: rp.LogStartOffset, code: rp.ErrorCode}
 	}
-	c.replySized(f.x, resp, size)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	sessionID, named, code := c.l.finishFetch(&f.session, results)
+	resp.SessionID = sessionID
+	if code != codeNone {
+		resp.ErrorCode = code
+		c.reply(f.x, resp)
+		return
+	}
+	// Partitions of one topic in a row are one topic of the answer.
+	var prev *fetchPart
+	recordBytes := 0
+	for i, fp := range f.parts {
+		if !named[i] {
+			continue
+		}
+		if prev == nil || prev.key.topicID != fp.key.topicID || prev.key.topic != fp.key.topic {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = fp.key.topic, fp.key.topicID
+			resp.Topics = append(resp.Topics, rt)
+		}
+		rt := &resp.Topics[len(resp.Topics)-1]
+		rt.Partitions = append(rt.Partitions, parts[i])
+		recordBytes += len(parts[i].RecordBatches)
+		prev = fp
+	}
+	if recordBytes < spliceRecordsFrom {
+		c.reply(f.x, resp)
+		return
+	}
+	c.replyFrame(f.x, wirekafka.FetchResponseFrame(f.x.req.CorrelationID, resp))
 }
 
 // fetchError is the answer to a fetch refused as a whole, with code.

@@ -27,6 +27,7 @@ package kafka
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -83,7 +84,17 @@ type Config struct {
 	// Broker are the node's settings that DescribeConfigs gives as its
 	// broker configs. Default: Depot's fixed ones alone.
 	Broker BrokerSettings
-	Logger *logrus.Entry
+	// MaxFetchSessions is Kafka's
+	// max.incremental.fetch.session.cache.slots: the incremental fetch
+	// sessions the listener holds for all its connections. Default
+	// DefaultMaxFetchSessions.
+	MaxFetchSessions int
+	// FetchSessionEvictionAge is Kafka's
+	// min.incremental.fetch.session.eviction.ms: a session unused this
+	// long makes room for any new one. Default
+	// DefaultFetchSessionEvictionAge.
+	FetchSessionEvictionAge time.Duration
+	Logger                  *logrus.Entry
 }
 
 func (c Config) withDefaults() Config {
@@ -100,6 +111,12 @@ func (c Config) withDefaults() Config {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.MaxFetchSessions <= 0 {
+		c.MaxFetchSessions = DefaultMaxFetchSessions
+	}
+	if c.FetchSessionEvictionAge <= 0 {
+		c.FetchSessionEvictionAge = DefaultFetchSessionEvictionAge
+	}
 	if c.Logger == nil {
 		c.Logger = actors.DiscardLogger()
 	}
@@ -115,7 +132,11 @@ type Listener struct {
 	// connections' actors.
 	parent *actor.PID
 	budget *budget
-	logger *logrus.Entry
+	// sessions are the incremental fetch sessions of every connection,
+	// guarded by sessionsMu.
+	sessionsMu sync.Mutex
+	sessions   *fetchSessionCache
+	logger     *logrus.Entry
 	// goroutines are the accept loop and each connection's reader and
 	// writer; Close waits for them.
 	goroutines sync.WaitGroup
@@ -131,9 +152,11 @@ func Serve(system *actor.ActorSystem, cfg Config) (*Listener, error) {
 	}
 	cfg = cfg.withDefaults()
 	l := &Listener{
-		cfg:     cfg,
-		system:  system,
-		budget:  newBudget(cfg.QueuedMaxRequestBytes),
+		cfg:    cfg,
+		system: system,
+		budget: newBudget(cfg.QueuedMaxRequestBytes),
+		sessions: newFetchSessionCache(cfg.MaxFetchSessions, cfg.FetchSessionEvictionAge,
+			rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(cfg.NodeID)))),
 		logger:  cfg.Logger.WithFields(logrus.Fields{"actor": "kafka", "listen": cfg.Listener.Addr().String()}),
 		closing: make(chan struct{}),
 	}

@@ -195,3 +195,90 @@ func AppendRequest(dst []byte, correlationID int32, clientID *string, req kmsg.R
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-SizeBytes))
 	return dst
 }
+
+// FetchResponseFrame is the frame AppendResponse makes of resp, in pieces
+// to be written one after another (writev): the record batches of resp's
+// partitions are pieces of their own, as they are, not copied into the
+// frame; the other pieces are kmsg's encoding around them. Written in
+// order, the pieces are AppendResponse's frame byte for byte. resp is left
+// as it was.
+//
+// kmsg encodes resp twice with each partition's records replaced by one
+// byte, 0x00 then 0xff: the bytes where the two encodings differ are where
+// the records go, each after its length (int32, or uvarint length+1 in
+// flexible versions), which is rewritten for the records' length.
+func FetchResponseFrame(correlationID int32, resp *kmsg.FetchResponse) [][]byte {
+	var fields []*[]byte
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			if p := &resp.Topics[ti].Partitions[pi]; len(p.RecordBatches) > 0 {
+				fields = append(fields, &p.RecordBatches)
+			}
+		}
+	}
+	if len(fields) == 0 {
+		return [][]byte{AppendResponse(nil, correlationID, resp)}
+	}
+	records := make([][]byte, len(fields))
+	for i, f := range fields {
+		records[i], *f = *f, []byte{0x00}
+	}
+	zeros := AppendResponse(nil, correlationID, resp)
+	for _, f := range fields {
+		*f = []byte{0xff}
+	}
+	ones := AppendResponse(make([]byte, 0, len(zeros)), correlationID, resp)
+	for i, f := range fields {
+		*f = records[i]
+	}
+	pieces, ok := splicePlaceholders(zeros, ones, records, resp.IsFlexible())
+	if !ok {
+		return [][]byte{AppendResponse(nil, correlationID, resp)}
+	}
+	return pieces
+}
+
+// splicePlaceholders is FetchResponseFrame's frame from its two encodings
+// with placeholders; false when they are not as kmsg writes them.
+func splicePlaceholders(zeros, ones []byte, records [][]byte, flexible bool) ([][]byte, bool) {
+	if len(zeros) != len(ones) {
+		return nil, false
+	}
+	// A placeholder's length: int32 1, or uvarint 2.
+	lengthBytes := 4
+	if flexible {
+		lengthBytes = 1
+	}
+	head := make([]byte, 0, len(zeros)+len(records)*binary.MaxVarintLen32)
+	pieces := make([][]byte, 0, 2*len(records)+1)
+	from, start, found, size := 0, 0, 0, 0
+	for i := range zeros {
+		if zeros[i] == ones[i] {
+			continue
+		}
+		if found == len(records) || i-lengthBytes < from {
+			return nil, false
+		}
+		length := zeros[i-lengthBytes : i]
+		if (flexible && length[0] != 2) || (!flexible && binary.BigEndian.Uint32(length) != 1) {
+			return nil, false
+		}
+		head = append(head, zeros[from:i-lengthBytes]...)
+		if flexible {
+			head = binary.AppendUvarint(head, uint64(len(records[found]))+1)
+		} else {
+			head = binary.BigEndian.AppendUint32(head, uint32(len(records[found])))
+		}
+		pieces = append(pieces, head[start:len(head):len(head)], records[found])
+		size += len(records[found])
+		start, from = len(head), i+1
+		found++
+	}
+	if found != len(records) {
+		return nil, false
+	}
+	head = append(head, zeros[from:]...)
+	pieces = append(pieces, head[start:len(head):len(head)])
+	binary.BigEndian.PutUint32(pieces[0], uint32(len(head)+size-SizeBytes))
+	return pieces, true
+}

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -246,4 +247,72 @@ func checkParse(t *testing.T, frame []byte) {
 	again, err := ParseRequest(frameOf(req.Body, req.CorrelationID))
 	require.NoError(t, err, "%s v%d", kmsg.NameForKey(req.Key), req.Version)
 	require.Equal(t, req.Body.AppendTo(nil), again.Body.AppendTo(nil))
+}
+
+// FetchResponseFrame's pieces, written in order, are AppendResponse's
+// frame byte for byte, at every version, with the records as pieces of
+// their own, not copied; the response is left as it was.
+func TestFetchResponseFrame(t *testing.T) {
+	records := func(n int, fill byte) []byte { return bytes.Repeat([]byte{fill}, n) }
+	partition := func(id int32, recs []byte, code int16) kmsg.FetchResponseTopicPartition {
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.Partition, p.RecordBatches, p.ErrorCode = id, recs, code
+		p.HighWatermark, p.LastStableOffset, p.LogStartOffset = 1000+int64(id), 1000+int64(id), 3
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		topics [][]kmsg.FetchResponseTopicPartition
+	}{
+		{"no partitions", nil},
+		{"no records", [][]kmsg.FetchResponseTopicPartition{{partition(0, []byte{}, 0), partition(1, nil, 1)}}},
+		{"one partition", [][]kmsg.FetchResponseTopicPartition{{partition(0, records(300, 0xaa), 0)}}},
+		{"records of a one-byte, a two-byte and a three-byte uvarint length", [][]kmsg.FetchResponseTopicPartition{
+			{partition(0, records(1, 0x00), 0), partition(1, records(126, 0xff), 0), partition(2, records(127, 0x01), 0)},
+			{partition(0, records(20000, 0x02), 0), partition(5, []byte{}, 0), partition(7, records(1<<20, 0x03), 0)},
+		}},
+		{"records that look like placeholders", [][]kmsg.FetchResponseTopicPartition{
+			{partition(0, []byte{0x00}, 0), partition(1, []byte{0xff}, 0), partition(2, []byte{}, 6)},
+			{partition(9, []byte{0x00, 0xff, 0x02, 0x00, 0x00, 0x00, 0x01}, 0)},
+		}},
+	} {
+		for v := int16(4); v <= 18; v++ {
+			resp := kmsg.NewPtrFetchResponse()
+			resp.SetVersion(v)
+			resp.SessionID = 0x01020304
+			for ti, parts := range tc.topics {
+				rt := kmsg.NewFetchResponseTopic()
+				rt.Topic, rt.TopicID = fmt.Sprint("topic-", ti), [16]byte{byte(ti), 0xff, 0x00, 0x01}
+				rt.Partitions = parts
+				resp.Topics = append(resp.Topics, rt)
+			}
+			want := AppendResponse(nil, 42, resp)
+			before := resp.AppendTo(nil)
+			pieces := FetchResponseFrame(42, resp)
+			require.Equal(t, want, bytes.Join(pieces, nil), "%s v%d", tc.name, v)
+			require.Equal(t, before, resp.AppendTo(nil), "%s v%d: the response as it was", tc.name, v)
+			var aliased int
+			for _, rt := range resp.Topics {
+				for _, p := range rt.Partitions {
+					if len(p.RecordBatches) == 0 {
+						continue
+					}
+					for _, piece := range pieces {
+						if len(piece) > 0 && &piece[0] == &p.RecordBatches[0] {
+							aliased++
+						}
+					}
+				}
+			}
+			nonEmpty := 0
+			for _, parts := range tc.topics {
+				for _, p := range parts {
+					if len(p.RecordBatches) > 0 {
+						nonEmpty++
+					}
+				}
+			}
+			require.Equal(t, nonEmpty, aliased, "%s v%d: every partition's records are a piece, not a copy", tc.name, v)
+		}
+	}
 }
