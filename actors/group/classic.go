@@ -808,7 +808,7 @@ func (g *classicGroup) leave(leaving []*messages.LeavingMember) []*messages.Left
 		if reason := l.GetReason(); reason != "" {
 			why = "it left: " + reason
 		}
-		g.note("member %s left (%s)", id, strings.TrimPrefix(why, "it "))
+		g.note("member %s %s", id, strings.TrimPrefix(why, "it "))
 		g.remove(mem, why)
 		g.memberGone(fmt.Sprintf("member %s left", id))
 	}

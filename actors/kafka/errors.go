@@ -14,10 +14,13 @@ const (
 	codeLeaderNotAvailable       int16 = 5
 	codeNotLeaderOrFollower      int16 = 6
 	codeRequestTimedOut          int16 = 7
+	codeOffsetMetadataTooLarge   int16 = 12
+	codeCoordinatorNotAvailable  int16 = 15
 	codeInvalidRequiredAcks      int16 = 21
 	codeUnsupportedSASLMechanism int16 = 33
 	codeUnsupportedVersion       int16 = 35
 	codeInvalidRequest           int16 = 42
+	codeGroupIDNotFound          int16 = 69
 	codeSecurityDisabled         int16 = 54
 	codeUnknownTopicID           int16 = 100
 	codeRebootstrapRequired      int16 = 129
