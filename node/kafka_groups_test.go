@@ -208,7 +208,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 func TestKafkaGroupBalancers(t *testing.T) {
 	n := startKafkaNode(t)
 	seeds := []string{n.KafkaAddress()}
-	prod := kafkaClient(t, kgo.SeedBrokers(seeds...))
+	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.MetadataMinAge(100*time.Millisecond))
 	adm := kadm.NewClient(prod)
 	ac := actorClient(t, n)
 	const partitions, batch = 6, 120

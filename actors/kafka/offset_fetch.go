@@ -128,20 +128,35 @@ func fetchOffsets(c *conn, ctx actor.Context, x *exchange, req *kmsg.OffsetFetch
 			continue // nothing to ask: an empty list, or only unknown ids
 		}
 		waiting++
-		c.ask(ctx, c.l.cfg.Groups, ask, c.l.cfg.RequestTimeout, func(res any, err error) {
+		done := func() {
 			waiting--
+			if waiting == 0 {
+				c.reply(x, offsetFetchResponse(req, groups))
+			}
+		}
+		c.ask(ctx, c.l.cfg.Groups, ask, c.l.cfg.RequestTimeout, func(res any, err error) {
 			r, ok := res.(*messages.OffsetFetchResponse)
 			switch {
 			case err != nil || !ok:
 				g.code = groupAskCode(err)
 			case r.GetError() != messages.ErrorCode_NONE:
 				g.code = kafkaCode(r.GetError())
+			case g.all && req.Version >= offsetFetchTopicIDsVersion:
+				// The answer names topics by id: the cache must know
+				// every topic the group committed to that still exists.
+				var names []string
+				for _, o := range r.GetOffsets() {
+					names = append(names, o.GetTopic())
+				}
+				c.withTopicNames(ctx, names, func(error) {
+					g.take(c, r.GetOffsets(), true)
+					done()
+				})
+				return
 			default:
 				g.take(c, r.GetOffsets(), req.Version >= offsetFetchTopicIDsVersion)
 			}
-			if waiting == 0 {
-				c.reply(x, offsetFetchResponse(req, groups))
-			}
+			done()
 		})
 	}
 	if waiting == 0 {
