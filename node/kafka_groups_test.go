@@ -119,12 +119,13 @@ func groupConsumerOpts(seeds []string, group, topic string) []kgo.Opt {
 	}
 }
 
-// startGroupConsumer starts a consumer named name in group, watched by w:
-// it consumes between rebalances only (BlockRebalanceOnPoll), so that
-// what it polled is committed before its partitions move.
-func startGroupConsumer(t *testing.T, seeds []string, group, topic, name string, balancer kgo.GroupBalancer, w *groupWatch) *groupConsumer {
+// startGroupConsumer starts a consumer named name in group, watched by w,
+// with more options: it consumes between rebalances only
+// (BlockRebalanceOnPoll), so that what it polled is committed before its
+// partitions move.
+func startGroupConsumer(t *testing.T, seeds []string, group, topic, name string, balancer kgo.GroupBalancer, w *groupWatch, more ...kgo.Opt) *groupConsumer {
 	t.Helper()
-	opts := append(groupConsumerOpts(seeds, group, topic),
+	opts := append(append(groupConsumerOpts(seeds, group, topic), more...),
 		kgo.ClientID(name), kgo.Balancers(balancer), kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { w.assigned(name, ps) }),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
@@ -795,4 +796,53 @@ func TestKafkaGroupCoordinatorInCluster(t *testing.T) {
 		total := committedTotal(t, adm, "spread-group", "spread")
 		return total == 80, fmt.Sprint(total)
 	})
+}
+
+// A static member (group.instance.id) that restarts within its session
+// timeout comes back to its partitions without a rebalance: the group's
+// generation does not move, and the other member keeps what it had.
+func TestKafkaGroupStaticMemberRestarts(t *testing.T) {
+	n := startKafkaNode(t)
+	seeds := []string{n.KafkaAddress()}
+	createTopic(t, n, "static", 4)
+	ac := actorClient(t, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := func(instance string, w *groupWatch) *groupConsumer {
+		return startGroupConsumer(t, seeds, "statics", "static", instance, kgo.RangeBalancer(), w, kgo.InstanceID(instance))
+	}
+	w := newGroupWatch()
+	first := start("instance-a", w)
+	start("instance-b", w)
+	describe := func() (int32, map[string][]int32) {
+		owned := map[string][]int32{}
+		d, err := ac.DescribeGroup(ctx, "statics")
+		if errors.Is(err, client.ErrGroupIDNotFound) {
+			return 0, owned // no member has joined yet
+		}
+		require.NoError(t, err)
+		for _, m := range d.Members {
+			for _, tp := range m.Assignment {
+				owned[m.GroupInstanceId] = append(owned[m.GroupInstanceId], tp.Partition)
+			}
+		}
+		return d.Generation, owned
+	}
+	waitFor(t, "both static members to own two partitions", func() (bool, string) {
+		_, owned := describe()
+		return len(owned["instance-a"]) == 2 && len(owned["instance-b"]) == 2, fmt.Sprint(owned)
+	})
+	generation, before := describe()
+
+	// A static member's close does not leave the group; it comes back
+	// under a new member id and takes its old one's place.
+	first.close()
+	again := newGroupWatch()
+	start("instance-a", again)
+	waitFor(t, "the restarted member to own its partitions again", func() (bool, string) {
+		return again.owners()["instance-a"] == 2, fmt.Sprint(again.owners())
+	})
+	after, owned := describe()
+	require.Equal(t, generation, after, "no rebalance")
+	require.Equal(t, before, owned)
 }
