@@ -655,6 +655,30 @@ func TestKafkaGroupRefusals(t *testing.T) {
 	resp := v1.ResponseKind().(*kmsg.JoinGroupResponse)
 	require.NoError(t, resp.ReadFrom(body))
 	require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
+	// Nor OffsetCommit v1 and OffsetFetch v0.
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.SetVersion(1)
+	commit.Group = "refusals"
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "refused"
+	ct.Partitions = append(ct.Partitions, kmsg.NewOffsetCommitRequestTopicPartition())
+	commit.Topics = append(commit.Topics, ct)
+	raw.send(commit, 6)
+	_, body = raw.response()
+	cresp := commit.ResponseKind().(*kmsg.OffsetCommitResponse)
+	require.NoError(t, cresp.ReadFrom(body))
+	require.Equal(t, kerr.UnsupportedVersion.Code, cresp.Topics[0].Partitions[0].ErrorCode)
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.SetVersion(0)
+	fetch.Group = "refusals"
+	ft := kmsg.NewOffsetFetchRequestTopic()
+	ft.Topic, ft.Partitions = "refused", []int32{0}
+	fetch.Topics = append(fetch.Topics, ft)
+	raw.send(fetch, 7)
+	_, body = raw.response()
+	fresp2 := fetch.ResponseKind().(*kmsg.OffsetFetchResponse)
+	require.NoError(t, fresp2.ReadFrom(body))
+	require.Equal(t, kerr.UnsupportedVersion.Code, fresp2.Topics[0].Partitions[0].ErrorCode)
 }
 
 // A group of Depot's own protocol refuses a Kafka client, and a group of
