@@ -59,23 +59,29 @@ const (
 	ErrorCode_INVALID_CONFIG                   ErrorCode = 40
 	// INVALID_REPLICA_ASSIGNMENT refuses a reassignment's target: empty, a
 	// node named twice, a node not registered, or one fenced that it adds.
-	ErrorCode_INVALID_REPLICA_ASSIGNMENT     ErrorCode = 39
-	ErrorCode_INVALID_REQUEST                ErrorCode = 42
-	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER   ErrorCode = 45
-	ErrorCode_DUPLICATE_SEQUENCE_NUMBER      ErrorCode = 46
-	ErrorCode_INVALID_PRODUCER_EPOCH         ErrorCode = 47
-	ErrorCode_BROKER_NOT_AVAILABLE           ErrorCode = 8
-	ErrorCode_STALE_CONTROLLER_EPOCH         ErrorCode = 11
-	ErrorCode_NOT_CONTROLLER                 ErrorCode = 41
-	ErrorCode_KAFKA_STORAGE_ERROR            ErrorCode = 56
-	ErrorCode_LOG_DIR_NOT_FOUND              ErrorCode = 57
-	ErrorCode_UNKNOWN_PRODUCER_ID            ErrorCode = 59
-	ErrorCode_NON_EMPTY_GROUP                ErrorCode = 68
-	ErrorCode_GROUP_ID_NOT_FOUND             ErrorCode = 69
-	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE   ErrorCode = 76
-	ErrorCode_FENCED_LEADER_EPOCH            ErrorCode = 74
-	ErrorCode_UNKNOWN_LEADER_EPOCH           ErrorCode = 75
-	ErrorCode_FENCED_INSTANCE_ID             ErrorCode = 82
+	ErrorCode_INVALID_REPLICA_ASSIGNMENT   ErrorCode = 39
+	ErrorCode_INVALID_REQUEST              ErrorCode = 42
+	ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER ErrorCode = 45
+	ErrorCode_DUPLICATE_SEQUENCE_NUMBER    ErrorCode = 46
+	ErrorCode_INVALID_PRODUCER_EPOCH       ErrorCode = 47
+	ErrorCode_BROKER_NOT_AVAILABLE         ErrorCode = 8
+	ErrorCode_STALE_CONTROLLER_EPOCH       ErrorCode = 11
+	ErrorCode_NOT_CONTROLLER               ErrorCode = 41
+	ErrorCode_KAFKA_STORAGE_ERROR          ErrorCode = 56
+	ErrorCode_LOG_DIR_NOT_FOUND            ErrorCode = 57
+	ErrorCode_UNKNOWN_PRODUCER_ID          ErrorCode = 59
+	ErrorCode_NON_EMPTY_GROUP              ErrorCode = 68
+	ErrorCode_GROUP_ID_NOT_FOUND           ErrorCode = 69
+	ErrorCode_UNSUPPORTED_COMPRESSION_TYPE ErrorCode = 76
+	ErrorCode_FENCED_LEADER_EPOCH          ErrorCode = 74
+	ErrorCode_UNKNOWN_LEADER_EPOCH         ErrorCode = 75
+	// MEMBER_ID_REQUIRED answers the first join of a Kafka classic member
+	// (JoinGroup v4+) with the member id it is to join again with (KIP-394).
+	ErrorCode_MEMBER_ID_REQUIRED ErrorCode = 79
+	ErrorCode_FENCED_INSTANCE_ID ErrorCode = 82
+	// GROUP_SUBSCRIBED_TO_TOPIC refuses to delete the committed offset of a
+	// partition whose topic a member of the group consumes.
+	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC      ErrorCode = 86
 	ErrorCode_INVALID_UPDATE_VERSION         ErrorCode = 95
 	ErrorCode_INELIGIBLE_REPLICA             ErrorCode = 107
 	ErrorCode_PREFERRED_LEADER_NOT_AVAILABLE ErrorCode = 80
@@ -138,7 +144,9 @@ var (
 		76:   "UNSUPPORTED_COMPRESSION_TYPE",
 		74:   "FENCED_LEADER_EPOCH",
 		75:   "UNKNOWN_LEADER_EPOCH",
+		79:   "MEMBER_ID_REQUIRED",
 		82:   "FENCED_INSTANCE_ID",
+		86:   "GROUP_SUBSCRIBED_TO_TOPIC",
 		95:   "INVALID_UPDATE_VERSION",
 		107:  "INELIGIBLE_REPLICA",
 		80:   "PREFERRED_LEADER_NOT_AVAILABLE",
@@ -193,7 +201,9 @@ var (
 		"UNSUPPORTED_COMPRESSION_TYPE":     76,
 		"FENCED_LEADER_EPOCH":              74,
 		"UNKNOWN_LEADER_EPOCH":             75,
+		"MEMBER_ID_REQUIRED":               79,
 		"FENCED_INSTANCE_ID":               82,
+		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
 		"INVALID_UPDATE_VERSION":           95,
 		"INELIGIBLE_REPLICA":               107,
 		"PREFERRED_LEADER_NOT_AVAILABLE":   80,
@@ -2845,7 +2855,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\x91\v\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xc8\v\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -2891,7 +2901,9 @@ const file_depot_proto_rawDesc = "" +
 	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x17\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x12\x18\n" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +
-	"\x12FENCED_INSTANCE_ID\x10R\x12\x1a\n" +
+	"\x12MEMBER_ID_REQUIRED\x10O\x12\x16\n" +
+	"\x12FENCED_INSTANCE_ID\x10R\x12\x1d\n" +
+	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +
 	"\x12INELIGIBLE_REPLICA\x10k\x12\"\n" +
 	"\x1ePREFERRED_LEADER_NOT_AVAILABLE\x10P\x12\"\n" +

@@ -5,7 +5,15 @@
 // source: groups.proto
 
 // Consumer groups: finding a group's coordinator, membership with
-// generations and assignment on the server, committed offsets.
+// generations and assignment on the server (Depot's own protocol) or on a
+// member (Kafka's classic protocol, which the Kafka listener speaks),
+// committed offsets.
+//
+// A group is of one protocol at a time: Depot's, joined by the actor
+// client with assignors and topics, or Kafka's classic one, joined with a
+// protocol type and protocols. While it has members of one, a join of the
+// other is refused with INCONSISTENT_GROUP_PROTOCOL; an empty group takes
+// either. Committed offsets belong to the group whatever its protocol.
 
 package messages
 
@@ -88,7 +96,10 @@ type FindCoordinatorResponse struct {
 	NodeId       int32                  `protobuf:"varint,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Address      string                 `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
 	// actor.NewPID(address, actor_name) is the group's actor.
-	ActorName     string `protobuf:"bytes,5,opt,name=actor_name,json=actorName,proto3" json:"actor_name,omitempty"`
+	ActorName string `protobuf:"bytes,5,opt,name=actor_name,json=actorName,proto3" json:"actor_name,omitempty"`
+	// kafka_address is the coordinator's Kafka listener (host:port), empty
+	// when it has none.
+	KafkaAddress  string `protobuf:"bytes,6,opt,name=kafka_address,json=kafkaAddress,proto3" json:"kafka_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,6 +169,13 @@ func (x *FindCoordinatorResponse) GetActorName() string {
 	return ""
 }
 
+func (x *FindCoordinatorResponse) GetKafkaAddress() string {
+	if x != nil {
+		return x.KafkaAddress
+	}
+	return ""
+}
+
 // JoinGroupRequest joins (or rejoins) a group. Assignment happens on the
 // server: the answer comes when the group has settled its generation, with
 // the member's partitions in it.
@@ -176,8 +194,27 @@ type JoinGroupRequest struct {
 	// "roundrobin".
 	Assignors []string `protobuf:"bytes,7,rep,name=assignors,proto3" json:"assignors,omitempty"`
 	// What the member holds now (for sticky assignment).
-	Owned         []*TopicPartition `protobuf:"bytes,8,rep,name=owned,proto3" json:"owned,omitempty"`
-	ClientId      string            `protobuf:"bytes,9,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Owned    []*TopicPartition `protobuf:"bytes,8,rep,name=owned,proto3" json:"owned,omitempty"`
+	ClientId string            `protobuf:"bytes,9,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Kafka's classic protocol: protocol_type is set (Kafka's consumers
+	// send "consumer"), and protocols are those the member supports, in its
+	// order of preference; topics, assignors and owned are then not read,
+	// but for topics: those of the member's subscription where the
+	// protocol type is "consumer", read by the Kafka listener from the
+	// first protocol's metadata, for describing the group. The group
+	// assigns nothing: it chooses a protocol every member supports, elects
+	// a leader and answers it every member's metadata for that protocol;
+	// the leader's SyncGroupRequest carries the assignment.
+	ProtocolType string           `protobuf:"bytes,10,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	Protocols    []*GroupProtocol `protobuf:"bytes,11,rep,name=protocols,proto3" json:"protocols,omitempty"`
+	// require_known_member_id (JoinGroup v4+, KIP-394): a first join of a
+	// dynamic member (no group_instance_id) is answered MEMBER_ID_REQUIRED
+	// with the member id to join again with.
+	RequireKnownMemberId bool `protobuf:"varint,12,opt,name=require_known_member_id,json=requireKnownMemberId,proto3" json:"require_known_member_id,omitempty"`
+	// client_host is where the member connects from, for describing it.
+	ClientHost string `protobuf:"bytes,13,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	// reason is why the member joins (KIP-800), for the log.
+	Reason        string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -275,6 +312,95 @@ func (x *JoinGroupRequest) GetClientId() string {
 	return ""
 }
 
+func (x *JoinGroupRequest) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *JoinGroupRequest) GetProtocols() []*GroupProtocol {
+	if x != nil {
+		return x.Protocols
+	}
+	return nil
+}
+
+func (x *JoinGroupRequest) GetRequireKnownMemberId() bool {
+	if x != nil {
+		return x.RequireKnownMemberId
+	}
+	return false
+}
+
+func (x *JoinGroupRequest) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *JoinGroupRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// GroupProtocol is one protocol a member of a classic group supports: an
+// assignor's name and its metadata, opaque to the group.
+type GroupProtocol struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Metadata      []byte                 `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupProtocol) Reset() {
+	*x = GroupProtocol{}
+	mi := &file_groups_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupProtocol) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupProtocol) ProtoMessage() {}
+
+func (x *GroupProtocol) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupProtocol.ProtoReflect.Descriptor instead.
+func (*GroupProtocol) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GroupProtocol) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupProtocol) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
 type JoinGroupResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
@@ -285,14 +411,24 @@ type JoinGroupResponse struct {
 	Assignment   []*TopicPartition      `protobuf:"bytes,6,rep,name=assignment,proto3" json:"assignment,omitempty"`
 	// The assignment is the first phase of a cooperative rebalance: the
 	// member must give up the partitions it no longer has and rejoin.
-	Rejoin        bool `protobuf:"varint,7,opt,name=rejoin,proto3" json:"rejoin,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rejoin bool `protobuf:"varint,7,opt,name=rejoin,proto3" json:"rejoin,omitempty"`
+	// Kafka's classic protocol: the group's protocol type and the protocol
+	// chosen for the generation, its leader, and for the leader only every
+	// member with its metadata for that protocol. skip_assignment tells a
+	// static leader that joined again in a stable group to send the
+	// assignment it has, not to compute one (KIP-814).
+	ProtocolType   string             `protobuf:"bytes,8,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	ProtocolName   string             `protobuf:"bytes,9,opt,name=protocol_name,json=protocolName,proto3" json:"protocol_name,omitempty"`
+	Leader         string             `protobuf:"bytes,10,opt,name=leader,proto3" json:"leader,omitempty"`
+	Members        []*JoinGroupMember `protobuf:"bytes,11,rep,name=members,proto3" json:"members,omitempty"`
+	SkipAssignment bool               `protobuf:"varint,12,opt,name=skip_assignment,json=skipAssignment,proto3" json:"skip_assignment,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JoinGroupResponse) Reset() {
 	*x = JoinGroupResponse{}
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +440,7 @@ func (x *JoinGroupResponse) String() string {
 func (*JoinGroupResponse) ProtoMessage() {}
 
 func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[3]
+	mi := &file_groups_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +453,7 @@ func (x *JoinGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinGroupResponse.ProtoReflect.Descriptor instead.
 func (*JoinGroupResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{3}
+	return file_groups_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JoinGroupResponse) GetError() ErrorCode {
@@ -369,6 +505,337 @@ func (x *JoinGroupResponse) GetRejoin() bool {
 	return false
 }
 
+func (x *JoinGroupResponse) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *JoinGroupResponse) GetProtocolName() string {
+	if x != nil {
+		return x.ProtocolName
+	}
+	return ""
+}
+
+func (x *JoinGroupResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *JoinGroupResponse) GetMembers() []*JoinGroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *JoinGroupResponse) GetSkipAssignment() bool {
+	if x != nil {
+		return x.SkipAssignment
+	}
+	return false
+}
+
+type JoinGroupMember struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MemberId        string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	GroupInstanceId string                 `protobuf:"bytes,2,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	Metadata        []byte                 `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *JoinGroupMember) Reset() {
+	*x = JoinGroupMember{}
+	mi := &file_groups_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinGroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinGroupMember) ProtoMessage() {}
+
+func (x *JoinGroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinGroupMember.ProtoReflect.Descriptor instead.
+func (*JoinGroupMember) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *JoinGroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *JoinGroupMember) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+func (x *JoinGroupMember) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// SyncGroupRequest (Kafka's classic protocol) ends a member's part in a
+// rebalance: the leader's carries every member's assignment. Each member
+// is answered its own once the leader's has come.
+type SyncGroupRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	GroupId         string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	MemberId        string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Generation      int32                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	GroupInstanceId string                 `protobuf:"bytes,4,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	// protocol_type and protocol_name (SyncGroup v5+), when set, must be
+	// the group's.
+	ProtocolType  string                 `protobuf:"bytes,5,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	ProtocolName  string                 `protobuf:"bytes,6,opt,name=protocol_name,json=protocolName,proto3" json:"protocol_name,omitempty"`
+	Assignments   []*SyncGroupAssignment `protobuf:"bytes,7,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncGroupRequest) Reset() {
+	*x = SyncGroupRequest{}
+	mi := &file_groups_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncGroupRequest) ProtoMessage() {}
+
+func (x *SyncGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncGroupRequest.ProtoReflect.Descriptor instead.
+func (*SyncGroupRequest) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SyncGroupRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *SyncGroupRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SyncGroupRequest) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SyncGroupRequest) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+func (x *SyncGroupRequest) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *SyncGroupRequest) GetProtocolName() string {
+	if x != nil {
+		return x.ProtocolName
+	}
+	return ""
+}
+
+func (x *SyncGroupRequest) GetAssignments() []*SyncGroupAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+// SyncGroupAssignment is a member's assignment, opaque to the group but
+// for partitions: the Kafka listener reads them from it for a "consumer"
+// group, for describing the group.
+type SyncGroupAssignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Assignment    []byte                 `protobuf:"bytes,2,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	Partitions    []*TopicPartition      `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncGroupAssignment) Reset() {
+	*x = SyncGroupAssignment{}
+	mi := &file_groups_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncGroupAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncGroupAssignment) ProtoMessage() {}
+
+func (x *SyncGroupAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncGroupAssignment.ProtoReflect.Descriptor instead.
+func (*SyncGroupAssignment) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SyncGroupAssignment) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *SyncGroupAssignment) GetAssignment() []byte {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *SyncGroupAssignment) GetPartitions() []*TopicPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type SyncGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ProtocolType  string                 `protobuf:"bytes,3,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	ProtocolName  string                 `protobuf:"bytes,4,opt,name=protocol_name,json=protocolName,proto3" json:"protocol_name,omitempty"`
+	Assignment    []byte                 `protobuf:"bytes,5,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncGroupResponse) Reset() {
+	*x = SyncGroupResponse{}
+	mi := &file_groups_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncGroupResponse) ProtoMessage() {}
+
+func (x *SyncGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncGroupResponse.ProtoReflect.Descriptor instead.
+func (*SyncGroupResponse) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SyncGroupResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *SyncGroupResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *SyncGroupResponse) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *SyncGroupResponse) GetProtocolName() string {
+	if x != nil {
+		return x.ProtocolName
+	}
+	return ""
+}
+
+func (x *SyncGroupResponse) GetAssignment() []byte {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
 type HeartbeatRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	GroupId         string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
@@ -381,7 +848,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_groups_proto_msgTypes[4]
+	mi := &file_groups_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +860,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[4]
+	mi := &file_groups_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +873,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{4}
+	return file_groups_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatRequest) GetGroupId() string {
@@ -448,7 +915,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_groups_proto_msgTypes[5]
+	mi := &file_groups_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +927,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[5]
+	mi := &file_groups_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +940,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{5}
+	return file_groups_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatResponse) GetError() ErrorCode {
@@ -495,13 +962,16 @@ type LeaveGroupRequest struct {
 	GroupId         string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	MemberId        string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	GroupInstanceId string                 `protobuf:"bytes,3,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// members, when set, are the members that leave (Kafka's LeaveGroup
+	// v3+); member_id and group_instance_id are then not read.
+	Members       []*LeavingMember `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_groups_proto_msgTypes[6]
+	mi := &file_groups_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +983,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[6]
+	mi := &file_groups_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +996,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{6}
+	return file_groups_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaveGroupRequest) GetGroupId() string {
@@ -550,17 +1020,90 @@ func (x *LeaveGroupRequest) GetGroupInstanceId() string {
 	return ""
 }
 
+func (x *LeaveGroupRequest) GetMembers() []*LeavingMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// LeavingMember is a member that leaves: by member id, or by group
+// instance id for a static member (the member id, if given, must then be
+// the instance's).
+type LeavingMember struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MemberId        string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	GroupInstanceId string                 `protobuf:"bytes,2,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	// reason is why it leaves (KIP-800), for the log.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeavingMember) Reset() {
+	*x = LeavingMember{}
+	mi := &file_groups_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeavingMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeavingMember) ProtoMessage() {}
+
+func (x *LeavingMember) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeavingMember.ProtoReflect.Descriptor instead.
+func (*LeavingMember) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LeavingMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *LeavingMember) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+func (x *LeavingMember) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type LeaveGroupResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// members answers each of the request's members, in its order.
+	Members       []*LeftMember `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_groups_proto_msgTypes[7]
+	mi := &file_groups_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +1115,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[7]
+	mi := &file_groups_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +1128,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{7}
+	return file_groups_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaveGroupResponse) GetError() ErrorCode {
@@ -596,6 +1139,81 @@ func (x *LeaveGroupResponse) GetError() ErrorCode {
 }
 
 func (x *LeaveGroupResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *LeaveGroupResponse) GetMembers() []*LeftMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type LeftMember struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MemberId        string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	GroupInstanceId string                 `protobuf:"bytes,2,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	Error           ErrorCode              `protobuf:"varint,3,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage    string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *LeftMember) Reset() {
+	*x = LeftMember{}
+	mi := &file_groups_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeftMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeftMember) ProtoMessage() {}
+
+func (x *LeftMember) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeftMember.ProtoReflect.Descriptor instead.
+func (*LeftMember) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LeftMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *LeftMember) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+func (x *LeftMember) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *LeftMember) GetErrorMessage() string {
 	if x != nil {
 		return x.ErrorMessage
 	}
@@ -616,7 +1234,7 @@ type PartitionOffset struct {
 
 func (x *PartitionOffset) Reset() {
 	*x = PartitionOffset{}
-	mi := &file_groups_proto_msgTypes[8]
+	mi := &file_groups_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +1246,7 @@ func (x *PartitionOffset) String() string {
 func (*PartitionOffset) ProtoMessage() {}
 
 func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[8]
+	mi := &file_groups_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +1259,7 @@ func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
 func (*PartitionOffset) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{8}
+	return file_groups_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PartitionOffset) GetTopic() string {
@@ -690,18 +1308,21 @@ func (x *PartitionOffset) GetCommitTimestampMs() int64 {
 // generation; generation -1 with an empty member id is an admin commit,
 // allowed only while the group has no member.
 type OffsetCommitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	Generation    int32                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	Offsets       []*PartitionOffset     `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	GroupId    string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	MemberId   string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Generation int32                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Offsets    []*PartitionOffset     `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// group_instance_id is the committing member's, when static (Kafka's
+	// OffsetCommit v7+).
+	GroupInstanceId string `protobuf:"bytes,5,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_groups_proto_msgTypes[9]
+	mi := &file_groups_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +1334,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[9]
+	mi := &file_groups_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +1347,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{9}
+	return file_groups_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OffsetCommitRequest) GetGroupId() string {
@@ -757,6 +1378,13 @@ func (x *OffsetCommitRequest) GetOffsets() []*PartitionOffset {
 	return nil
 }
 
+func (x *OffsetCommitRequest) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
 type OffsetCommitResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
@@ -769,7 +1397,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_groups_proto_msgTypes[10]
+	mi := &file_groups_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +1409,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[10]
+	mi := &file_groups_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +1422,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{10}
+	return file_groups_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OffsetCommitResponse) GetError() ErrorCode {
@@ -830,7 +1458,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_groups_proto_msgTypes[11]
+	mi := &file_groups_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1470,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[11]
+	mi := &file_groups_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1483,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{11}
+	return file_groups_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OffsetFetchRequest) GetGroupId() string {
@@ -884,7 +1512,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_groups_proto_msgTypes[12]
+	mi := &file_groups_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1524,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[12]
+	mi := &file_groups_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1537,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{12}
+	return file_groups_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OffsetFetchResponse) GetError() ErrorCode {
@@ -941,7 +1569,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_groups_proto_msgTypes[13]
+	mi := &file_groups_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1581,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[13]
+	mi := &file_groups_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,21 +1594,24 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{13}
+	return file_groups_proto_rawDescGZIP(), []int{20}
 }
 
 type GroupListing struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Members       int32                  `protobuf:"varint,3,opt,name=members,proto3" json:"members,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GroupId string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	State   string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Members int32                  `protobuf:"varint,3,opt,name=members,proto3" json:"members,omitempty"`
+	// protocol_type is a classic group's ("consumer" for Kafka's consumers),
+	// empty for a group of Depot's protocol.
+	ProtocolType  string `protobuf:"bytes,4,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupListing) Reset() {
 	*x = GroupListing{}
-	mi := &file_groups_proto_msgTypes[14]
+	mi := &file_groups_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1623,7 @@ func (x *GroupListing) String() string {
 func (*GroupListing) ProtoMessage() {}
 
 func (x *GroupListing) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[14]
+	mi := &file_groups_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1636,7 @@ func (x *GroupListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupListing.ProtoReflect.Descriptor instead.
 func (*GroupListing) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{14}
+	return file_groups_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GroupListing) GetGroupId() string {
@@ -1029,6 +1660,13 @@ func (x *GroupListing) GetMembers() int32 {
 	return 0
 }
 
+func (x *GroupListing) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
 type ListGroupsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Error         ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
@@ -1040,7 +1678,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_groups_proto_msgTypes[15]
+	mi := &file_groups_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1690,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[15]
+	mi := &file_groups_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1703,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{15}
+	return file_groups_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListGroupsResponse) GetError() ErrorCode {
@@ -1098,7 +1736,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_groups_proto_msgTypes[16]
+	mi := &file_groups_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1748,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[16]
+	mi := &file_groups_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1761,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{16}
+	return file_groups_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeGroupRequest) GetGroupId() string {
@@ -1140,13 +1778,19 @@ type GroupMember struct {
 	ClientId        string                 `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
 	Topics          []string               `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
 	Assignment      []*TopicPartition      `protobuf:"bytes,5,rep,name=assignment,proto3" json:"assignment,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A classic group's member: where it connects from, its metadata for
+	// the group's protocol and its assignment, as the member and the leader
+	// sent them.
+	ClientHost       string `protobuf:"bytes,6,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	ProtocolMetadata []byte `protobuf:"bytes,7,opt,name=protocol_metadata,json=protocolMetadata,proto3" json:"protocol_metadata,omitempty"`
+	MemberAssignment []byte `protobuf:"bytes,8,opt,name=member_assignment,json=memberAssignment,proto3" json:"member_assignment,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_groups_proto_msgTypes[17]
+	mi := &file_groups_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1802,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[17]
+	mi := &file_groups_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1815,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{17}
+	return file_groups_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -1209,24 +1853,48 @@ func (x *GroupMember) GetAssignment() []*TopicPartition {
 	return nil
 }
 
+func (x *GroupMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *GroupMember) GetProtocolMetadata() []byte {
+	if x != nil {
+		return x.ProtocolMetadata
+	}
+	return nil
+}
+
+func (x *GroupMember) GetMemberAssignment() []byte {
+	if x != nil {
+		return x.MemberAssignment
+	}
+	return nil
+}
+
 type DescribeGroupResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	GroupId      string                 `protobuf:"bytes,3,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead".
-	State         string             `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	Generation    int32              `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
-	Assignor      string             `protobuf:"bytes,6,opt,name=assignor,proto3" json:"assignor,omitempty"`
-	Members       []*GroupMember     `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
-	Offsets       []*PartitionOffset `protobuf:"bytes,8,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	State      string             `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Generation int32              `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	Assignor   string             `protobuf:"bytes,6,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	Members    []*GroupMember     `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	Offsets    []*PartitionOffset `protobuf:"bytes,8,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	// protocol_type is a classic group's, empty for a group of Depot's
+	// protocol; assignor is then the classic group's protocol.
+	ProtocolType  string `protobuf:"bytes,9,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_groups_proto_msgTypes[18]
+	mi := &file_groups_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1906,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[18]
+	mi := &file_groups_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1919,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{18}
+	return file_groups_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeGroupResponse) GetError() ErrorCode {
@@ -1310,6 +1978,13 @@ func (x *DescribeGroupResponse) GetOffsets() []*PartitionOffset {
 	return nil
 }
 
+func (x *DescribeGroupResponse) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
 // DeleteGroupRequest removes an empty group and its committed offsets.
 type DeleteGroupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1320,7 +1995,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_groups_proto_msgTypes[19]
+	mi := &file_groups_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +2007,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[19]
+	mi := &file_groups_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +2020,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{19}
+	return file_groups_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteGroupRequest) GetGroupId() string {
@@ -1365,7 +2040,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_groups_proto_msgTypes[20]
+	mi := &file_groups_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +2052,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_groups_proto_msgTypes[20]
+	mi := &file_groups_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +2065,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_groups_proto_rawDescGZIP(), []int{20}
+	return file_groups_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteGroupResponse) GetError() ErrorCode {
@@ -1407,6 +2082,122 @@ func (x *DeleteGroupResponse) GetErrorMessage() string {
 	return ""
 }
 
+// OffsetDeleteRequest removes committed offsets of a group: those of
+// partitions whose topics no member consumes (the others are answered
+// GROUP_SUBSCRIBED_TO_TOPIC), as Kafka's OffsetDelete does.
+type OffsetDeleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       string                 `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Partitions    []*TopicPartition      `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteRequest) Reset() {
+	*x = OffsetDeleteRequest{}
+	mi := &file_groups_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteRequest) ProtoMessage() {}
+
+func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *OffsetDeleteRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *OffsetDeleteRequest) GetPartitions() []*TopicPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type OffsetDeleteResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Error        ErrorCode              `protobuf:"varint,1,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// Per partition of the request, in its order, with its error.
+	Partitions    []*PartitionOffset `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResponse) Reset() {
+	*x = OffsetDeleteResponse{}
+	mi := &file_groups_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResponse) ProtoMessage() {}
+
+func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_groups_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_groups_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *OffsetDeleteResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *OffsetDeleteResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *OffsetDeleteResponse) GetPartitions() []*PartitionOffset {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_groups_proto protoreflect.FileDescriptor
 
 const file_groups_proto_rawDesc = "" +
@@ -1414,14 +2205,15 @@ const file_groups_proto_rawDesc = "" +
 	"\fgroups.proto\x12\x05depot\x1a\vdepot.proto\"Q\n" +
 	"\x16FindCoordinatorRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1c\n" +
-	"\tforwarded\x18\x02 \x01(\bR\tforwarded\"\xb8\x01\n" +
+	"\tforwarded\x18\x02 \x01(\bR\tforwarded\"\xdd\x01\n" +
 	"\x17FindCoordinatorResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x05R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x1d\n" +
 	"\n" +
-	"actor_name\x18\x05 \x01(\tR\tactorName\"\xd6\x02\n" +
+	"actor_name\x18\x05 \x01(\tR\tactorName\x12#\n" +
+	"\rkafka_address\x18\x06 \x01(\tR\fkafkaAddress\"\x9f\x04\n" +
 	"\x10JoinGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12*\n" +
@@ -1431,7 +2223,17 @@ const file_groups_proto_rawDesc = "" +
 	"\x06topics\x18\x06 \x03(\tR\x06topics\x12\x1c\n" +
 	"\tassignors\x18\a \x03(\tR\tassignors\x12+\n" +
 	"\x05owned\x18\b \x03(\v2\x15.depot.TopicPartitionR\x05owned\x12\x1b\n" +
-	"\tclient_id\x18\t \x01(\tR\bclientId\"\x88\x02\n" +
+	"\tclient_id\x18\t \x01(\tR\bclientId\x12#\n" +
+	"\rprotocol_type\x18\n" +
+	" \x01(\tR\fprotocolType\x122\n" +
+	"\tprotocols\x18\v \x03(\v2\x14.depot.GroupProtocolR\tprotocols\x125\n" +
+	"\x17require_known_member_id\x18\f \x01(\bR\x14requireKnownMemberId\x12\x1f\n" +
+	"\vclient_host\x18\r \x01(\tR\n" +
+	"clientHost\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\"?\n" +
+	"\rGroupProtocol\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bmetadata\x18\x02 \x01(\fR\bmetadata\"\xc5\x03\n" +
 	"\x11JoinGroupResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1e\n" +
@@ -1443,7 +2245,43 @@ const file_groups_proto_rawDesc = "" +
 	"\n" +
 	"assignment\x18\x06 \x03(\v2\x15.depot.TopicPartitionR\n" +
 	"assignment\x12\x16\n" +
-	"\x06rejoin\x18\a \x01(\bR\x06rejoin\"\x96\x01\n" +
+	"\x06rejoin\x18\a \x01(\bR\x06rejoin\x12#\n" +
+	"\rprotocol_type\x18\b \x01(\tR\fprotocolType\x12#\n" +
+	"\rprotocol_name\x18\t \x01(\tR\fprotocolName\x12\x16\n" +
+	"\x06leader\x18\n" +
+	" \x01(\tR\x06leader\x120\n" +
+	"\amembers\x18\v \x03(\v2\x16.depot.JoinGroupMemberR\amembers\x12'\n" +
+	"\x0fskip_assignment\x18\f \x01(\bR\x0eskipAssignment\"v\n" +
+	"\x0fJoinGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
+	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1a\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\x9e\x02\n" +
+	"\x10SyncGroupRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x05R\n" +
+	"generation\x12*\n" +
+	"\x11group_instance_id\x18\x04 \x01(\tR\x0fgroupInstanceId\x12#\n" +
+	"\rprotocol_type\x18\x05 \x01(\tR\fprotocolType\x12#\n" +
+	"\rprotocol_name\x18\x06 \x01(\tR\fprotocolName\x12<\n" +
+	"\vassignments\x18\a \x03(\v2\x1a.depot.SyncGroupAssignmentR\vassignments\"\x89\x01\n" +
+	"\x13SyncGroupAssignment\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x02 \x01(\fR\n" +
+	"assignment\x125\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x15.depot.TopicPartitionR\n" +
+	"partitions\"\xca\x01\n" +
+	"\x11SyncGroupResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12#\n" +
+	"\rprotocol_type\x18\x03 \x01(\tR\fprotocolType\x12#\n" +
+	"\rprotocol_name\x18\x04 \x01(\tR\fprotocolName\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x05 \x01(\fR\n" +
+	"assignment\"\x96\x01\n" +
 	"\x10HeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
@@ -1453,28 +2291,41 @@ const file_groups_proto_rawDesc = "" +
 	"\x11group_instance_id\x18\x04 \x01(\tR\x0fgroupInstanceId\"`\n" +
 	"\x11HeartbeatResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"w\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xa7\x01\n" +
 	"\x11LeaveGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12*\n" +
-	"\x11group_instance_id\x18\x03 \x01(\tR\x0fgroupInstanceId\"a\n" +
+	"\x11group_instance_id\x18\x03 \x01(\tR\x0fgroupInstanceId\x12.\n" +
+	"\amembers\x18\x04 \x03(\v2\x14.depot.LeavingMemberR\amembers\"p\n" +
+	"\rLeavingMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
+	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8e\x01\n" +
 	"\x12LeaveGroupResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"\xd1\x01\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12+\n" +
+	"\amembers\x18\x03 \x03(\v2\x11.depot.LeftMemberR\amembers\"\xa2\x01\n" +
+	"\n" +
+	"LeftMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
+	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12&\n" +
+	"\x05error\x18\x03 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"\xd1\x01\n" +
 	"\x0fPartitionOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x04 \x01(\tR\bmetadata\x12&\n" +
 	"\x05error\x18\x05 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12.\n" +
-	"\x13commit_timestamp_ms\x18\x06 \x01(\x03R\x11commitTimestampMs\"\x9f\x01\n" +
+	"\x13commit_timestamp_ms\x18\x06 \x01(\x03R\x11commitTimestampMs\"\xcb\x01\n" +
 	"\x13OffsetCommitRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x05R\n" +
 	"generation\x120\n" +
-	"\aoffsets\x18\x04 \x03(\v2\x16.depot.PartitionOffsetR\aoffsets\"\x95\x01\n" +
+	"\aoffsets\x18\x04 \x03(\v2\x16.depot.PartitionOffsetR\aoffsets\x12*\n" +
+	"\x11group_instance_id\x18\x05 \x01(\tR\x0fgroupInstanceId\"\x95\x01\n" +
 	"\x14OffsetCommitResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x120\n" +
@@ -1488,17 +2339,18 @@ const file_groups_proto_rawDesc = "" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x120\n" +
 	"\aoffsets\x18\x03 \x03(\v2\x16.depot.PartitionOffsetR\aoffsets\"\x13\n" +
-	"\x11ListGroupsRequest\"Y\n" +
+	"\x11ListGroupsRequest\"~\n" +
 	"\fGroupListing\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
-	"\amembers\x18\x03 \x01(\x05R\amembers\"\x8e\x01\n" +
+	"\amembers\x18\x03 \x01(\x05R\amembers\x12#\n" +
+	"\rprotocol_type\x18\x04 \x01(\tR\fprotocolType\"\x8e\x01\n" +
 	"\x12ListGroupsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12+\n" +
 	"\x06groups\x18\x03 \x03(\v2\x13.depot.GroupListingR\x06groups\"1\n" +
 	"\x14DescribeGroupRequest\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xc2\x01\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\xbd\x02\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
 	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1b\n" +
@@ -1506,7 +2358,11 @@ const file_groups_proto_rawDesc = "" +
 	"\x06topics\x18\x04 \x03(\tR\x06topics\x125\n" +
 	"\n" +
 	"assignment\x18\x05 \x03(\v2\x15.depot.TopicPartitionR\n" +
-	"assignment\"\xb1\x02\n" +
+	"assignment\x12\x1f\n" +
+	"\vclient_host\x18\x06 \x01(\tR\n" +
+	"clientHost\x12+\n" +
+	"\x11protocol_metadata\x18\a \x01(\fR\x10protocolMetadata\x12+\n" +
+	"\x11member_assignment\x18\b \x01(\fR\x10memberAssignment\"\xd6\x02\n" +
 	"\x15DescribeGroupResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x19\n" +
@@ -1517,12 +2373,24 @@ const file_groups_proto_rawDesc = "" +
 	"generation\x12\x1a\n" +
 	"\bassignor\x18\x06 \x01(\tR\bassignor\x12,\n" +
 	"\amembers\x18\a \x03(\v2\x12.depot.GroupMemberR\amembers\x120\n" +
-	"\aoffsets\x18\b \x03(\v2\x16.depot.PartitionOffsetR\aoffsets\"/\n" +
+	"\aoffsets\x18\b \x03(\v2\x16.depot.PartitionOffsetR\aoffsets\x12#\n" +
+	"\rprotocol_type\x18\t \x01(\tR\fprotocolType\"/\n" +
 	"\x12DeleteGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"b\n" +
 	"\x13DeleteGroupResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
-	"\rerror_message\x18\x02 \x01(\tR\ferrorMessageB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\"g\n" +
+	"\x13OffsetDeleteRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x125\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x15.depot.TopicPartitionR\n" +
+	"partitions\"\x9b\x01\n" +
+	"\x14OffsetDeleteResponse\x12&\n" +
+	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x126\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x16.depot.PartitionOffsetR\n" +
+	"partitionsB%Z#github.com/depot-dev/depot/messagesb\x06proto3"
 
 var (
 	file_groups_proto_rawDescOnce sync.Once
@@ -1536,58 +2404,78 @@ func file_groups_proto_rawDescGZIP() []byte {
 	return file_groups_proto_rawDescData
 }
 
-var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_groups_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_groups_proto_goTypes = []any{
 	(*FindCoordinatorRequest)(nil),  // 0: depot.FindCoordinatorRequest
 	(*FindCoordinatorResponse)(nil), // 1: depot.FindCoordinatorResponse
 	(*JoinGroupRequest)(nil),        // 2: depot.JoinGroupRequest
-	(*JoinGroupResponse)(nil),       // 3: depot.JoinGroupResponse
-	(*HeartbeatRequest)(nil),        // 4: depot.HeartbeatRequest
-	(*HeartbeatResponse)(nil),       // 5: depot.HeartbeatResponse
-	(*LeaveGroupRequest)(nil),       // 6: depot.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),      // 7: depot.LeaveGroupResponse
-	(*PartitionOffset)(nil),         // 8: depot.PartitionOffset
-	(*OffsetCommitRequest)(nil),     // 9: depot.OffsetCommitRequest
-	(*OffsetCommitResponse)(nil),    // 10: depot.OffsetCommitResponse
-	(*OffsetFetchRequest)(nil),      // 11: depot.OffsetFetchRequest
-	(*OffsetFetchResponse)(nil),     // 12: depot.OffsetFetchResponse
-	(*ListGroupsRequest)(nil),       // 13: depot.ListGroupsRequest
-	(*GroupListing)(nil),            // 14: depot.GroupListing
-	(*ListGroupsResponse)(nil),      // 15: depot.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),    // 16: depot.DescribeGroupRequest
-	(*GroupMember)(nil),             // 17: depot.GroupMember
-	(*DescribeGroupResponse)(nil),   // 18: depot.DescribeGroupResponse
-	(*DeleteGroupRequest)(nil),      // 19: depot.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),     // 20: depot.DeleteGroupResponse
-	(ErrorCode)(0),                  // 21: depot.ErrorCode
-	(*TopicPartition)(nil),          // 22: depot.TopicPartition
+	(*GroupProtocol)(nil),           // 3: depot.GroupProtocol
+	(*JoinGroupResponse)(nil),       // 4: depot.JoinGroupResponse
+	(*JoinGroupMember)(nil),         // 5: depot.JoinGroupMember
+	(*SyncGroupRequest)(nil),        // 6: depot.SyncGroupRequest
+	(*SyncGroupAssignment)(nil),     // 7: depot.SyncGroupAssignment
+	(*SyncGroupResponse)(nil),       // 8: depot.SyncGroupResponse
+	(*HeartbeatRequest)(nil),        // 9: depot.HeartbeatRequest
+	(*HeartbeatResponse)(nil),       // 10: depot.HeartbeatResponse
+	(*LeaveGroupRequest)(nil),       // 11: depot.LeaveGroupRequest
+	(*LeavingMember)(nil),           // 12: depot.LeavingMember
+	(*LeaveGroupResponse)(nil),      // 13: depot.LeaveGroupResponse
+	(*LeftMember)(nil),              // 14: depot.LeftMember
+	(*PartitionOffset)(nil),         // 15: depot.PartitionOffset
+	(*OffsetCommitRequest)(nil),     // 16: depot.OffsetCommitRequest
+	(*OffsetCommitResponse)(nil),    // 17: depot.OffsetCommitResponse
+	(*OffsetFetchRequest)(nil),      // 18: depot.OffsetFetchRequest
+	(*OffsetFetchResponse)(nil),     // 19: depot.OffsetFetchResponse
+	(*ListGroupsRequest)(nil),       // 20: depot.ListGroupsRequest
+	(*GroupListing)(nil),            // 21: depot.GroupListing
+	(*ListGroupsResponse)(nil),      // 22: depot.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),    // 23: depot.DescribeGroupRequest
+	(*GroupMember)(nil),             // 24: depot.GroupMember
+	(*DescribeGroupResponse)(nil),   // 25: depot.DescribeGroupResponse
+	(*DeleteGroupRequest)(nil),      // 26: depot.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),     // 27: depot.DeleteGroupResponse
+	(*OffsetDeleteRequest)(nil),     // 28: depot.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),    // 29: depot.OffsetDeleteResponse
+	(ErrorCode)(0),                  // 30: depot.ErrorCode
+	(*TopicPartition)(nil),          // 31: depot.TopicPartition
 }
 var file_groups_proto_depIdxs = []int32{
-	21, // 0: depot.FindCoordinatorResponse.error:type_name -> depot.ErrorCode
-	22, // 1: depot.JoinGroupRequest.owned:type_name -> depot.TopicPartition
-	21, // 2: depot.JoinGroupResponse.error:type_name -> depot.ErrorCode
-	22, // 3: depot.JoinGroupResponse.assignment:type_name -> depot.TopicPartition
-	21, // 4: depot.HeartbeatResponse.error:type_name -> depot.ErrorCode
-	21, // 5: depot.LeaveGroupResponse.error:type_name -> depot.ErrorCode
-	21, // 6: depot.PartitionOffset.error:type_name -> depot.ErrorCode
-	8,  // 7: depot.OffsetCommitRequest.offsets:type_name -> depot.PartitionOffset
-	21, // 8: depot.OffsetCommitResponse.error:type_name -> depot.ErrorCode
-	8,  // 9: depot.OffsetCommitResponse.offsets:type_name -> depot.PartitionOffset
-	22, // 10: depot.OffsetFetchRequest.partitions:type_name -> depot.TopicPartition
-	21, // 11: depot.OffsetFetchResponse.error:type_name -> depot.ErrorCode
-	8,  // 12: depot.OffsetFetchResponse.offsets:type_name -> depot.PartitionOffset
-	21, // 13: depot.ListGroupsResponse.error:type_name -> depot.ErrorCode
-	14, // 14: depot.ListGroupsResponse.groups:type_name -> depot.GroupListing
-	22, // 15: depot.GroupMember.assignment:type_name -> depot.TopicPartition
-	21, // 16: depot.DescribeGroupResponse.error:type_name -> depot.ErrorCode
-	17, // 17: depot.DescribeGroupResponse.members:type_name -> depot.GroupMember
-	8,  // 18: depot.DescribeGroupResponse.offsets:type_name -> depot.PartitionOffset
-	21, // 19: depot.DeleteGroupResponse.error:type_name -> depot.ErrorCode
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	30, // 0: depot.FindCoordinatorResponse.error:type_name -> depot.ErrorCode
+	31, // 1: depot.JoinGroupRequest.owned:type_name -> depot.TopicPartition
+	3,  // 2: depot.JoinGroupRequest.protocols:type_name -> depot.GroupProtocol
+	30, // 3: depot.JoinGroupResponse.error:type_name -> depot.ErrorCode
+	31, // 4: depot.JoinGroupResponse.assignment:type_name -> depot.TopicPartition
+	5,  // 5: depot.JoinGroupResponse.members:type_name -> depot.JoinGroupMember
+	7,  // 6: depot.SyncGroupRequest.assignments:type_name -> depot.SyncGroupAssignment
+	31, // 7: depot.SyncGroupAssignment.partitions:type_name -> depot.TopicPartition
+	30, // 8: depot.SyncGroupResponse.error:type_name -> depot.ErrorCode
+	30, // 9: depot.HeartbeatResponse.error:type_name -> depot.ErrorCode
+	12, // 10: depot.LeaveGroupRequest.members:type_name -> depot.LeavingMember
+	30, // 11: depot.LeaveGroupResponse.error:type_name -> depot.ErrorCode
+	14, // 12: depot.LeaveGroupResponse.members:type_name -> depot.LeftMember
+	30, // 13: depot.LeftMember.error:type_name -> depot.ErrorCode
+	30, // 14: depot.PartitionOffset.error:type_name -> depot.ErrorCode
+	15, // 15: depot.OffsetCommitRequest.offsets:type_name -> depot.PartitionOffset
+	30, // 16: depot.OffsetCommitResponse.error:type_name -> depot.ErrorCode
+	15, // 17: depot.OffsetCommitResponse.offsets:type_name -> depot.PartitionOffset
+	31, // 18: depot.OffsetFetchRequest.partitions:type_name -> depot.TopicPartition
+	30, // 19: depot.OffsetFetchResponse.error:type_name -> depot.ErrorCode
+	15, // 20: depot.OffsetFetchResponse.offsets:type_name -> depot.PartitionOffset
+	30, // 21: depot.ListGroupsResponse.error:type_name -> depot.ErrorCode
+	21, // 22: depot.ListGroupsResponse.groups:type_name -> depot.GroupListing
+	31, // 23: depot.GroupMember.assignment:type_name -> depot.TopicPartition
+	30, // 24: depot.DescribeGroupResponse.error:type_name -> depot.ErrorCode
+	24, // 25: depot.DescribeGroupResponse.members:type_name -> depot.GroupMember
+	15, // 26: depot.DescribeGroupResponse.offsets:type_name -> depot.PartitionOffset
+	30, // 27: depot.DeleteGroupResponse.error:type_name -> depot.ErrorCode
+	31, // 28: depot.OffsetDeleteRequest.partitions:type_name -> depot.TopicPartition
+	30, // 29: depot.OffsetDeleteResponse.error:type_name -> depot.ErrorCode
+	15, // 30: depot.OffsetDeleteResponse.partitions:type_name -> depot.PartitionOffset
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_groups_proto_init() }
@@ -1602,7 +2490,7 @@ func file_groups_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_groups_proto_rawDesc), len(file_groups_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -261,6 +261,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.groups, err = root.SpawnNamed(group.NewGroupsProps(group.GroupsConfig{
 		NodeID:            cfg.NodeID,
 		Address:           n.address,
+		KafkaAddress:      n.kafkaAddr,
 		Metadata:          n.metadata,
 		OffsetsPartitions: cfg.OffsetsTopicPartitions,
 		OffsetsTopicConfigs: map[string]string{

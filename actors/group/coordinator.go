@@ -65,6 +65,9 @@ type GroupsConfig struct {
 	// and in the metadata as the leader of offsets partitions.
 	NodeID  int32
 	Address string
+	// KafkaAddress is this node's Kafka listener (host:port), which
+	// FindCoordinator answers give Kafka clients; empty without one.
+	KafkaAddress string
 	// Metadata is the metadata actor: it creates __consumer_offsets and
 	// tells where its partitions and the groups' topics live.
 	Metadata *actor.PID
@@ -317,9 +320,9 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 		c.onFindCoordinator(ctx, m)
 	case *messages.ListGroupsRequest:
 		c.onListGroups(ctx)
-	case *messages.JoinGroupRequest, *messages.HeartbeatRequest, *messages.LeaveGroupRequest,
-		*messages.OffsetCommitRequest, *messages.OffsetFetchRequest, *messages.DescribeGroupRequest,
-		*messages.DeleteGroupRequest:
+	case *messages.JoinGroupRequest, *messages.SyncGroupRequest, *messages.HeartbeatRequest, *messages.LeaveGroupRequest,
+		*messages.OffsetCommitRequest, *messages.OffsetFetchRequest, *messages.OffsetDeleteRequest,
+		*messages.DescribeGroupRequest, *messages.DeleteGroupRequest:
 		c.route(ctx, m)
 	case *groupStarted:
 		c.onGroupStarted(ctx, m)
@@ -761,13 +764,14 @@ func (c *groupCoordinator) onFindCoordinator(ctx actor.Context, m *messages.Find
 		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: messages.ErrorText(err)})
 		return
 	}
-	ctx.Respond(&messages.FindCoordinatorResponse{NodeId: c.cfg.NodeID, Address: c.cfg.Address, ActorName: actors.GroupActorName(m.GroupId)})
+	ctx.Respond(&messages.FindCoordinatorResponse{NodeId: c.cfg.NodeID, Address: c.cfg.Address, ActorName: actors.GroupActorName(m.GroupId),
+		KafkaAddress: c.cfg.KafkaAddress})
 }
 
 func (c *groupCoordinator) onListGroups(ctx actor.Context) {
 	resp := &messages.ListGroupsResponse{}
 	for _, l := range c.listings {
-		resp.Groups = append(resp.Groups, &messages.GroupListing{GroupId: l.GroupId, State: l.State, Members: l.Members})
+		resp.Groups = append(resp.Groups, &messages.GroupListing{GroupId: l.GroupId, State: l.State, Members: l.Members, ProtocolType: l.ProtocolType})
 	}
 	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].GroupId < resp.Groups[j].GroupId })
 	ctx.Respond(resp)
@@ -976,6 +980,10 @@ func groupErrorResponse(m any, code messages.ErrorCode, text string) any {
 	switch r := m.(type) {
 	case *messages.JoinGroupRequest:
 		return &messages.JoinGroupResponse{Error: code, ErrorMessage: text, Generation: -1, MemberId: r.MemberId}
+	case *messages.SyncGroupRequest:
+		return &messages.SyncGroupResponse{Error: code, ErrorMessage: text}
+	case *messages.OffsetDeleteRequest:
+		return &messages.OffsetDeleteResponse{Error: code, ErrorMessage: text}
 	case *messages.HeartbeatRequest:
 		return &messages.HeartbeatResponse{Error: code, ErrorMessage: text}
 	case *messages.LeaveGroupRequest:

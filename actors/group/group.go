@@ -101,7 +101,26 @@ type (
 	}
 	rebalanceExpired  struct{ seq uint64 }
 	groupMetadataTick struct{}
+	// classicTimerFired is a timer of the classic group that expired; seq
+	// tells it from one that replaced it meanwhile.
+	classicTimerFired struct {
+		timer classicTimer
+		seq   uint64
+	}
 )
+
+// waitingRequest is a classic group's JoinGroup or SyncGroup (sync) that
+// waits for its answer, to be sent to sender.
+type waitingRequest struct {
+	sender *actor.PID
+	sync   bool
+}
+
+// runningTimer is a timer of the classic group that runs.
+type runningTimer struct {
+	seq    uint64
+	cancel scheduler.CancelFunc
+}
 
 // stashedRequest is a request that arrived while the group was loading.
 type stashedRequest struct {
@@ -110,9 +129,13 @@ type stashedRequest struct {
 }
 
 // groupActor runs one consumer group: membership, generations, heartbeats
-// and session timeouts, rebalances with the assignment computed here, and
-// the group's committed offsets (written through the coordinator, its
-// parent). Not shared: all access is through its mailbox.
+// and session timeouts, rebalances, and the group's committed offsets
+// (written through the coordinator, its parent). A group of Depot's own
+// protocol is assigned here; one of Kafka's classic protocol (classic.go)
+// by its leader. While the group has members of one protocol, a join of
+// the other is refused with INCONSISTENT_GROUP_PROTOCOL; the committed
+// offsets are the group's whatever its protocol. Not shared: all access is
+// through its mailbox.
 type groupActor struct {
 	cfg    groupConfig
 	logger *logrus.Entry
@@ -142,6 +165,18 @@ type groupActor struct {
 	checkingCounts   bool
 	listed           *messages.GroupListing
 	listedExists     bool
+
+	// classic is the group under Kafka's classic protocol; classicKind is
+	// set while its members are the latest to have joined, so that an
+	// empty group is described as the protocol it last had.
+	classic     *classicGroup
+	classicKind bool
+	// waiting are the classic group's requests that wait for an answer,
+	// by waiter; classicTimers its timers that run.
+	waiting       map[waiter]waitingRequest
+	lastWaiter    waiter
+	classicTimers map[classicTimer]runningTimer
+	timerSeq      uint64
 }
 
 func newGroupProps(cfg groupConfig) *actor.Props {
@@ -153,6 +188,10 @@ func newGroupProps(cfg groupConfig) *actor.Props {
 			static:  map[string]string{},
 			offsets: map[assign.TopicPartition]*messages.OffsetValue{},
 			writes:  map[uint64]func(messages.ErrorCode, string){},
+			classic: newClassicGroup(cfg.id, newMemberID),
+			waiting: map[waiter]waitingRequest{},
+
+			classicTimers: map[classicTimer]runningTimer{},
 		}
 	}, cfg.logger)
 }
@@ -168,10 +207,14 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.onLoaded(ctx, m)
 	case *groupUnloaded:
 		g.onUnloaded(ctx)
-	case *messages.JoinGroupRequest, *messages.HeartbeatRequest, *messages.LeaveGroupRequest,
-		*messages.OffsetCommitRequest, *messages.OffsetFetchRequest, *messages.DescribeGroupRequest,
-		*messages.DeleteGroupRequest:
+	case *messages.JoinGroupRequest, *messages.SyncGroupRequest, *messages.HeartbeatRequest, *messages.LeaveGroupRequest,
+		*messages.OffsetCommitRequest, *messages.OffsetFetchRequest, *messages.OffsetDeleteRequest,
+		*messages.DescribeGroupRequest, *messages.DeleteGroupRequest:
 		g.onRequest(ctx, m)
+	case *classicTimerFired:
+		if g.mode == modeServing {
+			g.onClassicTimer(ctx, m)
+		}
 	case *sessionExpired:
 		if g.mode == modeServing {
 			g.onSessionExpired(ctx, m)
@@ -221,6 +264,7 @@ func (g *groupActor) onUnloaded(ctx actor.Context) {
 	g.members, g.static = map[string]*groupMember{}, map[string]string{}
 	g.offsets = map[assign.TopicPartition]*messages.OffsetValue{}
 	g.state, g.generation, g.assignor, g.counts = groupEmpty, 0, "", nil
+	g.classic, g.classicKind = newClassicGroup(g.cfg.id, newMemberID), false
 	g.logger.Info("group unloaded")
 	ctx.Poison(ctx.Self())
 }
@@ -252,6 +296,16 @@ func (g *groupActor) release(ctx actor.Context, text string) {
 			mem.pending = nil
 		}
 	}
+	waiting := g.waiting
+	g.waiting = map[waiter]waitingRequest{}
+	for _, w := range slices.Sorted(maps.Keys(waiting)) {
+		if waiting[w].sync {
+			answer(ctx, waiting[w].sender, &messages.SyncGroupResponse{Error: messages.ErrorCode_NOT_COORDINATOR, ErrorMessage: text})
+		} else {
+			answer(ctx, waiting[w].sender, joinError("", messages.ErrorCode_NOT_COORDINATOR, text))
+		}
+	}
+	g.stopClassicTimers()
 }
 
 // answer sends resp to sender, the sender of a request as it came; a
@@ -285,21 +339,41 @@ func (g *groupActor) onRequest(ctx actor.Context, m any) {
 	}
 	switch r := m.(type) {
 	case *messages.JoinGroupRequest:
-		g.onJoin(ctx, r)
+		if r.ProtocolType != "" {
+			g.onClassicJoin(ctx, r)
+		} else {
+			g.onJoin(ctx, r)
+		}
+	case *messages.SyncGroupRequest:
+		g.onSync(ctx, r)
 	case *messages.HeartbeatRequest:
-		ctx.Respond(g.onHeartbeat(ctx, r))
+		if g.classic.active() {
+			ctx.Respond(g.classic.heartbeat(r))
+			g.applyClassic(ctx)
+		} else {
+			ctx.Respond(g.onHeartbeat(ctx, r))
+		}
 	case *messages.LeaveGroupRequest:
-		ctx.Respond(g.onLeave(ctx, r))
+		ctx.Respond(g.onLeaveRequest(ctx, r))
 	case *messages.OffsetCommitRequest:
 		g.onCommit(ctx, r)
 	case *messages.OffsetFetchRequest:
 		ctx.Respond(g.offsetFetch(r))
+	case *messages.OffsetDeleteRequest:
+		g.onOffsetDelete(ctx, r)
 	case *messages.DescribeGroupRequest:
 		ctx.Respond(g.describe())
 	case *messages.DeleteGroupRequest:
 		g.onDelete(ctx)
 	}
 	g.report(ctx)
+}
+
+// describedClassic reports whether the group is described and listed as
+// a classic group: while it has classic members, or has none of either
+// protocol and had classic ones last.
+func (g *groupActor) describedClassic() bool {
+	return g.classic.active() || (g.classicKind && len(g.members) == 0)
 }
 
 // report tells the coordinator the group's listing when it changed, while
@@ -309,8 +383,11 @@ func (g *groupActor) report(ctx actor.Context) {
 		return
 	}
 	l := &messages.GroupListing{GroupId: g.cfg.id, State: g.state.String(), Members: int32(len(g.members))}
+	if g.describedClassic() {
+		l.State, l.Members, l.ProtocolType = g.classic.state.String(), int32(len(g.classic.members)), g.classic.protocolType
+	}
 	exists := g.exists()
-	if g.listed != nil && g.listedExists == exists && g.listed.State == l.State && g.listed.Members == l.Members {
+	if g.listed != nil && g.listedExists == exists && g.listed.State == l.State && g.listed.Members == l.Members && g.listed.ProtocolType == l.ProtocolType {
 		return
 	}
 	g.listed, g.listedExists = l, exists
@@ -320,7 +397,8 @@ func (g *groupActor) report(ctx actor.Context) {
 // exists reports whether the group is there to list, describe or delete:
 // it has members, committed offsets, or has had a generation.
 func (g *groupActor) exists() bool {
-	return g.state != groupDead && (len(g.members) > 0 || len(g.offsets) > 0 || g.generation > 0)
+	return g.state != groupDead && (len(g.members) > 0 || len(g.offsets) > 0 || g.generation > 0 ||
+		g.classic.active() || g.classic.generation > 0)
 }
 
 // newMemberID is Kafka's: the client id (or group instance id for a
@@ -397,11 +475,17 @@ func (g *groupActor) onJoin(ctx actor.Context, m *messages.JoinGroupRequest) {
 	reply := func(code messages.ErrorCode, text string) {
 		ctx.Respond(&messages.JoinGroupResponse{Error: code, ErrorMessage: text, Generation: -1, MemberId: m.MemberId})
 	}
+	if g.classic.active() {
+		reply(messages.ErrorCode_INCONSISTENT_GROUP_PROTOCOL, fmt.Sprintf("group %q has %s of Kafka's classic protocol (protocol type %q): a member of Depot's group protocol cannot join it",
+			g.cfg.id, activeMembers(len(g.classic.members)), g.classic.protocolType))
+		return
+	}
 	settings, code, text := g.validateJoin(m)
 	if code != messages.ErrorCode_NONE {
 		reply(code, text)
 		return
 	}
+	g.classicKind = false
 	var mem *groupMember
 	switch {
 	case m.MemberId == "" && m.GroupInstanceId != "" && g.static[m.GroupInstanceId] != "":
@@ -836,13 +920,25 @@ func validateOffsets(offsets []*messages.PartitionOffset) ([]*messages.Partition
 }
 
 func (g *groupActor) onCommit(ctx actor.Context, m *messages.OffsetCommitRequest) {
-	mem, code, text := g.validateCommit(m)
+	var code messages.ErrorCode
+	var text string
+	if g.classic.active() {
+		var mem *classicMember
+		mem, code, text = g.classic.validateCommit(m.MemberId, m.GroupInstanceId, m.Generation)
+		if mem != nil {
+			g.classic.touch(mem)
+			g.applyClassic(ctx)
+		}
+	} else {
+		var mem *groupMember
+		mem, code, text = g.validateCommit(m)
+		if mem != nil && mem.pending == nil {
+			g.startSession(mem)
+		}
+	}
 	if code != messages.ErrorCode_NONE {
 		ctx.Respond(&messages.OffsetCommitResponse{Error: code, ErrorMessage: text})
 		return
-	}
-	if mem != nil && mem.pending == nil {
-		g.startSession(mem)
 	}
 	sender := ctx.Sender()
 	results, ok := validateOffsets(m.Offsets)
@@ -941,6 +1037,11 @@ func (g *groupActor) describe() *messages.DescribeGroupResponse {
 		resp.Error, resp.ErrorMessage, resp.State = messages.ErrorCode_GROUP_ID_NOT_FOUND, fmt.Sprintf("group %q does not exist", g.cfg.id), groupDead.String()
 		return resp
 	}
+	if g.describedClassic() {
+		g.classic.describe(resp)
+		resp.Offsets = g.sortedOffsets()
+		return resp
+	}
 	for _, mem := range g.sortedMembers() {
 		resp.Members = append(resp.Members, &messages.GroupMember{
 			MemberId: mem.id, GroupInstanceId: mem.instanceID, ClientId: mem.clientID,
@@ -964,9 +1065,9 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 	case !g.exists():
 		ctx.Respond(&messages.DeleteGroupResponse{Error: messages.ErrorCode_GROUP_ID_NOT_FOUND, ErrorMessage: fmt.Sprintf("group %q does not exist", g.cfg.id)})
 		return
-	case len(g.members) > 0:
+	case len(g.members) > 0 || len(g.classic.members) > 0:
 		ctx.Respond(&messages.DeleteGroupResponse{Error: messages.ErrorCode_NON_EMPTY_GROUP,
-			ErrorMessage: fmt.Sprintf("group %q has %s", g.cfg.id, activeMembers(len(g.members)))})
+			ErrorMessage: fmt.Sprintf("group %q has %s", g.cfg.id, activeMembers(len(g.members)+len(g.classic.members)))})
 		return
 	}
 	sender := ctx.Sender()
@@ -977,6 +1078,8 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 	}
 	finish := func() {
 		g.state, g.generation, g.assignor, g.counts = groupDead, 0, "", nil
+		g.stopClassicTimers()
+		g.classic, g.classicKind = newClassicGroup(g.cfg.id, newMemberID), false
 		g.logger.Info("group deleted")
 		answer(ctx, sender, &messages.DeleteGroupResponse{})
 		g.report(ctx)
@@ -993,7 +1096,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 		for _, k := range req.keys {
 			delete(g.offsets, assign.TopicPartition{Topic: k.Topic, Partition: k.Partition})
 		}
-		if len(g.members) > 0 || len(g.offsets) > 0 {
+		if len(g.members) > 0 || g.classic.active() || len(g.offsets) > 0 {
 			// A member joined or an admin committed while the tombstones
 			// were written: the group lives on without the deleted offsets.
 			answer(ctx, sender, &messages.DeleteGroupResponse{})

@@ -75,9 +75,9 @@ func TestValidateOffsets(t *testing.T) {
 
 func TestGroupErrorResponseCoversEveryRequest(t *testing.T) {
 	for _, req := range []any{
-		&messages.JoinGroupRequest{}, &messages.HeartbeatRequest{}, &messages.LeaveGroupRequest{},
-		&messages.OffsetCommitRequest{}, &messages.OffsetFetchRequest{}, &messages.DescribeGroupRequest{},
-		&messages.DeleteGroupRequest{},
+		&messages.JoinGroupRequest{}, &messages.SyncGroupRequest{}, &messages.HeartbeatRequest{}, &messages.LeaveGroupRequest{},
+		&messages.OffsetCommitRequest{}, &messages.OffsetFetchRequest{}, &messages.OffsetDeleteRequest{},
+		&messages.DescribeGroupRequest{}, &messages.DeleteGroupRequest{},
 	} {
 		resp := groupErrorResponse(req, messages.ErrorCode_INVALID_GROUP_ID, "why")
 		r, ok := resp.(interface {

@@ -267,26 +267,6 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// withTopicNames calls then once the connection's cache knows every topic
-// of names, or has been filled afresh to find those it did not; err is
-// that request's.
-func (c *conn) withTopicNames(ctx actor.Context, names []string, then func(err error)) {
-	maxAge := topicsMaxAge
-	for _, name := range names {
-		if _, ok := c.topics.byName[name]; !ok {
-			maxAge = 0
-			break
-		}
-	}
-	c.withTopics(ctx, maxAge, then)
-}
-
-// partitionKnown reports whether the cache has the topic and partition.
-func (c *conn) partitionKnown(topicName string, partition int32) bool {
-	tm, ok := c.topics.byName[topicName]
-	return ok && slices.ContainsFunc(tm.GetPartitions(), func(p *messages.PartitionMetadata) bool { return p.GetPartition() == partition })
-}
-
 // resourceKey names a config resource, to find one named twice.
 type resourceKey struct {
 	typ  kmsg.ConfigResourceType

@@ -54,6 +54,17 @@ var apis = []api{
 	{key: kmsg.ElectLeaders.Int16(), min: 0, max: 2, handle: handleElectLeaders},
 	{key: kmsg.AlterPartitionAssignments.Int16(), min: 0, max: 1, handle: handleAlterPartitionAssignments},
 	{key: kmsg.ListPartitionReassignments.Int16(), min: 0, max: 0, handle: handleListPartitionReassignments},
+	{key: kmsg.FindCoordinator.Int16(), min: 0, max: 6, handle: handleFindCoordinator},
+	{key: kmsg.JoinGroup.Int16(), min: 2, max: 9, handle: handleJoinGroup, refuse: refuseJoinGroup},
+	{key: kmsg.SyncGroup.Int16(), min: 0, max: 5, handle: handleSyncGroup},
+	{key: kmsg.Heartbeat.Int16(), min: 0, max: 4, handle: handleHeartbeat},
+	{key: kmsg.LeaveGroup.Int16(), min: 0, max: 5, handle: handleLeaveGroup},
+	{key: kmsg.OffsetCommit.Int16(), min: 2, max: 10, handle: handleOffsetCommit, refuse: refuseOffsetCommit},
+	{key: kmsg.OffsetFetch.Int16(), min: 1, max: 10, handle: handleOffsetFetch, refuse: refuseOffsetFetch},
+	{key: kmsg.OffsetDelete.Int16(), min: 0, max: 0, handle: handleOffsetDelete},
+	{key: kmsg.DescribeGroups.Int16(), min: 0, max: 6, handle: handleDescribeGroups},
+	{key: kmsg.ListGroups.Int16(), min: 0, max: 5, handle: handleListGroups},
+	{key: kmsg.DeleteGroups.Int16(), min: 0, max: 3, handle: handleDeleteGroups},
 }
 
 // apiByKey is apis by key, and advertised their ApiVersions entries, by

@@ -15,6 +15,8 @@ const (
 	codeNotLeaderOrFollower      int16 = 6
 	codeRequestTimedOut          int16 = 7
 	codeReplicaNotAvailable      int16 = 9
+	codeOffsetMetadataTooLarge   int16 = 12
+	codeCoordinatorNotAvailable  int16 = 15
 	codeInvalidRequiredAcks      int16 = 21
 	codeUnsupportedSASLMechanism int16 = 33
 	codeIllegalSASLState         int16 = 34
@@ -25,6 +27,7 @@ const (
 	codeInvalidConfig            int16 = 40
 	codeInvalidRequest           int16 = 42
 	codeSecurityDisabled         int16 = 54
+	codeGroupIDNotFound          int16 = 69
 	codeFetchSessionIDNotFound   int16 = 70
 	codeInvalidFetchSessionEpoch int16 = 71
 	codeUnknownTopicID           int16 = 100

@@ -3,6 +3,7 @@ package kafka
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,4 +90,24 @@ func parseTopicID(s string) ([16]byte, error) {
 	}
 	copy(id[:], b)
 	return id, nil
+}
+
+// withTopicNames calls then once the connection's cache knows every topic
+// of names, or has been filled afresh to find those it did not; err is
+// that request's.
+func (c *conn) withTopicNames(ctx actor.Context, names []string, then func(err error)) {
+	maxAge := topicsMaxAge
+	for _, name := range names {
+		if _, ok := c.topics.byName[name]; !ok {
+			maxAge = 0
+			break
+		}
+	}
+	c.withTopics(ctx, maxAge, then)
+}
+
+// partitionKnown reports whether the cache has the topic and partition.
+func (c *conn) partitionKnown(topicName string, partition int32) bool {
+	tm, ok := c.topics.byName[topicName]
+	return ok && slices.ContainsFunc(tm.GetPartitions(), func(p *messages.PartitionMetadata) bool { return p.GetPartition() == partition })
 }
