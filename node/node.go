@@ -163,6 +163,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		checkpoints[d.Path] = cp
 	}
 
+	n.registry = prometheus.NewRegistry()
 	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
 		FS:              cfg.FS,
 		NodeID:          cfg.NodeID,
@@ -175,6 +176,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Controller:      actor.NewPID(n.address, actors.MetadataActorName),
 		ReplicaLagMax:   cfg.ReplicaLagMax,
 		ReplicaThrottle: replicaThrottle(cfg.Balance),
+		Metrics:         partition.NewMetrics(n.registry),
 		Logger:          n.logger,
 	}), actors.PartitionManagerName)
 	if err != nil {
@@ -560,7 +562,6 @@ func replicaDir(p *messages.PartitionMetadata, nodeID int32) (string, bool) {
 }
 
 func (n *Node) startHTTP() error {
-	n.registry = prometheus.NewRegistry()
 	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newDiskCollector(n.system.Root, n.placement))
 	if n.cfg.HTTP == "" {
 		return nil

@@ -40,6 +40,8 @@ type fetcherConfig struct {
 	NodeID  int32
 	Leader  int32
 	Address string
+	// Metrics take the time of each fetch; nil records none.
+	Metrics *Metrics
 	// Throttle is the most bytes a second the fetcher fetches for its
 	// throttled partitions together, 0 unlimited (see
 	// PartitionManagerConfig.ReplicaThrottle).
@@ -345,6 +347,7 @@ func (f *replicaFetcher) onFetched(ctx actor.Context, resp *messages.ReplicaFetc
 	switch corr := resp.GetCorrelationId(); {
 	case corr == f.fetchCorr:
 		f.fetchCorr = 0
+		f.cfg.Metrics.replicaFetched(time.Since(f.fetchSent))
 	case corr == 0 || corr > f.nextCorr:
 		return // not an answer to this fetcher
 	}

@@ -47,7 +47,10 @@ type PartitionManagerConfig struct {
 	// to this node while they catch up, out of the ISR: the rate of a move
 	// between log dirs (--move-throttle). 0 is unlimited.
 	ReplicaThrottle int64
-	Logger          *logrus.Entry
+	// Metrics take the partitions' and fetchers' figures; nil records
+	// none.
+	Metrics *Metrics
+	Logger  *logrus.Entry
 }
 
 // partitionManager starts and stops the node's partition actors, its
@@ -310,6 +313,7 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			State:          m.startState(p),
 			Controller:     m.cfg.Controller,
 			ReplicaLagMax:  m.cfg.ReplicaLagMax,
+			Metrics:        m.cfg.Metrics,
 			Logger:         m.cfg.Logger,
 		})
 		// A checkpoint describes the log as it was at start-up: once the

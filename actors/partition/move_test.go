@@ -46,6 +46,8 @@ type moveFixture struct {
 	tickInterval time.Duration
 	// now is the partition's clock; nil for the real one.
 	now func() time.Time
+	// metrics take the partitions' figures; nil for none.
+	metrics *Metrics
 }
 
 func newMoveFixture(t *testing.T, segmentBytes int64, hook func(step string) error) *moveFixture {
@@ -98,7 +100,7 @@ func (f *moveFixture) start(t *testing.T, dir string, recoveryPoint int64) {
 		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Logger: f.logger, moveHook: f.hook,
 		flushHook:    func() { f.flushes.Add(1) },
 		Controller:   f.controller,
-		TickInterval: f.tickInterval, Now: f.now,
+		TickInterval: f.tickInterval, Now: f.now, Metrics: f.metrics,
 	}), fmt.Sprintf("orders-0-%d", time.Now().UnixNano()))
 	require.NoError(t, err)
 	f.pid = pid

@@ -79,6 +79,8 @@ type PartitionConfig struct {
 	// moveStepS2, moveStepS3, moveStepS4); an error fails the move there,
 	// as an I/O error at that step would. Tests use it to stop a move.
 	moveHook func(step string) error
+	// Metrics take the partition's figures; nil records none.
+	Metrics *Metrics
 	// flushHook, when set, is called as each group commit's flush starts.
 	flushHook func()
 }
@@ -161,6 +163,8 @@ type fetchExpired struct{ id uint64 }
 type parkedProduce struct {
 	sender   *actor.PID
 	response *messages.ProduceResponse
+	// parked is when its batches were appended.
+	parked time.Time
 }
 
 // parkedFetch is a fetch waiting in state.ParkedFetches; cancel stops the
@@ -604,7 +608,7 @@ func (a *partitionActor) onProduce(ctx actor.Context, sender *actor.PID, m *mess
 		if timeout <= 0 {
 			timeout = defaultGatherTimeout
 		}
-		a.parkedProduces.Park(a.core.LogEndOffset(), a.now().Add(timeout), parkedProduce{sender: sender, response: resp})
+		a.parkedProduces.Park(a.core.LogEndOffset(), a.now().Add(timeout), parkedProduce{sender: sender, response: resp, parked: a.now()})
 		a.scheduleProduceExpiry(ctx)
 		if !a.syncing && a.flushing == nil {
 			a.syncing = true
@@ -742,9 +746,11 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 	}
 	run := &flushRun{log: a.log, job: job, done: make(chan struct{})}
 	a.flushing = run
-	root, self := ctx.ActorSystem().Root, ctx.Self()
+	root, self, metrics := ctx.ActorSystem().Root, ctx.Self(), a.cfg.Metrics
 	go func() {
+		start := time.Now()
 		err := job.Run()
+		metrics.flushed(time.Since(start))
 		run.err = err
 		close(run.done)
 		root.Send(self, &flushDone{run: run, err: err})
@@ -877,7 +883,9 @@ func (a *partitionActor) flushed(ctx actor.Context, upTo int64) {
 // it is not nil, with the partition's state when the log is gone, and as
 // they are otherwise.
 func (a *partitionActor) answerParkedProduces(ctx actor.Context, parked []parkedProduce, err error) {
+	now := a.now()
 	for _, p := range parked {
+		a.cfg.Metrics.ackWaited(now.Sub(p.parked))
 		switch {
 		case err != nil:
 			p.response.Error, p.response.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))

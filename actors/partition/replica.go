@@ -554,6 +554,7 @@ func (a *partitionActor) maybeAlterISR(ctx actor.Context) {
 			// without this node), or one came since: the metadata brings
 			// the partition's new state.
 		default:
+			a.cfg.Metrics.isrChanged(as.ISR, resp.GetIsr())
 			a.core.Assign(state.Assignment{
 				Leader: a.cfg.NodeID, LeaderEpoch: resp.GetLeaderEpoch(), PartitionEpoch: resp.GetPartitionEpoch(),
 				Replicas: resp.GetReplicas(), ISR: resp.GetIsr(),

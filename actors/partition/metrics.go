@@ -1,0 +1,92 @@
+package partition
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a node's figures of its partitions, each one series for all
+// of them, so that a node's series do not grow with its partition count.
+// Safe for concurrent use: every partition actor and fetcher of a node
+// records into the same Metrics. A nil *Metrics records nothing.
+type Metrics struct {
+	// flushSeconds is the time of each group commit's fsync.
+	flushSeconds prometheus.Histogram
+	// ackWaitSeconds is how long an acks=all produce waited, from its
+	// append on the leader to its answer: for the ISR's fetches and the
+	// leader's fsync.
+	ackWaitSeconds prometheus.Histogram
+	// replicaFetchSeconds is the time from a follower's fetch to its
+	// answer, the leader's wait for new records included.
+	replicaFetchSeconds prometheus.Histogram
+	// isrShrinks and isrExpands count the ISR changes the controller took
+	// from this node's leaders.
+	isrShrinks, isrExpands prometheus.Counter
+}
+
+// latencyBuckets go from 100 µs to about 13 s, doubling.
+var latencyBuckets = prometheus.ExponentialBuckets(100e-6, 2, 18)
+
+// NewMetrics makes a node's partition metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "depot_log_flush_seconds", Buckets: latencyBuckets,
+			Help: "Time of each group commit's fsync of a partition's log (acks=all), over the node's partitions.",
+		}),
+		ackWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "depot_produce_ack_wait_seconds", Buckets: latencyBuckets,
+			Help: "Time from an acks=all batch's append on the leader to its answer: the in-sync replicas' fetches and the leader's fsync.",
+		}),
+		replicaFetchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "depot_replica_fetch_seconds", Buckets: latencyBuckets,
+			Help: "Time from a follower's fetch to its answer, the leader's wait for new records included.",
+		}),
+		isrShrinks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "depot_isr_shrinks_total", Help: "Followers this node's leaders took out of their ISR.",
+		}),
+		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "depot_isr_expands_total", Help: "Followers this node's leaders took back into their ISR.",
+		}),
+	}
+	reg.MustRegister(m.flushSeconds, m.ackWaitSeconds, m.replicaFetchSeconds, m.isrShrinks, m.isrExpands)
+	return m
+}
+
+func (m *Metrics) flushed(d time.Duration) {
+	if m != nil {
+		m.flushSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) ackWaited(d time.Duration) {
+	if m != nil {
+		m.ackWaitSeconds.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) replicaFetched(d time.Duration) {
+	if m != nil {
+		m.replicaFetchSeconds.Observe(d.Seconds())
+	}
+}
+
+// isrChanged counts a change of the ISR from before to after.
+func (m *Metrics) isrChanged(before, after []int32) {
+	if m == nil {
+		return
+	}
+	in := make(map[int32]bool, len(before))
+	for _, id := range before {
+		in[id] = true
+	}
+	for _, id := range after {
+		if in[id] {
+			delete(in, id)
+		} else {
+			m.isrExpands.Inc()
+		}
+	}
+	m.isrShrinks.Add(float64(len(in)))
+}
