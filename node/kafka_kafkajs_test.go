@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -145,18 +146,24 @@ func TestKafkaKafkajs(t *testing.T) {
 	const total = 3 * perBatch
 	consumed := step[struct {
 		Messages []struct {
-			Partition                  int32
-			Offset, Key, Value, Header string
+			Partition                            int32
+			Consumer, Offset, Key, Value, Header string
 		}
 	}](t, steps, "consume", 0).Messages
 	require.Len(t, consumed, total)
 	seen := map[string]bool{}
+	owners := map[int32]string{}
 	for _, m := range consumed {
 		require.Equal(t, "key-"+m.Header, m.Key)
 		require.Equal(t, "value-"+m.Header, m.Value)
 		seen[m.Header] = true
+		if owner, ok := owners[m.Partition]; ok {
+			require.Equal(t, owner, m.Consumer, "partition %d read by one consumer", m.Partition)
+		}
+		owners[m.Partition] = m.Consumer
 	}
 	require.Len(t, seen, total, "every message once")
+	require.ElementsMatch(t, []string{"a", "b"}, slices.Compact(slices.Sorted(maps.Values(owners))), "both consumers read")
 
 	// What kafkajs committed, as kafkajs and as kadm read it: the end of
 	// every partition.
@@ -185,7 +192,7 @@ func TestKafkaKafkajs(t *testing.T) {
 		require.Equal(t, end.Offset, c.At, "partition %d as kadm reads it", p.Partition)
 	}
 
-	groups := step[struct {
+	type describedGroups struct {
 		Groups []struct {
 			GroupID                       string `json:"groupId"`
 			State, ProtocolType, Protocol string
@@ -194,15 +201,22 @@ func TestKafkaKafkajs(t *testing.T) {
 				Assignment bool
 			}
 		}
-	}](t, steps, "describeGroups", 0).Groups
+	}
+	joined := step[describedGroups](t, steps, "joined", 0).Groups
+	require.Len(t, joined, 1)
+	require.Equal(t, "Stable", joined[0].State)
+	require.Len(t, joined[0].Members, 2, "both consumers joined before the records came")
+	groups := step[describedGroups](t, steps, "describeGroups", 0).Groups
 	require.Len(t, groups, 1)
 	require.Equal(t, group, groups[0].GroupID)
 	require.Equal(t, "Stable", groups[0].State)
 	require.Equal(t, "consumer", groups[0].ProtocolType)
 	require.Equal(t, "RoundRobinAssigner", groups[0].Protocol)
-	require.Len(t, groups[0].Members, 1)
-	require.Equal(t, "depot-kafkajs-test", groups[0].Members[0].ClientID)
-	require.True(t, groups[0].Members[0].Assignment)
+	require.Len(t, groups[0].Members, 2)
+	for _, m := range groups[0].Members {
+		require.Equal(t, "depot-kafkajs-test", m.ClientID)
+		require.True(t, m.Assignment)
+	}
 
 	listedGroups := step[struct {
 		Groups []struct {

@@ -613,3 +613,76 @@ func TestKafkaSaramaVersions(t *testing.T) {
 		require.NoError(t, ctx.Err(), "answered, not timed out")
 	})
 }
+
+// sarama against a cluster of three, seeded with one node: the admin
+// creates a topic of three replicas through it, the idempotent producer
+// writes to every partition's leader with acks=all, and a group of two
+// consumers, whose coordinator may be any node, reads and commits it all.
+func TestKafkaSaramaClusterOfThree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of three")
+	}
+	c := newTestClusterOf(t, 3, fastQuorum, func(cfg *Config) { cfg.KafkaListen = "127.0.0.1:0" })
+	seeds := []string{c.nodes[1].KafkaAddress()}
+	cfg := saramaConfig(saramaVersion)
+	cfg.Producer.Idempotent, cfg.Producer.RequiredAcks, cfg.Net.MaxOpenRequests = true, sarama.WaitForAll, 1
+	cfg.Producer.Retry.Max = 20
+
+	admin, err := sarama.NewClusterAdmin(seeds, cfg)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, admin.Close()) }()
+	const topic, group, count = "sarama-spread", "sarama-spread", 600
+	require.NoError(t, admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 6, ReplicationFactor: 3}, false))
+	c.agree()
+	brokers, _, err := admin.DescribeCluster()
+	require.NoError(t, err)
+	require.Len(t, brokers, 3)
+	waitFor(t, "leaders on every node", func() (bool, string) {
+		described, err := admin.DescribeTopics([]string{topic})
+		require.NoError(t, err)
+		leaders := map[int32]bool{}
+		for _, p := range described[0].Partitions {
+			if len(p.Isr) == 3 {
+				leaders[p.Leader] = true
+			}
+		}
+		return len(leaders) == 3, fmt.Sprint("leaders with a full ISR: ", leaders)
+	})
+
+	members := []*saramaMember{{}, {}}
+	failed := make(chan error, 16)
+	for _, m := range members {
+		startSaramaMember(t, seeds, cfg, group, topic, m, failed)
+	}
+	producer, err := sarama.NewSyncProducer(seeds, cfg)
+	require.NoError(t, err)
+	require.NoError(t, producer.SendMessages(saramaMessages(topic, count)))
+	require.NoError(t, producer.Close())
+
+	adm := kadm.NewClient(kafkaClient(t, kgo.SeedBrokers(seeds...)))
+	waitFor(t, "every record consumed and committed", func() (bool, string) {
+		select {
+		case err := <-failed:
+			t.Fatalf("consumer group failed: %v", err)
+		default:
+		}
+		seen := map[string]bool{}
+		holding := 0
+		for _, m := range members {
+			_, claims, consumed := m.state()
+			if len(claims) > 0 {
+				holding++
+			}
+			for _, v := range consumed {
+				seen[v] = true
+			}
+		}
+		committed := committedTotal(t, adm, group, topic)
+		return len(seen) == count && committed == count && holding == 2,
+			fmt.Sprintf("%d consumed, %d committed, %d members holding partitions", len(seen), committed, holding)
+	})
+	descriptions, err := admin.DescribeConsumerGroups([]string{group})
+	require.NoError(t, err)
+	require.Equal(t, "Stable", descriptions[0].State)
+	require.Len(t, descriptions[0].Members, 2)
+}

@@ -55,6 +55,47 @@ async function main() {
     })),
   });
 
+  // Two consumers of one group share the topic before anything is
+  // produced: the second one's join rebalances the first.
+  const total = 3 * perBatch;
+  const consumed = [];
+  let done;
+  const allConsumed = new Promise((resolve) => { done = resolve; });
+  const consumers = [];
+  for (const name of ['a', 'b']) {
+    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200, heartbeatInterval: 500 });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        consumed.push({
+          consumer: name,
+          partition,
+          offset: message.offset,
+          key: message.key.toString(),
+          value: message.value.toString(),
+          header: message.headers.i.toString(),
+        });
+        if (consumed.length === total) done();
+      },
+    });
+    consumers.push(consumer);
+  }
+  const describe = async () => (await admin.describeGroups([groupId])).groups.map((g) => ({
+    groupId: g.groupId,
+    state: g.state,
+    protocolType: g.protocolType,
+    protocol: g.protocol,
+    members: g.members.map((m) => ({ clientId: m.clientId, assignment: m.memberAssignment.length > 0 })),
+  }));
+  let groups;
+  for (let tries = 0; tries < 300; tries++) {
+    groups = await describe();
+    if (groups[0].state === 'Stable' && groups[0].members.length === 2 && groups[0].members.every((m) => m.assignment)) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  print('joined', { groups });
+
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner });
   await producer.connect();
   const sends = [
@@ -70,26 +111,7 @@ async function main() {
     });
   }
   await producer.disconnect();
-  const total = sends.length * perBatch;
 
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 200 });
-  await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
-  const consumed = [];
-  let done;
-  const allConsumed = new Promise((resolve) => { done = resolve; });
-  await consumer.run({
-    eachMessage: async ({ partition, message }) => {
-      consumed.push({
-        partition,
-        offset: message.offset,
-        key: message.key.toString(),
-        value: message.value.toString(),
-        header: message.headers.i.toString(),
-      });
-      if (consumed.length === total) done();
-    },
-  });
   await allConsumed;
   print('consume', { messages: consumed });
 
@@ -102,17 +124,10 @@ async function main() {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   print('fetchOffsets', { offsets });
-  const described = await admin.describeGroups([groupId]);
-  print('describeGroups', {
-    groups: described.groups.map((g) => ({
-      groupId: g.groupId,
-      state: g.state,
-      protocolType: g.protocolType,
-      protocol: g.protocol,
-      members: g.members.map((m) => ({ clientId: m.clientId, assignment: m.memberAssignment.length > 0 })),
-    })),
-  });
-  await consumer.disconnect();
+  print('describeGroups', { groups: await describe() });
+  for (const consumer of consumers) {
+    await consumer.disconnect();
+  }
   print('listGroups', await admin.listGroups());
 
   const cluster = await admin.describeCluster();
