@@ -87,3 +87,44 @@ func TestKafkaAddedPartitionsKnownAtOnce(t *testing.T) {
 	require.Equal(t, int16(0), oresp.ErrorCode)
 	require.Equal(t, int16(0), oresp.Topics[0].Partitions[0].ErrorCode, kerr.ErrorForCode(oresp.Topics[0].Partitions[0].ErrorCode))
 }
+
+// A negative committed offset is taken and given back as it came, as
+// Kafka does: kafkajs's admin resetOffsets commits -2 (earliest) or -1
+// (latest) for each partition, and every client reads a negative committed
+// offset as none.
+func TestKafkaNegativeOffsetCommitted(t *testing.T) {
+	n := startKafkaNode(t)
+	createTopic(t, n, "rewound", 2)
+	c := dialKafka(t, n)
+
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.SetVersion(5)
+	commit.Group, commit.Generation = "rewinders", -1
+	ct := kmsg.NewOffsetCommitRequestTopic()
+	ct.Topic = "rewound"
+	for partition, offset := range []int64{-2, -1} {
+		cp := kmsg.NewOffsetCommitRequestTopicPartition()
+		cp.Partition, cp.Offset = int32(partition), offset
+		ct.Partitions = append(ct.Partitions, cp)
+	}
+	commit.Topics = append(commit.Topics, ct)
+	cresp := c.roundTrip(commit, 1).(*kmsg.OffsetCommitResponse)
+	for _, p := range cresp.Topics[0].Partitions {
+		require.Equal(t, int16(0), p.ErrorCode, "partition %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+	}
+
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.SetVersion(5)
+	fetch.Group = "rewinders"
+	ft := kmsg.NewOffsetFetchRequestTopic()
+	ft.Topic, ft.Partitions = "rewound", []int32{0, 1}
+	fetch.Topics = append(fetch.Topics, ft)
+	fresp := c.roundTrip(fetch, 2).(*kmsg.OffsetFetchResponse)
+	require.Equal(t, int16(0), fresp.ErrorCode)
+	got := map[int32]int64{}
+	for _, p := range fresp.Topics[0].Partitions {
+		require.Equal(t, int16(0), p.ErrorCode)
+		got[p.Partition] = p.Offset
+	}
+	require.Equal(t, map[int32]int64{0: -2, 1: -1}, got)
+}

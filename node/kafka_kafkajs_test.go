@@ -218,15 +218,17 @@ func TestKafkaKafkajs(t *testing.T) {
 		require.True(t, m.Assignment)
 	}
 
-	listedGroups := step[struct {
+	type listedGroups struct {
 		Groups []struct {
 			GroupID      string `json:"groupId"`
 			ProtocolType string
 		}
-	}](t, steps, "listGroups", 0).Groups
-	require.Len(t, listedGroups, 1)
-	require.Equal(t, group, listedGroups[0].GroupID)
-	require.Equal(t, "consumer", listedGroups[0].ProtocolType)
+	}
+	listed := map[string]string{}
+	for _, g := range step[listedGroups](t, steps, "listGroups", 0).Groups {
+		listed[g.GroupID] = g.ProtocolType
+	}
+	require.Equal(t, map[string]string{group: "consumer", group + "-rewound": "consumer"}, listed)
 
 	cluster := step[struct {
 		Brokers []struct {
@@ -258,6 +260,23 @@ func TestKafkaKafkajs(t *testing.T) {
 	}
 	require.Equal(t, int64(total), produced)
 
+	type fetchedOffsets struct {
+		Offsets []struct {
+			Partitions []struct {
+				Partition int32
+				Offset    string
+			}
+		}
+	}
+	for name, want := range map[string]string{"resetOffsets": "-2", "resolveOffsets": "0"} {
+		reset := step[fetchedOffsets](t, steps, name, 0).Offsets
+		require.Len(t, reset, 1)
+		require.Len(t, reset[0].Partitions, 3)
+		for _, p := range reset[0].Partitions {
+			require.Equal(t, want, p.Offset, "%s: partition %d", name, p.Partition)
+		}
+	}
+
 	set := step[struct {
 		Offsets []struct {
 			Partitions []struct {
@@ -278,11 +297,14 @@ func TestKafkaKafkajs(t *testing.T) {
 	require.Equal(t, 4, step[struct{ Partitions int }](t, steps, "createPartitions", 0).Partitions)
 	deleted := step[struct {
 		Topics []string
-		Groups []json.RawMessage
+		listedGroups
 	}](t, steps, "deleted", 0)
 	require.Contains(t, deleted.Topics, topic)
 	require.NotContains(t, deleted.Topics, scratch)
-	require.Len(t, deleted.Groups, 1, "the scratch group deleted, the consumers' kept")
+	require.Len(t, deleted.Groups, 2, "the scratch group deleted, the others kept")
+	for _, g := range deleted.Groups {
+		require.NotEqual(t, group+"-scratch", g.GroupID)
+	}
 
 	// kgo reads back what kafkajs produced, the gzip batch as it came.
 	records := kafkaConsume(t, []string{n.KafkaAddress()}, topic, total)

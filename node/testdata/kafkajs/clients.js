@@ -128,6 +128,14 @@ async function main() {
   for (const consumer of consumers) {
     await consumer.disconnect();
   }
+
+  // Another group rewound to the start: kafkajs commits -2 for each
+  // partition, and resolves that to the log start offsets. Each takes
+  // kafkajs about 5 s: its paused consumer sleeps its max wait time.
+  const rewound = `${groupId}-rewound`;
+  await admin.resetOffsets({ groupId: rewound, topic, earliest: true });
+  print('resetOffsets', { offsets: await admin.fetchOffsets({ groupId: rewound, topics: [topic] }) });
+  print('resolveOffsets', { offsets: await admin.fetchOffsets({ groupId: rewound, topics: [topic], resolveOffsets: true }) });
   print('listGroups', await admin.listGroups());
 
   const cluster = await admin.describeCluster();
