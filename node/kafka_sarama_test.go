@@ -537,7 +537,7 @@ func TestKafkaSaramaClusterAdmin(t *testing.T) {
 // Kafka 0.11, the oldest whose produce and fetch versions Kafka 4.0 still
 // takes (KIP-896), it produces, consumes and joins a group; before that
 // its produce, fetch and join are answered UNSUPPORTED_VERSION, which it
-// reports at once.
+// reports at once, and so is its admin's DescribeConfig before 1.1.
 func TestKafkaSaramaVersions(t *testing.T) {
 	n := startKafkaNode(t)
 	seeds := []string{n.KafkaAddress()}
@@ -611,6 +611,21 @@ func TestKafkaSaramaVersions(t *testing.T) {
 		err = group.Consume(ctx, []string{topic}, &saramaMember{})
 		require.ErrorIs(t, err, sarama.ErrUnsupportedVersion)
 		require.NoError(t, ctx.Err(), "answered, not timed out")
+
+		// Told of Kafka 1.0, the admin describes configs with
+		// DescribeConfigs v0, which Kafka 4.0 removed too; from 1.1 it
+		// asks v1.
+		for version, want := range map[sarama.KafkaVersion]error{sarama.V1_0_0_0: sarama.ErrUnsupportedVersion, sarama.V1_1_0_0: nil} {
+			admin, err := sarama.NewClusterAdmin(seeds, saramaConfig(version))
+			require.NoError(t, err)
+			_, err = admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
+			if want == nil {
+				require.NoError(t, err, "%s", version)
+			} else {
+				require.ErrorIs(t, err, want, "%s", version)
+			}
+			require.NoError(t, admin.Close())
+		}
 	})
 }
 
