@@ -61,10 +61,13 @@ func step[T any](t *testing.T, steps kafkajsSteps, name string, i int) T {
 	return v
 }
 
-// kafkajs (the Node.js client, pinned in testdata/kafkajs) creates a topic,
-// reads its metadata, produces with acks -1 and 1 and gzip, consumes in a
-// group that commits, and reads the group's offsets and description; the
-// Go side checks each step and reads the records back with kgo.
+// kafkajs (the Node.js client, pinned in testdata/kafkajs) creates topics
+// and reads their metadata; two consumers of one group share a topic
+// before it is produced to with acks -1 and 1 and gzip, and commit all they
+// read; its admin reads the group's offsets and description, rewinds
+// another group, sets and deletes offsets of a third, adds partitions and
+// deletes a topic. The Go side checks each step's JSON line and reads the
+// records back with kgo.
 func TestKafkaKafkajs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs kafkajs with npm")
@@ -100,6 +103,7 @@ func TestKafkaKafkajs(t *testing.T) {
 		order = append(order, s.Step)
 	}
 	require.NoError(t, scanner.Err())
+	require.NotEmpty(t, order)
 	require.Equal(t, "done", order[len(order)-1], "every step ran: %v", order)
 
 	created := step[struct{ Created, Again bool }](t, steps, "createTopics", 0)
