@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -536,8 +537,8 @@ func TestGroupBadInputChangesNothing(t *testing.T) {
 		{"commit old generation", &messages.OffsetCommitRequest{GroupId: "busy", MemberId: id, Generation: generation - 1, Offsets: one}, messages.ErrorCode_ILLEGAL_GENERATION},
 		{"commit future generation", &messages.OffsetCommitRequest{GroupId: "busy", MemberId: id, Generation: generation + 5, Offsets: one}, messages.ErrorCode_ILLEGAL_GENERATION},
 		{"admin commit with active members", &messages.OffsetCommitRequest{GroupId: "busy", Generation: -1, Offsets: one}, messages.ErrorCode_NON_EMPTY_GROUP},
-		{"commit negative offset", &messages.OffsetCommitRequest{GroupId: "busy", MemberId: id, Generation: generation,
-			Offsets: []*messages.PartitionOffset{{Topic: "six", Partition: 2, Offset: 100}, {Topic: "six", Partition: 1, Offset: -5}}}, messages.ErrorCode_INVALID_REQUEST},
+		{"commit metadata too long", &messages.OffsetCommitRequest{GroupId: "busy", MemberId: id, Generation: generation,
+			Offsets: []*messages.PartitionOffset{{Topic: "six", Partition: 2, Offset: 100}, {Topic: "six", Partition: 1, Offset: 5, Metadata: strings.Repeat("m", group.MaxOffsetMetadataBytes+1)}}}, messages.ErrorCode_INVALID_REQUEST},
 		{"commit bad topic", &messages.OffsetCommitRequest{GroupId: "busy", MemberId: id, Generation: generation,
 			Offsets: []*messages.PartitionOffset{{Topic: "no/such", Partition: 0, Offset: 1}}}, messages.ErrorCode_INVALID_REQUEST},
 		{"delete non-empty group", &messages.DeleteGroupRequest{GroupId: "busy"}, messages.ErrorCode_NON_EMPTY_GROUP},

@@ -895,7 +895,9 @@ func (g *groupActor) validateCommit(m *messages.OffsetCommitRequest) (*groupMemb
 }
 
 // validateOffsets checks every entry of a commit; with any bad entry the
-// whole commit is refused.
+// whole commit is refused. A negative offset is not bad: Kafka stores a
+// committed offset as given, and clients commit -1 and -2 (kafkajs's
+// resetOffsets does) and read a negative committed offset back as none.
 func validateOffsets(offsets []*messages.PartitionOffset) ([]*messages.PartitionOffset, bool) {
 	out := make([]*messages.PartitionOffset, len(offsets))
 	ok := true
@@ -906,8 +908,6 @@ func validateOffsets(offsets []*messages.PartitionOffset) ([]*messages.Partition
 			r.Error = messages.ErrorCode_INVALID_TOPIC
 		case r.Partition < 0:
 			r.Error = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
-		case r.Offset < 0:
-			r.Error = messages.ErrorCode_INVALID_REQUEST
 		case len(r.Metadata) > MaxOffsetMetadataBytes:
 			r.Error = messages.ErrorCode_INVALID_REQUEST
 		}

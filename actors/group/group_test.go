@@ -59,7 +59,7 @@ func TestValidateOffsets(t *testing.T) {
 		{"good", &messages.PartitionOffset{Topic: "t", Partition: 1, Offset: 0}, messages.ErrorCode_NONE},
 		{"bad topic", &messages.PartitionOffset{Topic: "a b", Offset: 1}, messages.ErrorCode_INVALID_TOPIC},
 		{"negative partition", &messages.PartitionOffset{Topic: "t", Partition: -1, Offset: 1}, messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION},
-		{"negative offset", &messages.PartitionOffset{Topic: "t", Offset: -1}, messages.ErrorCode_INVALID_REQUEST},
+		{"negative offset, as Kafka takes it", &messages.PartitionOffset{Topic: "t", Offset: -2}, messages.ErrorCode_NONE},
 		{"metadata too long", &messages.PartitionOffset{Topic: "t", Offset: 1, Metadata: strings.Repeat("m", MaxOffsetMetadataBytes+1)}, messages.ErrorCode_INVALID_REQUEST},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

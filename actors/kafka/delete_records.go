@@ -22,11 +22,13 @@ import (
 
 func handleDeleteRecords(c *conn, ctx actor.Context, x *exchange) {
 	req := x.req.Body.(*kmsg.DeleteRecordsRequest)
-	names := make([]string, len(req.Topics))
-	for i, t := range req.Topics {
-		names[i] = t.Topic
+	partitions := make(map[string][]int32, len(req.Topics))
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			partitions[t.Topic] = append(partitions[t.Topic], p.Partition)
+		}
 	}
-	c.withTopicNames(ctx, names, func(error) { deleteRecords(c, ctx, x, req) })
+	c.withPartitions(ctx, partitions, func(error) { deleteRecords(c, ctx, x, req) })
 }
 
 func deleteRecords(c *conn, ctx actor.Context, x *exchange, req *kmsg.DeleteRecordsRequest) {

@@ -352,7 +352,10 @@ func fetchError(req *kmsg.FetchRequest, code int16) *kmsg.FetchResponse {
 	return resp
 }
 
-// refuseFetch answers every partition of a fetch request with code.
+// refuseFetch answers every partition of a fetch request with code, and
+// empty records, never null ones: Kafka writes empty records for a
+// partition in error, and sarama fails to decode the whole response on a
+// null one.
 func refuseFetch(r kmsg.Request, code int16) kmsg.Response {
 	req := r.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
@@ -364,6 +367,7 @@ func refuseFetch(r kmsg.Request, code int16) kmsg.Response {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.RecordBatches = []byte{}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -35,18 +35,22 @@ const offsetCommitTopicIDsVersion = 10
 func handleOffsetCommit(c *conn, ctx actor.Context, x *exchange) {
 	req := x.req.Body.(*kmsg.OffsetCommitRequest)
 	if req.Version >= offsetCommitTopicIDsVersion {
-		ids := make([][16]byte, 0, len(req.Topics))
+		partitions := make(map[[16]byte][]int32, len(req.Topics))
 		for _, t := range req.Topics {
-			ids = append(ids, t.TopicID)
+			for _, p := range t.Partitions {
+				partitions[t.TopicID] = append(partitions[t.TopicID], p.Partition)
+			}
 		}
-		c.withTopicIDs(ctx, ids, func(error) { offsetCommit(c, ctx, x, req) })
+		c.withPartitionsByID(ctx, partitions, func(error) { offsetCommit(c, ctx, x, req) })
 		return
 	}
-	names := make([]string, 0, len(req.Topics))
+	partitions := make(map[string][]int32, len(req.Topics))
 	for _, t := range req.Topics {
-		names = append(names, t.Topic)
+		for _, p := range t.Partitions {
+			partitions[t.Topic] = append(partitions[t.Topic], p.Partition)
+		}
 	}
-	c.withTopicNames(ctx, names, func(error) { offsetCommit(c, ctx, x, req) })
+	c.withPartitions(ctx, partitions, func(error) { offsetCommit(c, ctx, x, req) })
 }
 
 // offsetCommit hands req's partitions that the node knows to the group and

@@ -20,11 +20,13 @@ import (
 
 func handleOffsetDelete(c *conn, ctx actor.Context, x *exchange) {
 	req := x.req.Body.(*kmsg.OffsetDeleteRequest)
-	names := make([]string, 0, len(req.Topics))
+	partitions := make(map[string][]int32, len(req.Topics))
 	for _, t := range req.Topics {
-		names = append(names, t.Topic)
+		for _, p := range t.Partitions {
+			partitions[t.Topic] = append(partitions[t.Topic], p.Partition)
+		}
 	}
-	c.withTopicNames(ctx, names, func(error) { offsetDelete(c, ctx, x, req) })
+	c.withPartitions(ctx, partitions, func(error) { offsetDelete(c, ctx, x, req) })
 }
 
 // offsetDelete hands req's partitions that the node knows to the group.

@@ -106,6 +106,36 @@ func (c *conn) withTopicNames(ctx actor.Context, names []string, then func(err e
 	c.withTopics(ctx, maxAge, then)
 }
 
+// withPartitions calls then once the connection's cache knows every
+// partition of partitions, by topic name, or has been filled afresh to
+// find those it did not: a topic or a partition created since the cache
+// was filled is known at once. err is that request's.
+func (c *conn) withPartitions(ctx actor.Context, partitions map[string][]int32, then func(err error)) {
+	maxAge := topicsMaxAge
+	for name, ps := range partitions {
+		if !slices.ContainsFunc(ps, func(p int32) bool { return !c.partitionKnown(name, p) }) {
+			continue
+		}
+		maxAge = 0
+		break
+	}
+	c.withTopics(ctx, maxAge, then)
+}
+
+// withPartitionsByID is withPartitions for topics named by id.
+func (c *conn) withPartitionsByID(ctx actor.Context, partitions map[[16]byte][]int32, then func(err error)) {
+	maxAge := topicsMaxAge
+	for id, ps := range partitions {
+		tm, ok := c.topics.byID[id]
+		if ok && !slices.ContainsFunc(ps, func(p int32) bool { return !c.partitionKnown(tm.GetName(), p) }) {
+			continue
+		}
+		maxAge = 0
+		break
+	}
+	c.withTopics(ctx, maxAge, then)
+}
+
 // partitionKnown reports whether the cache has the topic and partition.
 func (c *conn) partitionKnown(topicName string, partition int32) bool {
 	tm, ok := c.topics.byName[topicName]
