@@ -120,12 +120,12 @@ func TestKafkaRecycledBuffersStayIntact(t *testing.T) {
 	total := perProducer * len(producers)
 	var wg sync.WaitGroup
 	for _, p := range producers {
+		cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("recycled"),
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(32 << 10)}, p.opts...)...)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cl := kafkaClient(t, append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("recycled"),
-				kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(32 << 10)}, p.opts...)...)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 			defer cancel()
 			results := make(chan error, perProducer)
 			for i := range perProducer {
