@@ -666,8 +666,15 @@ type FetchRequest struct {
 	// with FENCED_LEADER_EPOCH, a newer one with UNKNOWN_LEADER_EPOCH.
 	// Unset, it is not checked.
 	CurrentLeaderEpoch *int32 `protobuf:"varint,9,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// hand_back_frame says that the sender, an actor of the partition's own
+	// actor system, takes the answer as a remote.FetchFrame, not a
+	// FetchResponse: the response with the pooled buffer its records were
+	// read into, which the sender hands back once it no longer reads them
+	// (a Kafka listener, once they are written to its socket). A sender in
+	// another actor system gets FetchResponses whatever it sets.
+	HandBackFrame bool `protobuf:"varint,10,opt,name=hand_back_frame,json=handBackFrame,proto3" json:"hand_back_frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
@@ -761,6 +768,13 @@ func (x *FetchRequest) GetCurrentLeaderEpoch() int32 {
 		return *x.CurrentLeaderEpoch
 	}
 	return 0
+}
+
+func (x *FetchRequest) GetHandBackFrame() bool {
+	if x != nil {
+		return x.HandBackFrame
+	}
+	return false
 }
 
 type FetchResponse struct {
@@ -2675,7 +2689,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\x12*\n" +
-	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\xcc\x02\n" +
+	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\xf4\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2686,7 +2700,9 @@ const file_depot_proto_rawDesc = "" +
 	"\x0ecorrelation_id\x18\a \x01(\x03R\rcorrelationId\x12\x1f\n" +
 	"\vchunk_bytes\x18\b \x01(\x05R\n" +
 	"chunkBytes\x125\n" +
-	"\x14current_leader_epoch\x18\t \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
+	"\x14current_leader_epoch\x18\t \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01\x12&\n" +
+	"\x0fhand_back_frame\x18\n" +
+	" \x01(\bR\rhandBackFrameB\x17\n" +
 	"\x15_current_leader_epoch\"\xf1\x02\n" +
 	"\rFetchResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +

@@ -622,6 +622,7 @@ func (n *Node) startKafka() error {
 		PartitionManager: n.manager,
 		Groups:           n.groups,
 		Placement:        n.placement,
+		Transport:        n.transport,
 		Broker:           kafkaBrokerSettings(n.cfg, n.kafkaListener.Addr().String(), n.kafkaAddr),
 		Logger:           n.logger,
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/remote"
 	wirekafka "github.com/depot-dev/depot/wire/kafka"
 )
 
@@ -26,10 +27,10 @@ type conn struct {
 	nc     net.Conn
 	logger *logrus.Entry
 	self   *actor.PID
-	// out takes the frames of answers to the writer, each in pieces
-	// written one after another. It never fills: it holds cap(tokens)
-	// frames, and a frame is only read while a token is free.
-	out chan [][]byte
+	// out takes the frames of answers to the writer. It never fills: it
+	// holds cap(tokens) frames, and a frame is only read while a token is
+	// free.
+	out chan answerFrame
 	// tokens are the requests that may be read and not yet written back
 	// (Config.MaxInFlight): the reader takes one for each frame, the
 	// writer gives it back once the answer is written, the actor once a
@@ -50,7 +51,7 @@ func newConn(l *Listener, nc net.Conn, id uint64) *conn {
 		l:      l,
 		nc:     nc,
 		logger: l.logger.WithFields(logrus.Fields{"conn": id, "client": nc.RemoteAddr().String()}),
-		out:    make(chan [][]byte, l.cfg.MaxInFlight),
+		out:    make(chan answerFrame, l.cfg.MaxInFlight),
 		tokens: make(chan struct{}, l.cfg.MaxInFlight),
 		done:   make(chan struct{}),
 	}
@@ -66,19 +67,39 @@ type exchange struct {
 	req wirekafka.Request
 	// bytes are what the request holds of the listener's budget.
 	bytes int64
+	// buffer is the pooled buffer the request was read into, when it was
+	// (see conn.read); the exchange lets go of it once answered.
+	buffer *remote.HeldBuffer
 	// answered is set once the answer is known; frame is the answer's
-	// frame in pieces, nil for a request answered with nothing (a
+	// frame, with no pieces for a request answered with nothing (a
 	// produce with acks=0).
 	answered bool
-	frame    [][]byte
+	frame    answerFrame
+}
+
+// answerFrame is the frame of an answer, in pieces written one after
+// another, and the fetch frames that pieces alias: the writer hands them
+// back once its writev of the pieces has returned.
+type answerFrame struct {
+	pieces  [][]byte
+	fetched []*remote.FetchFrame
+}
+
+// releaseFetched hands back the fetch frames of f.
+func (f answerFrame) releaseFetched() {
+	for _, ff := range f.fetched {
+		ff.Release()
+	}
 }
 
 // Messages from the connection's goroutines to its actor.
 type (
-	// received is a request the reader read and decoded.
+	// received is a request the reader read and decoded, and the pooled
+	// buffer it was read into, nil when it was not.
 	received struct {
-		req   wirekafka.Request
-		bytes int64
+		req    wirekafka.Request
+		bytes  int64
+		buffer *remote.HeldBuffer
 	}
 	// readFailed ends the connection: the client closed it, or sent
 	// what cannot be read.
@@ -122,6 +143,10 @@ func (c *conn) shutdown() {
 		return
 	}
 	c.stopped, c.closed = true, true
+	for _, x := range c.pending {
+		x.buffer.Release()
+		x.frame.releaseFetched()
+	}
 	c.pending = nil
 	close(c.done)
 	_ = c.nc.Close()
@@ -156,9 +181,10 @@ func (c *conn) onReadFailed(ctx actor.Context, err error) {
 // its API's handler, or is refused.
 func (c *conn) onReceived(ctx actor.Context, m *received) {
 	if c.closed {
+		m.buffer.Release()
 		return
 	}
-	x := &exchange{req: m.req, bytes: m.bytes}
+	x := &exchange{req: m.req, bytes: m.bytes, buffer: m.buffer}
 	c.pending = append(c.pending, x)
 	a, known := apiByKey[x.req.Key]
 	switch {
@@ -184,12 +210,14 @@ func (c *conn) reply(x *exchange, resp kmsg.Response) {
 	if c.closed || x.answered {
 		return
 	}
-	c.replyFrame(x, [][]byte{wirekafka.AppendResponse(nil, x.req.CorrelationID, resp)})
+	c.replyFrame(x, answerFrame{pieces: [][]byte{wirekafka.AppendResponse(nil, x.req.CorrelationID, resp)}})
 }
 
-// replyFrame answers x with frame, in pieces.
-func (c *conn) replyFrame(x *exchange, frame [][]byte) {
+// replyFrame answers x with frame. Its fetch frames are handed back once
+// it is written, or at once when it is not to be.
+func (c *conn) replyFrame(x *exchange, frame answerFrame) {
 	if c.closed || x.answered {
+		frame.releaseFetched()
 		return
 	}
 	x.frame = frame
@@ -201,21 +229,23 @@ func (c *conn) noReply(x *exchange) {
 	if c.closed || x.answered {
 		return
 	}
-	x.frame = nil
+	x.frame = answerFrame{}
 	c.answered(x)
 }
 
-// answered gives back what x held of the budget and hands the writer the
-// answers now complete at the front, in order.
+// answered gives back what x held of the budget and of its buffer, and
+// hands the writer the answers now complete at the front, in order.
 func (c *conn) answered(x *exchange) {
 	x.answered = true
 	c.release(x.bytes)
 	x.bytes = 0
+	x.buffer.Release()
+	x.buffer = nil
 	for len(c.pending) > 0 && c.pending[0].answered {
 		head := c.pending[0]
 		c.pending[0] = nil
 		c.pending = c.pending[1:]
-		if head.frame == nil {
+		if head.frame.pieces == nil {
 			c.tokens <- struct{}{}
 			continue
 		}
@@ -233,12 +263,17 @@ func (c *conn) release(n int64) {
 
 // ask sends msg to pid and calls then, on the actor's goroutine, with the
 // answer or the error: actor.ErrTimeout after timeout, actor.ErrDeadLetter
-// when pid is not there. then is not called once the connection closed.
+// when pid is not there. then is not called once the connection closed,
+// and an answer holding a fetch frame then hands it back.
 func (c *conn) ask(ctx actor.Context, pid *actor.PID, msg any, timeout time.Duration, then func(res any, err error)) {
 	f := ctx.RequestFuture(pid, msg, timeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
 		if !c.closed {
 			then(res, err)
+			return
+		}
+		if ff, ok := res.(*remote.FetchFrame); ok {
+			ff.Release()
 		}
 	})
 }
@@ -247,6 +282,13 @@ func (c *conn) ask(ctx actor.Context, pid *actor.PID, msg any, timeout time.Dura
 func (c *conn) partitionPID(ctx actor.Context, topic string, partition int32) *actor.PID {
 	return actor.NewPID(ctx.ActorSystem().Address(), actors.PartitionActorName(topic, partition))
 }
+
+// pooledRequestBytes is the size from which a request frame is read into
+// a buffer of the transport's pool rather than a new one: 4 KiB. A produce
+// request's buffer goes back to the pool once its partitions have appended
+// its records (see remote.HeldBuffer); any other's is left to the garbage
+// collector.
+const pooledRequestBytes = remote.InlineData
 
 // read reads the connection's frames, each while a token and the budget
 // allow, and hands each request to the actor, decoded. What cannot be read
@@ -284,7 +326,14 @@ func (c *conn) read(root *actor.RootContext, done <-chan struct{}) {
 			return
 		}
 		c.held.Add(held)
-		frame := make([]byte, size)
+		var frame []byte
+		var buffer *remote.HeldBuffer
+		if size >= pooledRequestBytes {
+			buffer = c.l.cfg.Transport.HoldBuffer(int(size))
+			frame = buffer.Bytes()
+		} else {
+			frame = make([]byte, size)
+		}
 		if _, err := io.ReadFull(c.nc, frame); err != nil {
 			root.Send(c.self, &readFailed{err: err})
 			return
@@ -294,32 +343,44 @@ func (c *conn) read(root *actor.RootContext, done <-chan struct{}) {
 			root.Send(c.self, &readFailed{err: err})
 			return
 		}
-		root.Send(c.self, &received{req: req, bytes: held})
+		if req.Key != kmsg.Produce.Int16() {
+			// What other requests alias of their frame is not tracked:
+			// the buffer is left to the garbage collector with them.
+			buffer = nil
+		}
+		root.Send(c.self, &received{req: req, bytes: held, buffer: buffer})
 	}
 }
 
 // write writes the answers the actor hands it: the pieces of every frame
-// waiting, in one writev, and gives back a token for each frame once
-// written.
+// waiting, in one writev, then hands back the fetch frames they alias and
+// gives back a token for each frame.
 func (c *conn) write(root *actor.RootContext, done <-chan struct{}) {
 	defer c.l.goroutines.Done()
 	var pieces [][]byte
+	var fetched []*remote.FetchFrame
 	for {
 		frames := 0
 		select {
 		case frame := <-c.out:
-			pieces, frames = append(pieces, frame...), 1
+			pieces, fetched, frames = append(pieces, frame.pieces...), append(fetched, frame.fetched...), 1
 		case <-done:
 			return
 		}
 		for frames < cap(c.out) && len(c.out) > 0 {
-			pieces = append(pieces, <-c.out...)
+			frame := <-c.out
+			pieces, fetched = append(pieces, frame.pieces...), append(fetched, frame.fetched...)
 			frames++
 		}
 		batch := net.Buffers(pieces)
 		_, err := batch.WriteTo(c.nc)
 		clear(pieces)
 		pieces = pieces[:0]
+		for i, ff := range fetched {
+			ff.Release()
+			fetched[i] = nil
+		}
+		fetched = fetched[:0]
 		if err != nil {
 			root.Send(c.self, &writeFailed{err: err})
 			return

@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/messages"
 	wirekafka "github.com/depot-dev/depot/wire/kafka"
 )
@@ -71,9 +72,12 @@ type fetchPart struct {
 	maxBytes  int32
 	epoch     *int32
 	// code is an error found before asking the partition, or the one of
-	// an ask that got no answer; resp is the partition's latest answer.
-	code int16
-	resp *messages.FetchResponse
+	// an ask that got no answer; resp is the partition's latest answer,
+	// and frame the fetch frame its records lie in, handed back once
+	// they are written or no longer used.
+	code  int16
+	resp  *messages.FetchResponse
+	frame *remote.FetchFrame
 }
 
 // fetchState is one fetch request while its partitions answer.
@@ -206,19 +210,22 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 		msg := &messages.FetchRequest{
 			Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: fp.maxBytes,
 			MinBytes: minBytes, MaxWaitMs: int32(wait / time.Millisecond), CurrentLeaderEpoch: fp.epoch,
+			HandBackFrame: true,
 		}
 		c.ask(ctx, c.partitionPID(ctx, fp.topic, fp.partition), msg, timeout, func(res any, err error) {
 			f.waiting--
+			r, frame := fetchAnswer(res)
 			if f.answered {
+				frame.Release()
 				return
 			}
-			r, ok := res.(*messages.FetchResponse)
 			switch {
-			case err == nil && ok:
+			case err == nil && r != nil:
 				if fp.resp != nil {
 					f.bytes -= len(fp.resp.GetRecords())
 				}
-				fp.resp = r
+				fp.frame.Release()
+				fp.resp, fp.frame = r, frame
 				f.bytes += len(r.GetRecords())
 			case wait == 0 || fp.resp == nil:
 				fp.code = askErrorCode(err)
@@ -229,6 +236,19 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 	if f.waiting == 0 {
 		f.step(c, ctx, wait, nil)
 	}
+}
+
+// fetchAnswer is a partition's answer to a FetchRequest, as it comes: the
+// response, and its frame when the partition handed one. Both are nil for
+// anything else.
+func fetchAnswer(res any) (*messages.FetchResponse, *remote.FetchFrame) {
+	switch r := res.(type) {
+	case *remote.FetchFrame:
+		return r.Response, r
+	case *messages.FetchResponse:
+		return r, nil
+	}
+	return nil, nil
 }
 
 // step decides, after an answer, whether the fetch is answered now: once
@@ -313,12 +333,22 @@ func (f *fetchState) answer(c *conn) {
 		results[i] = partitionResult{key: fp.key, recordBytes: len(rp.RecordBatches), highWatermark: rp.HighWatermark,
 			logStartOffset: rp.LogStartOffset, code: rp.ErrorCode}
 	}
+	// The answer takes the partitions' frames: nothing of the fetch reads
+	// their records any more.
+	var fetched []*remote.FetchFrame
+	for _, fp := range f.parts {
+		if fp.frame != nil {
+			fetched = append(fetched, fp.frame)
+		}
+		fp.resp, fp.frame = nil, nil
+	}
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	sessionID, named, code := c.l.finishFetch(&f.session, results)
 	resp.SessionID = sessionID
 	if code != codeNone {
 		resp.ErrorCode = code
 		c.reply(f.x, resp)
+		answerFrame{fetched: fetched}.releaseFetched()
 		return
 	}
 	// Partitions of one topic in a row are one topic of the answer.
@@ -340,9 +370,10 @@ func (f *fetchState) answer(c *conn) {
 	}
 	if recordBytes < spliceRecordsFrom {
 		c.reply(f.x, resp)
+		answerFrame{fetched: fetched}.releaseFetched()
 		return
 	}
-	c.replyFrame(f.x, wirekafka.FetchResponseFrame(f.x.req.CorrelationID, resp))
+	c.replyFrame(f.x, answerFrame{pieces: wirekafka.FetchResponseFrame(f.x.req.CorrelationID, resp), fetched: fetched})
 }
 
 // fetchError is the answer to a fetch refused as a whole, with code.

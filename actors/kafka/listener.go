@@ -36,6 +36,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/remote"
 	wirekafka "github.com/depot-dev/depot/wire/kafka"
 )
 
@@ -63,6 +64,11 @@ type Config struct {
 	// (actors.PartitionActorName) on the node's actor address.
 	Metadata         *actor.PID
 	PartitionManager *actor.PID
+	// Transport is the remote state of the node's actor system: produce
+	// requests are read into buffers of its pool, and fetch frames are
+	// handed back to it once written. Nil: buffers are allocated, and left
+	// to the garbage collector.
+	Transport *remote.Transport
 	// Groups is the node's group coordinator and Placement its placement
 	// actor, which own the answers of the group and log-dir APIs.
 	Groups    *actor.PID

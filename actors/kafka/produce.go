@@ -12,8 +12,10 @@ package kafka
 //
 // A request becomes one ProduceRequests to the node's partition manager,
 // as the actor client's producer sends it, each partition's record batch
-// as the bytes it came in: the partition validates them and assigns their
-// offsets. acks 1 and -1 (all) are Depot's own; acks 0 is handed on and
+// as the bytes it came in, where the connection read them: the partition
+// validates them and assigns their offsets, and once every partition has
+// appended its batch the buffer serves the connection's next requests
+// (remote.HeldBuffer). acks 1 and -1 (all) are Depot's own; acks 0 is handed on and
 // answered with nothing, taking no place among the connection's answers.
 // Transactions are not built: a request with a transactional id is
 // refused, each partition with INVALID_REQUEST.
@@ -85,6 +87,7 @@ func produce(c *conn, ctx actor.Context, x *exchange, req *kmsg.ProduceRequest) 
 			}
 			rp.ErrorCode = codeRequestTimedOut
 			rt.Partitions = append(rt.Partitions, rp)
+			x.buffer.Lend(p.Records)
 			batches.Requests = append(batches.Requests, &messages.ProduceRequest{
 				Topic: name, Partition: p.Partition, Acks: int32(req.Acks), TimeoutMs: req.TimeoutMillis,
 				Records: p.Records, CorrelationId: int64(len(slots)),
@@ -131,6 +134,9 @@ func produce(c *conn, ctx actor.Context, x *exchange, req *kmsg.ProduceRequest) 
 		}
 		c.reply(x, resp)
 	})
+	// Nothing here reads the records again: the buffer they lie in is
+	// the partitions' until they have appended them.
+	x.buffer.Release()
 }
 
 // refuseProduce answers every partition of a produce request with code.

@@ -910,7 +910,9 @@ func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 // answerFetch sends resp, the first answer to m, and when m asks for chunks
 // reads and sends the rest of max_bytes one chunk at a time: each chunk is
 // on its way to the consumer while the next is read. frame is what resp's
-// records were read into (see fetchAt).
+// records were read into (see fetchAt); a consumer of this actor system
+// that asks to hand it back gets it with the answer (see
+// remote.FetchFrame).
 func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messages.FetchRequest, resp *messages.FetchResponse, frame []byte) {
 	if to == nil {
 		ctx.Respond(resp) // to the dead letters, as any answer to nobody
@@ -923,7 +925,7 @@ func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messag
 			break
 		}
 		resp.More = true
-		ctx.Send(to, remote.FetchMessage(ctx.ActorSystem(), to, resp, frame))
+		ctx.Send(to, a.cfg.Transport.FetchAnswer(ctx.ActorSystem(), to, m.HandBackFrame, resp, frame))
 		resp, frame, _ = a.fetchAt(m, next, min(int(m.ChunkBytes), left))
 		if len(resp.Records) > left {
 			// Only the first batch of a fetch may go over max_bytes: this
@@ -933,7 +935,7 @@ func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messag
 		left -= len(resp.Records)
 	}
 	resp.More = false
-	ctx.Send(to, remote.FetchMessage(ctx.ActorSystem(), to, resp, frame))
+	ctx.Send(to, a.cfg.Transport.FetchAnswer(ctx.ActorSystem(), to, m.HandBackFrame, resp, frame))
 }
 
 // answerParkedFetch answers p with what the log holds now.
@@ -1010,7 +1012,8 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	}
 	// The response owns the frame, since it may cross to another node or
 	// stay with a client: it goes back to the pool only from a stream that
-	// has written it. Read looks one header past maxBytes, and grows the
+	// has written it, or from a local consumer that asked to hand it back
+	// once it has (remote.FetchFrame). Read looks one header past maxBytes, and grows the
 	// frame past maxFramePool when the data does.
 	buf := a.cfg.Transport.Frame(remote.FetchRecordsReserve + min(maxBytes, maxFramePool) + wire.HeaderSize)
 	frame, err := a.log.Read(offset, maxBytes, (*buf)[:remote.FetchRecordsReserve])

@@ -501,7 +501,16 @@ func unmarshalEnvelope(b []byte, e *remote.MessageEnvelope) error {
 type dirtyPool struct {
 	tiers []*poolTier  // tiers[i] holds buffers of at least 1<<(minPoolShift+i) bytes
 	kept  atomic.Int64 // capacity of the buffers in the tiers
+	// gets, reused and puts count Get, the Gets served from the tiers,
+	// and Put (see PoolStats).
+	gets, reused, puts atomic.Int64
+	// poison makes Put overwrite each buffer handed back (see
+	// Transport.PoisonPool).
+	poison atomic.Bool
 }
+
+// poisonByte is what a poisoned pool writes over each buffer handed back.
+const poisonByte = 0xdb
 
 // poolTier is a bounded stack of free buffers: the last one handed back is
 // the first handed out, while it is likely still in the CPU's caches. (A
@@ -589,9 +598,11 @@ func floor(size int) int {
 // buffers of one recurring size (a produce batch with its framing, say)
 // come back to serve that size, not a tier twice as large.
 func (p *dirtyPool) Get(size int) *[]byte {
+	p.gets.Add(1)
 	f := floor(size)
 	for t := f; t >= 0 && t <= f+1 && t < len(p.tiers); t++ {
 		if b := p.tiers[t].popFit(size); b != nil {
+			p.reused.Add(1)
 			p.kept.Add(-int64(cap(*b)))
 			*b = (*b)[:size]
 			return b
@@ -619,6 +630,13 @@ func classSize(size int) int {
 // full or the pool keeps maxPoolBytes already; a buffer below the smallest
 // tier, or over twice the largest, is left to the garbage collector.
 func (p *dirtyPool) Put(b *[]byte) {
+	p.puts.Add(1)
+	if p.poison.Load() {
+		whole := (*b)[:cap(*b)]
+		for i := range whole {
+			whole[i] = poisonByte
+		}
+	}
 	c := cap(*b)
 	t := floor(c)
 	if t < 0 || c >= 2<<maxPoolShift {

@@ -9,10 +9,11 @@ import (
 )
 
 // sharedRead is the pooled buffer a received remote message was decoded
-// from, and the pool it came from. The stream holds it until its next read
-// (see heldStream), and each received ProduceRequest whose records alias
-// it holds it until its partition has appended them (see receivedHolds);
-// the last to let go puts it back into pool. refs counts the holds.
+// from, or a HeldBuffer's, and the pool it came from. The stream holds it
+// until its next read (see heldStream), a HeldBuffer's holder until it
+// lets go, and each ProduceRequest whose records alias it holds it until its partition
+// has appended them (see receivedHolds); the last to let go puts it back
+// into pool. refs counts the holds.
 type sharedRead struct {
 	buf  *[]byte
 	pool *dirtyPool
@@ -29,8 +30,8 @@ func (s *sharedRead) release() {
 // alias a pooled buffer: by the address of their first byte, the
 // sharedRead they hold one reference of. remoteCodec fills it as it hands
 // envelopes to aliasSerializer, one entry for each non-empty Records the
-// serializer's decode will give a request (see aliasedRecords), and
-// Transport.Release empties it. The serializer, which protoactor gives no
+// serializer's decode will give a request (see aliasedRecords), a
+// HeldBuffer with the records it lends, and Transport.Release empties it. The serializer, which protoactor gives no
 // actor system, needs no part in it. Safe for concurrent use.
 //
 // An address is a safe key. Each key is the address of a byte inside a
@@ -79,6 +80,19 @@ func (r *receivedHolds) hold(name string, data []byte, s *sharedRead) {
 		return // forgotten at once
 	}
 	aliasedRecords(name, data, func(records []byte) { r.m[&records[0]] = s })
+}
+
+// lend notes that the records starting at first, in s's buffer, hold s:
+// records lent by a HeldBuffer's holder to a partition of its own actor
+// system.
+func (r *receivedHolds) lend(first *byte, s *sharedRead) {
+	s.refs.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.m) >= maxHeldProduces {
+		clear(r.m)
+	}
+	r.m[first] = s
 }
 
 // release lets go of the hold of the records starting at first, if they
