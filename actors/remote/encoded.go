@@ -104,6 +104,7 @@ func encodeFetchResponse(r *messages.FetchResponse, frame []byte) []byte {
 	if r.More {
 		h = appendVarintField(h, 10, 1)
 	}
+	h = appendVarintField(h, 11, uint64(int64(r.LeaderEpoch)))
 	h = appendBytesHead(h, 7, len(r.Records))
 	if len(h) > fetchRecordsReserve {
 		return nil

@@ -48,6 +48,7 @@ func TestEncodeFetchResponse(t *testing.T) {
 			CorrelationId:  rng.Int64(),
 			Offset:         rng.Int64N(1<<40) - 1<<39,
 			More:           rng.IntN(2) == 0,
+			LeaderEpoch:    rng.Int32() - math.MaxInt32/2,
 			Records:        patterned(1+rng.IntN(64<<10), byte(rng.IntN(256))),
 		})
 	}
