@@ -292,7 +292,7 @@ func (x ConfigChange_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConfigChange_Op.Descriptor instead.
 func (ConfigChange_Op) EnumDescriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{18, 0}
+	return file_depot_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type TopicPartition struct {
@@ -903,6 +903,251 @@ func (x *FetchResponse) GetLeaderEpoch() int32 {
 	return 0
 }
 
+// FetchPartitionsRequest fetches several partitions that one node leads,
+// in one message to its partition manager, as a Kafka FetchRequest names
+// every partition it reads: the manager hands each part to its partition
+// and answers once, with a FetchResponse for each part in the request's
+// order, as Kafka's fetch purgatory does. It answers at once when the
+// parts' records together reach min_bytes or a part has an error;
+// otherwise it waits until partitions append enough, or max_wait_ms passes
+// (at most 5 minutes), and answers with what there is. A part whose
+// partition does not answer within a second of max_wait_ms is answered
+// REQUEST_TIMED_OUT, and one the node has no replica of
+// NOT_LEADER_OR_FOLLOWER. max_bytes bounds the answer's records: parts are
+// taken in order, the first with records whatever its size (so that a
+// batch larger than max_bytes is still read), and a later part whose
+// records do not fit comes back without them, to be fetched next time;
+// 0 is no bound but the parts'. A part is never chunked. A request whose
+// max_bytes is negative, or that names a partition twice, is refused
+// whole with INVALID_FETCH_SIZE or INVALID_REQUEST.
+type FetchPartitionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CorrelationId int64                  `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	MinBytes      int32                  `protobuf:"varint,2,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
+	MaxWaitMs     int32                  `protobuf:"varint,3,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	MaxBytes      int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	Partitions    []*FetchPartition      `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchPartitionsRequest) Reset() {
+	*x = FetchPartitionsRequest{}
+	mi := &file_depot_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchPartitionsRequest) ProtoMessage() {}
+
+func (x *FetchPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*FetchPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *FetchPartitionsRequest) GetCorrelationId() int64 {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *FetchPartitionsRequest) GetMinBytes() int32 {
+	if x != nil {
+		return x.MinBytes
+	}
+	return 0
+}
+
+func (x *FetchPartitionsRequest) GetMaxWaitMs() int32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
+func (x *FetchPartitionsRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *FetchPartitionsRequest) GetPartitions() []*FetchPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// FetchPartition is one part of a FetchPartitionsRequest: a partition
+// read from offset up to max_bytes (1 MiB when 0) of whole batches below
+// the high watermark, at least one whole batch when there is one. As in a
+// FetchRequest, current_leader_epoch, when set, must be the partition's.
+type FetchPartition struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Topic              string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition          int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset             int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	MaxBytes           int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	CurrentLeaderEpoch *int32                 `protobuf:"varint,5,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3,oneof" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *FetchPartition) Reset() {
+	*x = FetchPartition{}
+	mi := &file_depot_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchPartition) ProtoMessage() {}
+
+func (x *FetchPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchPartition.ProtoReflect.Descriptor instead.
+func (*FetchPartition) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FetchPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FetchPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FetchPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FetchPartition) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *FetchPartition) GetCurrentLeaderEpoch() int32 {
+	if x != nil && x.CurrentLeaderEpoch != nil {
+		return *x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
+// FetchPartitionsResponse answers a FetchPartitionsRequest: a
+// FetchResponse for each of its parts, in their order, each with the
+// request's correlation_id; error is set, and partitions empty, when the
+// request was refused whole.
+type FetchPartitionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CorrelationId int64                  `protobuf:"varint,1,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	Error         ErrorCode              `protobuf:"varint,2,opt,name=error,proto3,enum=depot.ErrorCode" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Partitions    []*FetchResponse       `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchPartitionsResponse) Reset() {
+	*x = FetchPartitionsResponse{}
+	mi := &file_depot_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchPartitionsResponse) ProtoMessage() {}
+
+func (x *FetchPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_depot_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*FetchPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_depot_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *FetchPartitionsResponse) GetCorrelationId() int64 {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return 0
+}
+
+func (x *FetchPartitionsResponse) GetError() ErrorCode {
+	if x != nil {
+		return x.Error
+	}
+	return ErrorCode_NONE
+}
+
+func (x *FetchPartitionsResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *FetchPartitionsResponse) GetPartitions() []*FetchResponse {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 // ListOffsetsRequest asks for an offset by timestamp: -2 earliest, -1 latest,
 // otherwise the first offset whose timestamp is at or after timestamp.
 type ListOffsetsRequest struct {
@@ -916,7 +1161,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_depot_proto_msgTypes[7]
+	mi := &file_depot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1173,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[7]
+	mi := &file_depot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1186,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{7}
+	return file_depot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListOffsetsRequest) GetTopic() string {
@@ -977,7 +1222,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_depot_proto_msgTypes[8]
+	mi := &file_depot_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1234,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[8]
+	mi := &file_depot_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1247,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{8}
+	return file_depot_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOffsetsResponse) GetError() ErrorCode {
@@ -1042,7 +1287,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_depot_proto_msgTypes[9]
+	mi := &file_depot_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1299,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[9]
+	mi := &file_depot_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1312,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{9}
+	return file_depot_proto_rawDescGZIP(), []int{12}
 }
 
 type PartitionStatusResponse struct {
@@ -1098,7 +1343,7 @@ type PartitionStatusResponse struct {
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_depot_proto_msgTypes[10]
+	mi := &file_depot_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1355,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[10]
+	mi := &file_depot_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1368,7 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{10}
+	return file_depot_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PartitionStatusResponse) GetError() ErrorCode {
@@ -1265,7 +1510,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_depot_proto_msgTypes[11]
+	mi := &file_depot_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1522,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[11]
+	mi := &file_depot_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1535,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{11}
+	return file_depot_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1353,7 +1598,7 @@ type ReplicaAssignment struct {
 
 func (x *ReplicaAssignment) Reset() {
 	*x = ReplicaAssignment{}
-	mi := &file_depot_proto_msgTypes[12]
+	mi := &file_depot_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1610,7 @@ func (x *ReplicaAssignment) String() string {
 func (*ReplicaAssignment) ProtoMessage() {}
 
 func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[12]
+	mi := &file_depot_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1623,7 @@ func (x *ReplicaAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaAssignment.ProtoReflect.Descriptor instead.
 func (*ReplicaAssignment) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{12}
+	return file_depot_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicaAssignment) GetReplicas() []int32 {
@@ -1399,7 +1644,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_depot_proto_msgTypes[13]
+	mi := &file_depot_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1656,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[13]
+	mi := &file_depot_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1669,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{13}
+	return file_depot_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateTopicResponse) GetError() ErrorCode {
@@ -1457,7 +1702,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_depot_proto_msgTypes[14]
+	mi := &file_depot_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1714,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[14]
+	mi := &file_depot_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1727,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{14}
+	return file_depot_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1502,7 +1747,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_depot_proto_msgTypes[15]
+	mi := &file_depot_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1759,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[15]
+	mi := &file_depot_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1772,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{15}
+	return file_depot_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteTopicResponse) GetError() ErrorCode {
@@ -1564,7 +1809,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_depot_proto_msgTypes[16]
+	mi := &file_depot_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1821,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[16]
+	mi := &file_depot_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1834,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{16}
+	return file_depot_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -1640,7 +1885,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_depot_proto_msgTypes[17]
+	mi := &file_depot_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +1897,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[17]
+	mi := &file_depot_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +1910,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{17}
+	return file_depot_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreatePartitionsResponse) GetError() ErrorCode {
@@ -1704,7 +1949,7 @@ type ConfigChange struct {
 
 func (x *ConfigChange) Reset() {
 	*x = ConfigChange{}
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1961,7 @@ func (x *ConfigChange) String() string {
 func (*ConfigChange) ProtoMessage() {}
 
 func (x *ConfigChange) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[18]
+	mi := &file_depot_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1974,7 @@ func (x *ConfigChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigChange.ProtoReflect.Descriptor instead.
 func (*ConfigChange) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{18}
+	return file_depot_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ConfigChange) GetKey() string {
@@ -1773,7 +2018,7 @@ type AlterTopicConfigsRequest struct {
 
 func (x *AlterTopicConfigsRequest) Reset() {
 	*x = AlterTopicConfigsRequest{}
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +2030,7 @@ func (x *AlterTopicConfigsRequest) String() string {
 func (*AlterTopicConfigsRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[19]
+	mi := &file_depot_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +2043,7 @@ func (x *AlterTopicConfigsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{19}
+	return file_depot_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AlterTopicConfigsRequest) GetTopic() string {
@@ -1842,7 +2087,7 @@ type AlterTopicConfigsResponse struct {
 
 func (x *AlterTopicConfigsResponse) Reset() {
 	*x = AlterTopicConfigsResponse{}
-	mi := &file_depot_proto_msgTypes[20]
+	mi := &file_depot_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2099,7 @@ func (x *AlterTopicConfigsResponse) String() string {
 func (*AlterTopicConfigsResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[20]
+	mi := &file_depot_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2112,7 @@ func (x *AlterTopicConfigsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigsResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigsResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{20}
+	return file_depot_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AlterTopicConfigsResponse) GetError() ErrorCode {
@@ -1901,7 +2146,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_depot_proto_msgTypes[21]
+	mi := &file_depot_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2158,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[21]
+	mi := &file_depot_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2171,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{21}
+	return file_depot_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -1956,7 +2201,7 @@ type Broker struct {
 
 func (x *Broker) Reset() {
 	*x = Broker{}
-	mi := &file_depot_proto_msgTypes[22]
+	mi := &file_depot_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2213,7 @@ func (x *Broker) String() string {
 func (*Broker) ProtoMessage() {}
 
 func (x *Broker) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[22]
+	mi := &file_depot_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2226,7 @@ func (x *Broker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Broker.ProtoReflect.Descriptor instead.
 func (*Broker) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{22}
+	return file_depot_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Broker) GetNodeId() int32 {
@@ -2060,7 +2305,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_depot_proto_msgTypes[23]
+	mi := &file_depot_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2317,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[23]
+	mi := &file_depot_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2330,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{23}
+	return file_depot_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -2200,7 +2445,7 @@ type ReplicaDir struct {
 
 func (x *ReplicaDir) Reset() {
 	*x = ReplicaDir{}
-	mi := &file_depot_proto_msgTypes[24]
+	mi := &file_depot_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2457,7 @@ func (x *ReplicaDir) String() string {
 func (*ReplicaDir) ProtoMessage() {}
 
 func (x *ReplicaDir) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[24]
+	mi := &file_depot_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2470,7 @@ func (x *ReplicaDir) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaDir.ProtoReflect.Descriptor instead.
 func (*ReplicaDir) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{24}
+	return file_depot_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplicaDir) GetNode() int32 {
@@ -2276,7 +2521,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_depot_proto_msgTypes[25]
+	mi := &file_depot_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2533,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[25]
+	mi := &file_depot_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2546,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{25}
+	return file_depot_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -2374,7 +2619,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_depot_proto_msgTypes[26]
+	mi := &file_depot_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2631,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[26]
+	mi := &file_depot_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2644,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{26}
+	return file_depot_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MetadataResponse) GetBrokers() []*Broker {
@@ -2439,7 +2684,7 @@ type ClusterInfoRequest struct {
 
 func (x *ClusterInfoRequest) Reset() {
 	*x = ClusterInfoRequest{}
-	mi := &file_depot_proto_msgTypes[27]
+	mi := &file_depot_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2696,7 @@ func (x *ClusterInfoRequest) String() string {
 func (*ClusterInfoRequest) ProtoMessage() {}
 
 func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[27]
+	mi := &file_depot_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2709,7 @@ func (x *ClusterInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoRequest.ProtoReflect.Descriptor instead.
 func (*ClusterInfoRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{27}
+	return file_depot_proto_rawDescGZIP(), []int{30}
 }
 
 type ClusterInfoResponse struct {
@@ -2484,7 +2729,7 @@ type ClusterInfoResponse struct {
 
 func (x *ClusterInfoResponse) Reset() {
 	*x = ClusterInfoResponse{}
-	mi := &file_depot_proto_msgTypes[28]
+	mi := &file_depot_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2741,7 @@ func (x *ClusterInfoResponse) String() string {
 func (*ClusterInfoResponse) ProtoMessage() {}
 
 func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[28]
+	mi := &file_depot_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2754,7 @@ func (x *ClusterInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfoResponse.ProtoReflect.Descriptor instead.
 func (*ClusterInfoResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{28}
+	return file_depot_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ClusterInfoResponse) GetClusterId() string {
@@ -2563,7 +2808,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_depot_proto_msgTypes[29]
+	mi := &file_depot_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2820,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[29]
+	mi := &file_depot_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2833,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{29}
+	return file_depot_proto_rawDescGZIP(), []int{32}
 }
 
 type InitProducerIdResponse struct {
@@ -2603,7 +2848,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_depot_proto_msgTypes[30]
+	mi := &file_depot_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2860,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_depot_proto_msgTypes[30]
+	mi := &file_depot_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2873,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_depot_proto_rawDescGZIP(), []int{30}
+	return file_depot_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *InitProducerIdResponse) GetError() ErrorCode {
@@ -2716,7 +2961,29 @@ const file_depot_proto_rawDesc = "" +
 	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04more\x18\n" +
 	" \x01(\bR\x04more\x12!\n" +
-	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"f\n" +
+	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"\xd0\x01\n" +
+	"\x16FetchPartitionsRequest\x12%\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12\x1b\n" +
+	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x03 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x125\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\x15.depot.FetchPartitionR\n" +
+	"partitions\"\xc9\x01\n" +
+	"\x0eFetchPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x125\n" +
+	"\x14current_leader_epoch\x18\x05 \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01B\x17\n" +
+	"\x15_current_leader_epoch\"\xc3\x01\n" +
+	"\x17FetchPartitionsResponse\x12%\n" +
+	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12&\n" +
+	"\x05error\x18\x02 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\x124\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2\x14.depot.FetchResponseR\n" +
+	"partitions\"f\n" +
 	"\x12ListOffsetsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1c\n" +
@@ -2943,7 +3210,7 @@ func file_depot_proto_rawDescGZIP() []byte {
 }
 
 var file_depot_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_depot_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_depot_proto_goTypes = []any{
 	(ErrorCode)(0),                    // 0: depot.ErrorCode
 	(ConfigChange_Op)(0),              // 1: depot.ConfigChange.Op
@@ -2954,68 +3221,74 @@ var file_depot_proto_goTypes = []any{
 	(*ProduceResponse)(nil),           // 6: depot.ProduceResponse
 	(*FetchRequest)(nil),              // 7: depot.FetchRequest
 	(*FetchResponse)(nil),             // 8: depot.FetchResponse
-	(*ListOffsetsRequest)(nil),        // 9: depot.ListOffsetsRequest
-	(*ListOffsetsResponse)(nil),       // 10: depot.ListOffsetsResponse
-	(*PartitionStatusRequest)(nil),    // 11: depot.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil),   // 12: depot.PartitionStatusResponse
-	(*CreateTopicRequest)(nil),        // 13: depot.CreateTopicRequest
-	(*ReplicaAssignment)(nil),         // 14: depot.ReplicaAssignment
-	(*CreateTopicResponse)(nil),       // 15: depot.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),        // 16: depot.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),       // 17: depot.DeleteTopicResponse
-	(*CreatePartitionsRequest)(nil),   // 18: depot.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),  // 19: depot.CreatePartitionsResponse
-	(*ConfigChange)(nil),              // 20: depot.ConfigChange
-	(*AlterTopicConfigsRequest)(nil),  // 21: depot.AlterTopicConfigsRequest
-	(*AlterTopicConfigsResponse)(nil), // 22: depot.AlterTopicConfigsResponse
-	(*MetadataRequest)(nil),           // 23: depot.MetadataRequest
-	(*Broker)(nil),                    // 24: depot.Broker
-	(*PartitionMetadata)(nil),         // 25: depot.PartitionMetadata
-	(*ReplicaDir)(nil),                // 26: depot.ReplicaDir
-	(*TopicMetadata)(nil),             // 27: depot.TopicMetadata
-	(*MetadataResponse)(nil),          // 28: depot.MetadataResponse
-	(*ClusterInfoRequest)(nil),        // 29: depot.ClusterInfoRequest
-	(*ClusterInfoResponse)(nil),       // 30: depot.ClusterInfoResponse
-	(*InitProducerIdRequest)(nil),     // 31: depot.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),    // 32: depot.InitProducerIdResponse
-	nil,                               // 33: depot.CreateTopicRequest.ConfigsEntry
-	nil,                               // 34: depot.TopicMetadata.ConfigsEntry
-	nil,                               // 35: depot.TopicMetadata.ConfigsSetEntry
+	(*FetchPartitionsRequest)(nil),    // 9: depot.FetchPartitionsRequest
+	(*FetchPartition)(nil),            // 10: depot.FetchPartition
+	(*FetchPartitionsResponse)(nil),   // 11: depot.FetchPartitionsResponse
+	(*ListOffsetsRequest)(nil),        // 12: depot.ListOffsetsRequest
+	(*ListOffsetsResponse)(nil),       // 13: depot.ListOffsetsResponse
+	(*PartitionStatusRequest)(nil),    // 14: depot.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),   // 15: depot.PartitionStatusResponse
+	(*CreateTopicRequest)(nil),        // 16: depot.CreateTopicRequest
+	(*ReplicaAssignment)(nil),         // 17: depot.ReplicaAssignment
+	(*CreateTopicResponse)(nil),       // 18: depot.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),        // 19: depot.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),       // 20: depot.DeleteTopicResponse
+	(*CreatePartitionsRequest)(nil),   // 21: depot.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),  // 22: depot.CreatePartitionsResponse
+	(*ConfigChange)(nil),              // 23: depot.ConfigChange
+	(*AlterTopicConfigsRequest)(nil),  // 24: depot.AlterTopicConfigsRequest
+	(*AlterTopicConfigsResponse)(nil), // 25: depot.AlterTopicConfigsResponse
+	(*MetadataRequest)(nil),           // 26: depot.MetadataRequest
+	(*Broker)(nil),                    // 27: depot.Broker
+	(*PartitionMetadata)(nil),         // 28: depot.PartitionMetadata
+	(*ReplicaDir)(nil),                // 29: depot.ReplicaDir
+	(*TopicMetadata)(nil),             // 30: depot.TopicMetadata
+	(*MetadataResponse)(nil),          // 31: depot.MetadataResponse
+	(*ClusterInfoRequest)(nil),        // 32: depot.ClusterInfoRequest
+	(*ClusterInfoResponse)(nil),       // 33: depot.ClusterInfoResponse
+	(*InitProducerIdRequest)(nil),     // 34: depot.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),    // 35: depot.InitProducerIdResponse
+	nil,                               // 36: depot.CreateTopicRequest.ConfigsEntry
+	nil,                               // 37: depot.TopicMetadata.ConfigsEntry
+	nil,                               // 38: depot.TopicMetadata.ConfigsSetEntry
 }
 var file_depot_proto_depIdxs = []int32{
 	3,  // 0: depot.ProduceRequests.requests:type_name -> depot.ProduceRequest
 	6,  // 1: depot.ProduceResponses.responses:type_name -> depot.ProduceResponse
 	0,  // 2: depot.ProduceResponse.error:type_name -> depot.ErrorCode
 	0,  // 3: depot.FetchResponse.error:type_name -> depot.ErrorCode
-	0,  // 4: depot.ListOffsetsResponse.error:type_name -> depot.ErrorCode
-	0,  // 5: depot.PartitionStatusResponse.error:type_name -> depot.ErrorCode
-	33, // 6: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
-	14, // 7: depot.CreateTopicRequest.assignments:type_name -> depot.ReplicaAssignment
-	0,  // 8: depot.CreateTopicResponse.error:type_name -> depot.ErrorCode
-	27, // 9: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
-	0,  // 10: depot.DeleteTopicResponse.error:type_name -> depot.ErrorCode
-	14, // 11: depot.CreatePartitionsRequest.assignments:type_name -> depot.ReplicaAssignment
-	0,  // 12: depot.CreatePartitionsResponse.error:type_name -> depot.ErrorCode
-	27, // 13: depot.CreatePartitionsResponse.topic:type_name -> depot.TopicMetadata
-	1,  // 14: depot.ConfigChange.op:type_name -> depot.ConfigChange.Op
-	20, // 15: depot.AlterTopicConfigsRequest.changes:type_name -> depot.ConfigChange
-	0,  // 16: depot.AlterTopicConfigsResponse.error:type_name -> depot.ErrorCode
-	27, // 17: depot.AlterTopicConfigsResponse.topic:type_name -> depot.TopicMetadata
-	0,  // 18: depot.PartitionMetadata.error:type_name -> depot.ErrorCode
-	26, // 19: depot.PartitionMetadata.replica_dirs:type_name -> depot.ReplicaDir
-	0,  // 20: depot.TopicMetadata.error:type_name -> depot.ErrorCode
-	25, // 21: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
-	34, // 22: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
-	35, // 23: depot.TopicMetadata.configs_set:type_name -> depot.TopicMetadata.ConfigsSetEntry
-	24, // 24: depot.MetadataResponse.brokers:type_name -> depot.Broker
-	27, // 25: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
-	24, // 26: depot.ClusterInfoResponse.nodes:type_name -> depot.Broker
-	0,  // 27: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	10, // 4: depot.FetchPartitionsRequest.partitions:type_name -> depot.FetchPartition
+	0,  // 5: depot.FetchPartitionsResponse.error:type_name -> depot.ErrorCode
+	8,  // 6: depot.FetchPartitionsResponse.partitions:type_name -> depot.FetchResponse
+	0,  // 7: depot.ListOffsetsResponse.error:type_name -> depot.ErrorCode
+	0,  // 8: depot.PartitionStatusResponse.error:type_name -> depot.ErrorCode
+	36, // 9: depot.CreateTopicRequest.configs:type_name -> depot.CreateTopicRequest.ConfigsEntry
+	17, // 10: depot.CreateTopicRequest.assignments:type_name -> depot.ReplicaAssignment
+	0,  // 11: depot.CreateTopicResponse.error:type_name -> depot.ErrorCode
+	30, // 12: depot.CreateTopicResponse.topic:type_name -> depot.TopicMetadata
+	0,  // 13: depot.DeleteTopicResponse.error:type_name -> depot.ErrorCode
+	17, // 14: depot.CreatePartitionsRequest.assignments:type_name -> depot.ReplicaAssignment
+	0,  // 15: depot.CreatePartitionsResponse.error:type_name -> depot.ErrorCode
+	30, // 16: depot.CreatePartitionsResponse.topic:type_name -> depot.TopicMetadata
+	1,  // 17: depot.ConfigChange.op:type_name -> depot.ConfigChange.Op
+	23, // 18: depot.AlterTopicConfigsRequest.changes:type_name -> depot.ConfigChange
+	0,  // 19: depot.AlterTopicConfigsResponse.error:type_name -> depot.ErrorCode
+	30, // 20: depot.AlterTopicConfigsResponse.topic:type_name -> depot.TopicMetadata
+	0,  // 21: depot.PartitionMetadata.error:type_name -> depot.ErrorCode
+	29, // 22: depot.PartitionMetadata.replica_dirs:type_name -> depot.ReplicaDir
+	0,  // 23: depot.TopicMetadata.error:type_name -> depot.ErrorCode
+	28, // 24: depot.TopicMetadata.partitions:type_name -> depot.PartitionMetadata
+	37, // 25: depot.TopicMetadata.configs:type_name -> depot.TopicMetadata.ConfigsEntry
+	38, // 26: depot.TopicMetadata.configs_set:type_name -> depot.TopicMetadata.ConfigsSetEntry
+	27, // 27: depot.MetadataResponse.brokers:type_name -> depot.Broker
+	30, // 28: depot.MetadataResponse.topics:type_name -> depot.TopicMetadata
+	27, // 29: depot.ClusterInfoResponse.nodes:type_name -> depot.Broker
+	0,  // 30: depot.InitProducerIdResponse.error:type_name -> depot.ErrorCode
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_depot_proto_init() }
@@ -3024,13 +3297,14 @@ func file_depot_proto_init() {
 		return
 	}
 	file_depot_proto_msgTypes[5].OneofWrappers = []any{}
+	file_depot_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_depot_proto_rawDesc), len(file_depot_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
