@@ -22,8 +22,10 @@ import (
 //
 //   - Marshal hands a large envelope's message_data to gRPC as its own
 //     buffer, where the proto codec would first copy it into one contiguous
-//     message, and writes a producer's ProduceRequests from its batches
-//     where they are (see OutgoingProduces);
+//     message, writes a producer's ProduceRequests from its batches
+//     where they are (see OutgoingProduces), and a partition manager's
+//     FetchPartitionsResponse from its parts' fetch frames (see
+//     FetchesMessage);
 //   - Unmarshal leaves message_data aliasing the received bytes, where the
 //     proto codec copies every bytes field out of them; and for a large
 //     ProduceRequest it goes one further, handing the
@@ -68,23 +70,24 @@ func (c remoteCodec) Marshal(v any) (mem.BufferSlice, error) {
 // marshalBatch encodes RemoteMessage{message_batch: b}. Framing and small
 // envelopes go into one buffer; the data of a large envelope follows as a
 // buffer of its own, not copied, and so do the records of a ProduceRequests
-// whose message is a token of c's transport (see
-// Transport.OutgoingProduces).
+// and the fetch frames of a FetchPartitionsResponse whose message is a
+// token of c's transport (see Transport.OutgoingProduces and
+// Transport.FetchesMessage).
 func (c remoteCodec) marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, error) {
 	head := &remote.MessageBatch{TypeNames: b.TypeNames, Targets: b.Targets, Senders: b.Senders}
 	headSize := proto.Size(head)
 	// Each envelope is sized and written without its data, which is
 	// appended as field 2 after it: field order is free in protobuf.
 	bare := make([]int, len(b.Envelopes))
-	var gathered []*gatheredProduces // by envelope, when any is a token
+	var gathered []*gatheredPieces // by envelope, when any is a token
 	batchSize := headSize
 	for i, e := range b.Envelopes {
 		data := e.MessageData
 		n := len(data)
-		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && b.TypeNames[e.TypeId] == produceRequestsName {
+		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && gatheredType(b.TypeNames[e.TypeId]) {
 			if g, ok := c.t.outgoing.take(data); ok {
 				if gathered == nil {
-					gathered = make([]*gatheredProduces, len(b.Envelopes))
+					gathered = make([]*gatheredPieces, len(b.Envelopes))
 				}
 				gathered[i], n = &g, g.size
 			}
@@ -111,12 +114,21 @@ func (c remoteCodec) marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, erro
 	for i, e := range b.Envelopes {
 		data := e.MessageData
 		one := [1][]byte{data}
-		pieces, pool := one[:], mem.BufferPool(c.t.buffers)
-		n := len(data)
+		pieces, n := one[:], len(data)
+		// poolOf is the pool that takes piece j back once it is written,
+		// nil for none.
+		poolOf := func(int) mem.BufferPool { return c.t.buffers }
 		if gathered != nil && gathered[i] != nil {
 			g := gathered[i]
-			// The records are the producer's until it has an answer.
-			pieces, pool, n = g.pieces, nil, g.size
+			// A producer's records are its own until it has an answer;
+			// fetch frames go back to the pool.
+			pieces, n = g.pieces, g.size
+			poolOf = func(j int) mem.BufferPool {
+				if g.pooled != nil && g.pooled[j] {
+					return c.t.buffers
+				}
+				return nil
+			}
 		}
 		meta = protowire.AppendTag(meta, 3, protowire.BytesType)
 		meta = protowire.AppendVarint(meta, uint64(envelopeSize(bare[i], n)))
@@ -131,12 +143,15 @@ func (c remoteCodec) marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, erro
 		}
 		meta = protowire.AppendTag(meta, 2, protowire.BytesType)
 		meta = protowire.AppendVarint(meta, uint64(n))
-		for _, p := range pieces {
+		for j, p := range pieces {
 			if len(p) < inlineData {
 				meta = append(meta, p...)
+				if gathered != nil && gathered[i] != nil && poolOf(j) != nil {
+					c.t.buffers.Put(&p) // copied: the frame is done with
+				}
 				continue
 			}
-			cuts = append(cuts, cut{end: len(meta), data: p, pool: pool})
+			cuts = append(cuts, cut{end: len(meta), data: p, pool: poolOf(j)})
 		}
 	}
 	out := make(mem.BufferSlice, 0, 2*len(cuts)+1)

@@ -88,6 +88,12 @@ const fetchRecordsReserve = 512
 // frame or the fields do not fit. The records come last, where proto puts
 // them before correlation_id: a decoder takes fields in any order.
 func encodeFetchResponse(r *messages.FetchResponse, frame []byte) []byte {
+	return encodeFetchResponseAs(r, frame, 0)
+}
+
+// encodeFetchResponseAs is encodeFetchResponse, and when field is not 0,
+// r as that field of an enclosing message: its tag and length come first.
+func encodeFetchResponseAs(r *messages.FetchResponse, frame []byte, field protowire.Number) []byte {
 	if len(r.Records) == 0 || len(frame) != fetchRecordsReserve+len(r.Records) || &frame[fetchRecordsReserve] != &r.Records[0] {
 		return nil
 	}
@@ -106,11 +112,17 @@ func encodeFetchResponse(r *messages.FetchResponse, frame []byte) []byte {
 	}
 	h = appendVarintField(h, 11, uint64(int64(r.LeaderEpoch)))
 	h = appendBytesHead(h, 7, len(r.Records))
-	if len(h) > fetchRecordsReserve {
+	var outer [16]byte
+	o := outer[:0]
+	if field != 0 {
+		o = appendBytesHead(o, field, len(h)+len(r.Records))
+	}
+	if len(o)+len(h) > fetchRecordsReserve {
 		return nil
 	}
-	out := frame[fetchRecordsReserve-len(h):]
-	copy(out, h)
+	out := frame[fetchRecordsReserve-len(h)-len(o):]
+	copy(out, o)
+	copy(out[len(o):], h)
 	return out
 }
 
@@ -166,18 +178,32 @@ func produceRequestHead(h []byte, r *messages.ProduceRequest) []byte {
 
 var produceRequestsDescriptor = (&messages.ProduceRequests{}).ProtoReflect().Descriptor()
 
-// gatheredProduces is the wire form of a ProduceRequests as pieces: each
-// request's fields, then its records.
-type gatheredProduces struct {
+// gatheredPieces is the wire form of a message as pieces, which a stream
+// writes one after the other: for a ProduceRequests, each request's fields,
+// then its records; for a FetchPartitionsResponse, fields copied together
+// and the fetch frames of its parts (see gatherFetchResponses).
+type gatheredPieces struct {
 	pieces [][]byte
+	// pooled, when not nil, says which pieces are buffers of the
+	// transport's pool that the stream hands back once it has written
+	// them (fetch frames); the others are the sender's (a producer's
+	// records until it is answered) or left to the garbage collector.
+	pooled []bool
 	size   int // of the pieces together
+}
+
+// gatheredType reports whether a message of the named type may be a token
+// of a transport's gatherTokens: ProduceRequests and
+// FetchPartitionsResponse.
+func gatheredType(name string) bool {
+	return name == produceRequestsName || name == fetchPartitionsResponseName
 }
 
 // gatherProduceRequests returns ProduceRequests{rs} as pieces, the records
 // not copied.
-func gatherProduceRequests(rs []*messages.ProduceRequest) gatheredProduces {
+func gatherProduceRequests(rs []*messages.ProduceRequest) gatheredPieces {
 	heads := make([]byte, 0, 96*len(rs))
-	g := gatheredProduces{pieces: make([][]byte, 0, 2*len(rs))}
+	g := gatheredPieces{pieces: make([][]byte, 0, 2*len(rs))}
 	for _, r := range rs {
 		start := len(heads)
 		var head [produceHeadRoom]byte
@@ -190,15 +216,17 @@ func gatherProduceRequests(rs []*messages.ProduceRequest) gatheredProduces {
 	return g
 }
 
-// gatherTokenField is the field of a ProduceRequests that carries a token
-// of a transport's gatherTokens. No ProduceRequests has it: a token sent
-// as it is (its pieces dropped, see maxPendingGathers, or taken to another
-// transport's stream) decodes to no requests, and the producer,
-// unanswered, sends them again.
+// gatherTokenField is the field of a ProduceRequests or a
+// FetchPartitionsResponse that carries a token of a transport's
+// gatherTokens. Neither message has it: a token sent as it is (its pieces
+// dropped, see maxPendingGathers, or taken to another transport's stream)
+// decodes to no requests, and the producer, unanswered, sends them again,
+// or to an answer with no parts and correlation id 0, which the consumer
+// ignores and, unanswered, fetches again.
 const gatherTokenField protowire.Number = 15
 
-// gatherTokens holds the pieces of ProduceRequests on their way to one
-// transport's remote streams, by the token their message carries. Safe
+// gatherTokens holds the pieces of ProduceRequests and
+// FetchPartitionsResponses on their way to one transport's remote streams, by the token their message carries. Safe
 // for concurrent use.
 type gatherTokens struct {
 	mu sync.Mutex
@@ -206,22 +234,23 @@ type gatherTokens struct {
 	// that reaches another transport's stream (a producer given the wrong
 	// transport) is not taken for one of that transport's own.
 	next  uint64
-	m     map[uint64]gatheredProduces
+	m     map[uint64]gatheredPieces
 	order []uint64 // tokens by age, some already taken
 }
 
 // maxPendingGathers bounds gatherTokens. A message protoactor drops before
 // its stream writes it (an endpoint that fails) leaves its token here; the
 // oldest go when the bound is reached, and so do their records, which the
-// producer does not reuse unanswered.
+// producer does not reuse unanswered, and the frames of fetches, which are
+// left to the garbage collector.
 const maxPendingGathers = 1024
 
 func newGatherTokens() *gatherTokens {
-	return &gatherTokens{next: rand.Uint64(), m: map[uint64]gatheredProduces{}}
+	return &gatherTokens{next: rand.Uint64(), m: map[uint64]gatheredPieces{}}
 }
 
 // put keeps g and returns the token of a message that stands for it.
-func (t *gatherTokens) put(g gatheredProduces) []byte {
+func (t *gatherTokens) put(g gatheredPieces) []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for len(t.order) > 0 {
@@ -240,14 +269,14 @@ func (t *gatherTokens) put(g gatheredProduces) []byte {
 
 // take returns and forgets the pieces b stands for, if b is a token that
 // still has them.
-func (t *gatherTokens) take(b []byte) (gatheredProduces, bool) {
+func (t *gatherTokens) take(b []byte) (gatheredPieces, bool) {
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || num != gatherTokenField || typ != protowire.VarintType {
-		return gatheredProduces{}, false
+		return gatheredPieces{}, false
 	}
 	id, m := protowire.ConsumeVarint(b[n:])
 	if m < 0 || n+m != len(b) {
-		return gatheredProduces{}, false
+		return gatheredPieces{}, false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -241,9 +241,10 @@ func (s *faultStream) deliver() {
 
 // drop drops m, when it is a batch of envelopes, and reports whether it
 // did. A message of the stream's own (its connect request) is never
-// dropped. The records of the ProduceRequests among the envelopes, which
-// the transport holds for the stream to write (see
-// Transport.OutgoingProduces), are let go.
+// dropped. The records of the ProduceRequests and the frames of the
+// FetchPartitionsResponses among the envelopes, which the transport holds
+// for the stream to write (see Transport.OutgoingProduces and
+// Transport.FetchesMessage), are let go.
 func (s *faultStream) drop(m any) bool {
 	rm, ok := m.(*remote.RemoteMessage)
 	if !ok || rm.GetMessageBatch() == nil {
@@ -251,7 +252,7 @@ func (s *faultStream) drop(m any) bool {
 	}
 	b := rm.GetMessageBatch()
 	for _, e := range b.Envelopes {
-		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && b.TypeNames[e.TypeId] == produceRequestsName {
+		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && gatheredType(b.TypeNames[e.TypeId]) {
 			s.faults.t.outgoing.take(e.MessageData)
 		}
 	}

@@ -1,0 +1,154 @@
+package remote
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/depot-dev/depot/actors/actortest"
+	"github.com/depot-dev/depot/messages"
+)
+
+// fetchesOf lays out parts as a partition manager gathers them: the parts
+// with at least inlineData bytes of records in frames of tr's pool, as
+// fetchAt reads them, the others as they are. It returns the response and
+// its frames, and a copy of the response to compare with.
+func fetchesOf(tr *Transport, corrID int64, parts []*messages.FetchResponse) (*messages.FetchPartitionsResponse, [][]byte, *messages.FetchPartitionsResponse) {
+	want := &messages.FetchPartitionsResponse{CorrelationId: corrID}
+	resp := &messages.FetchPartitionsResponse{CorrelationId: corrID}
+	frames := make([][]byte, len(parts))
+	for i, p := range parts {
+		want.Partitions = append(want.Partitions, proto.Clone(p).(*messages.FetchResponse))
+		r := proto.Clone(p).(*messages.FetchResponse)
+		if len(p.Records) >= inlineData {
+			var framed *messages.FetchResponse
+			framed, frames[i] = fetchFrameOf(tr, p.Records)
+			r.Records = framed.Records
+		}
+		resp.Partitions = append(resp.Partitions, r)
+	}
+	return resp, frames, want
+}
+
+// The answers of several partitions to another actor system go as a
+// token, and the stream writes their fields and each frame as it lies,
+// then hands the frames back to the pool: the records are not copied, and
+// the message decodes to the same response. Parts without a frame (an
+// error, few records) travel copied beside them.
+func TestFetchesMessage(t *testing.T) {
+	system := actortest.System(t)
+	far := actor.NewPID("127.0.0.1:9092", "consumer")
+	for _, parts := range [][]*messages.FetchResponse{
+		{{Topic: "orders", Partition: 2, HighWatermark: 1 << 40, Offset: 7, CorrelationId: 9, LeaderEpoch: 3, Records: patterned(64<<10, 1)}},
+		{
+			{Topic: "a", Partition: 0, Offset: 1, Records: patterned(100, 2)},
+			{Topic: "a", Partition: 1, Error: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, ErrorMessage: "node 1 follows"},
+			{Topic: strings.Repeat("t", maxTopicNameLength), Partition: math.MaxInt32, HighWatermark: math.MaxInt64, LogStartOffset: -1,
+				CorrelationId: math.MinInt64, Offset: -2, LeaderEpoch: -1, Records: patterned(inlineData, 3)},
+			{Topic: "b", Partition: 7},
+			{Topic: "b", Partition: 8, Records: patterned(1<<20, 4)},
+			{Topic: "b", Partition: 9, Records: patterned(5<<10, 5)},
+		},
+	} {
+		tr := NewTransport()
+		resp, frames, want := fetchesOf(tr, 42, parts)
+		msg := tr.FetchesMessage(system, far, resp, frames)
+		require.IsType(t, &encodedMessage{}, msg)
+		before := tr.PoolStats()
+		out, got := sendThroughCodec(t, tr, msg)
+		require.True(t, proto.Equal(want, got), "got %v", got)
+		handedOver := 0
+		for i, p := range resp.Partitions {
+			if frames[i] == nil {
+				continue
+			}
+			for _, buf := range out {
+				if within(p.Records, buf.ReadOnlyData()) {
+					handedOver++
+				}
+			}
+		}
+		require.Equal(t, countFrames(frames), handedOver, "each frame written as it lies")
+		require.Zero(t, tr.outgoing.pending(), "the stream took the frames")
+		out.Free()
+		require.Equal(t, before.Puts+int64(countFrames(frames)), tr.PoolStats().Puts, "each frame back in the pool once written")
+	}
+}
+
+func countFrames(frames [][]byte) int {
+	n := 0
+	for _, f := range frames {
+		if f != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// To a local consumer, with no frame, or without a transport, the
+// response goes as it is.
+func TestFetchesMessageAsItIs(t *testing.T) {
+	system := actortest.System(t)
+	far, near := actor.NewPID("127.0.0.1:9092", "consumer"), system.NewLocalPID("consumer")
+	tr := NewTransport()
+	resp, frames, _ := fetchesOf(tr, 1, []*messages.FetchResponse{{Topic: "t", Records: patterned(64<<10, 1)}})
+	require.Same(t, resp, tr.FetchesMessage(system, near, resp, frames))
+	var none *Transport
+	require.Same(t, resp, none.FetchesMessage(system, far, resp, frames))
+	small, noFrames, _ := fetchesOf(tr, 1, []*messages.FetchResponse{{Topic: "t", Records: patterned(100, 1)}, {Topic: "t", Partition: 1}})
+	require.Same(t, small, tr.FetchesMessage(system, far, small, noFrames))
+	bad, badFrames, _ := fetchesOf(tr, 1, []*messages.FetchResponse{{Topic: "\xff", Records: patterned(100, 1)}, {Topic: "t", Records: patterned(64<<10, 1)}})
+	require.Same(t, bad, tr.FetchesMessage(system, far, bad, badFrames), "proto refuses what is not UTF-8, and says so when it sends it")
+	require.Zero(t, tr.outgoing.pending())
+}
+
+// However its parts are laid out, a response gathered as pieces reads back
+// with proto as the same message.
+func FuzzGatherFetchResponses(f *testing.F) {
+	f.Add(int64(7), "orders", uint8(3), uint16(100), uint16(5000), int32(2), int64(99), false)
+	f.Add(int64(-1), "", uint8(1), uint16(0), uint16(0), int32(-1), int64(-1), true)
+	f.Add(int64(math.MaxInt64), strings.Repeat("x", maxTopicNameLength), uint8(8), uint16(65535), uint16(4096), int32(math.MaxInt32), int64(math.MinInt64), false)
+	f.Fuzz(func(t *testing.T, corrID int64, topic string, n uint8, small, large uint16, partition int32, offset int64, failed bool) {
+		if len(topic) > maxTopicNameLength || !utf8.ValidString(topic) {
+			return // no partition has such a topic
+		}
+		tr := NewTransport()
+		var parts []*messages.FetchResponse
+		for i := range int(n % 16) {
+			p := &messages.FetchResponse{Topic: topic, Partition: partition + int32(i), Offset: offset, HighWatermark: offset + int64(i), CorrelationId: corrID}
+			switch i % 3 {
+			case 0:
+				p.Records = patterned(int(large), byte(i))
+			case 1:
+				p.Records = patterned(int(small), byte(i))
+			default:
+				if failed {
+					p.Error, p.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, topic
+				}
+			}
+			if len(p.Records) == 0 {
+				p.Records = nil
+			}
+			parts = append(parts, p)
+		}
+		resp, frames, want := fetchesOf(tr, corrID, parts)
+		g, ok := gatherFetchResponses(resp, frames)
+		require.Equal(t, countFrames(frames) > 0, ok)
+		if !ok {
+			return
+		}
+		var b []byte
+		for _, p := range g.pieces {
+			b = append(b, p...)
+		}
+		require.Len(t, b, g.size)
+		got := &messages.FetchPartitionsResponse{}
+		require.NoError(t, proto.Unmarshal(b, got))
+		require.True(t, proto.Equal(want, got), "got %v", got)
+	})
+}
