@@ -51,13 +51,18 @@ type PartitionManagerConfig struct {
 	// none.
 	Metrics *Metrics
 	Logger  *logrus.Entry
+	// gatherParked, when set, is called as each gather parks (see
+	// gather). Tests use it to act on a fetch that waits.
+	gatherParked func()
 }
 
 // partitionManager starts and stops the node's partition actors, its
 // children, and supervises them: a partition actor that panics is restarted
 // (its log reopened and recovered), up to a few times a minute. Producers
 // send it their requests for the node's partitions together, and it hands
-// each to its partition and answers them together (see produceGathers).
+// each to its partition and answers them together (see produceGathers);
+// followers and consumers send it their fetches of several partitions,
+// which it answers as Kafka's fetch purgatory does (see gather).
 type partitionManager struct {
 	cfg      PartitionManagerConfig
 	children map[disk.TopicPartition]*actor.PID
@@ -75,7 +80,7 @@ type partitionManager struct {
 	states map[disk.TopicPartition]*messages.PartitionState
 	// fetchers fetch for this node's followers, one per leader node.
 	fetchers map[int32]*fetcherRef
-	replicas replicaGathers
+	gathers  gathers
 	// outboxes answer other nodes' followers: a node that is gone must
 	// not stall the produces of this one.
 	outboxes *actors.Outboxes
@@ -106,7 +111,7 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 			cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{},
 			produces: newProduceGathers(cfg.NodeID, cfg.Transport, outboxes), logger: logger,
 			states: map[disk.TopicPartition]*messages.PartitionState{}, fetchers: map[int32]*fetcherRef{},
-			replicas: replicaGathers{fetches: map[uint64]*replicaGather{}, epochs: map[uint64]*epochGather{}},
+			gathers:  newGathers(),
 			outboxes: outboxes,
 		}
 	}, logger, actor.WithSupervisor(supervisor))
@@ -134,10 +139,16 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onReplicaFetched(ctx, msg)
 	case *replicaWake:
 		m.onReplicaWake(ctx, msg)
-	case *replicaGatherExpired:
-		m.onReplicaGatherExpired(ctx, msg)
-	case *replicaGatherDeadline:
-		m.onReplicaGatherDeadline(ctx, msg)
+	case *messages.FetchPartitionsRequest:
+		m.onFetchPartitions(ctx, msg)
+	case *partFetched:
+		m.onPartFetched(ctx, msg)
+	case *fetchWake:
+		m.wakeGathers(ctx, msg.tp, msg.readable, msg.changed, false)
+	case *gatherExpired:
+		m.onGatherExpired(ctx, msg)
+	case *gatherDeadline:
+		m.onGatherDeadline(ctx, msg)
 	case *epochGatherDeadline:
 		m.onEpochGatherDeadline(ctx, msg)
 	case *messages.OffsetForLeaderEpochRequest:
@@ -154,6 +165,9 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		}
 	case *actor.Terminated:
 		m.onTerminated(ctx, msg)
+	case *actor.DeadLetterResponse:
+		// A part asked of a partition that had just stopped: its gather's
+		// deadline answers it.
 	case *disks.LogDirAdded:
 		m.cfg.LogDirs[msg.Path] = msg.PID
 		m.cfg.DirIDs[msg.Path] = msg.ID

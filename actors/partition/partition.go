@@ -232,6 +232,10 @@ type partitionActor struct {
 	// wakeArmed is set while a follower's fetch found nothing new and its
 	// manager waits to hear of the next append.
 	wakeArmed bool
+	// fetchWakeUntil is when the manager stops waiting to hear of what
+	// becomes readable for a consumer's fetch of several partitions (see
+	// wakeGathers); zero when it does not.
+	fetchWakeUntil time.Time
 	// throttled is set while the partition follows as a replica a
 	// reassignment adds, out of the ISR: its fetches are throttled.
 	throttled bool
@@ -349,6 +353,8 @@ func (a *partitionActor) common(ctx actor.Context) {
 		a.onFlushDone(ctx, m)
 	case *fetchExpired:
 		a.onFetchExpired(ctx, m)
+	case *partFetch:
+		a.onPartFetch(ctx, m)
 	case *messages.PartitionStatusRequest:
 		ctx.Respond(a.status())
 	case *partitionTick:
@@ -1047,8 +1053,10 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 }
 
 // wakeFetches answers the parked fetches that have their min_bytes now
-// that readable more bytes can be read.
+// that readable more bytes can be read, and tells the manager for its
+// gathers.
 func (a *partitionActor) wakeFetches(ctx actor.Context, readable int) {
+	a.wakeGathers(ctx, readable, false)
 	for _, p := range a.parkedFetches.Readable(readable) {
 		p.cancel()
 		a.answerParkedFetch(ctx, p)
@@ -1262,8 +1270,10 @@ func (a *partitionActor) closeLog(ctx actor.Context) {
 	a.log = nil
 }
 
-// answerParked answers every parked fetch with what is there now.
+// answerParked answers every parked fetch with what is there now, and
+// has the manager ask its gathers' parts again.
 func (a *partitionActor) answerParked(ctx actor.Context) {
+	a.wakeGathers(ctx, 0, true)
 	for _, p := range a.parkedFetches.TakeAll() {
 		p.cancel()
 		a.answerParkedFetch(ctx, p)

@@ -38,10 +38,12 @@ const (
 // these within one node.
 type (
 	// replicaFetch is one partition's part of a follower's
-	// ReplicaFetchRequest, for its leader; wake asks the partition to tell
-	// the manager of its next append when it has nothing to send now.
+	// ReplicaFetchRequest, its part-th, for its leader; wake asks the
+	// partition to tell the manager of its next append when it has nothing
+	// to send now.
 	replicaFetch struct {
 		gather  uint64
+		part    int
 		replica int32
 		req     *messages.ReplicaFetchPartition
 		wake    bool
@@ -49,6 +51,7 @@ type (
 	// replicaFetched answers a replicaFetch.
 	replicaFetched struct {
 		gather uint64
+		part   int
 		resp   *messages.ReplicaFetchedPartition
 	}
 	// replicaWake tells the manager that a partition whose fetch found
@@ -305,7 +308,7 @@ func (a *partitionActor) notLeader() (messages.ErrorCode, string) {
 func (a *partitionActor) onReplicaFetch(ctx actor.Context, m *replicaFetch) {
 	req := m.req
 	resp := &messages.ReplicaFetchedPartition{Topic: a.tp.Topic, Partition: a.tp.Partition, FetchOffset: req.GetFetchOffset()}
-	defer ctx.Respond(&replicaFetched{gather: m.gather, resp: resp})
+	defer ctx.Respond(&replicaFetched{gather: m.gather, part: m.part, resp: resp})
 	switch {
 	case a.log == nil:
 		resp.Error, resp.ErrorMessage = a.unavailable()

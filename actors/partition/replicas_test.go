@@ -27,7 +27,7 @@ func TestReplicaFetchNotHeldBackByASilentPartition(t *testing.T) {
 	m := &partitionManager{
 		cfg:      PartitionManagerConfig{NodeID: 1, Logger: logger},
 		children: map[disk.TopicPartition]*actor.PID{{Topic: "t", Partition: 0}: silent},
-		replicas: replicaGathers{fetches: map[uint64]*replicaGather{}, epochs: map[uint64]*epochGather{}},
+		gathers:  newGathers(),
 		outboxes: actors.NewOutboxes(logger),
 		logger:   logger,
 	}
@@ -38,7 +38,7 @@ func TestReplicaFetchNotHeldBackByASilentPartition(t *testing.T) {
 	start := time.Now()
 	res, err := actors.Request[*messages.ReplicaFetchResponse](context.Background(), system.Root, pid, req, 10*time.Second)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, time.Since(start), replicaGatherSlack)
+	require.GreaterOrEqual(t, time.Since(start), gatherSlack)
 	require.Equal(t, uint64(7), res.GetCorrelationId())
 	require.Len(t, res.GetPartitions(), 2)
 	require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, res.GetPartitions()[0].GetError())

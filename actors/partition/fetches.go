@@ -1,0 +1,183 @@
+package partition
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/depot-dev/depot/actors/partition/state"
+	"github.com/depot-dev/depot/actors/remote"
+	"github.com/depot-dev/depot/disk"
+	"github.com/depot-dev/depot/messages"
+)
+
+// maxFetchesWait bounds a FetchPartitionsRequest's max_wait_ms.
+const maxFetchesWait = 5 * time.Minute
+
+// The partition manager and the partitions exchange these within one node
+// for a consumer's FetchPartitionsRequest.
+type (
+	// partFetch is the part-th part of a FetchPartitionsRequest, for its
+	// partition: it reads and answers at once, and for wake after tells
+	// the manager when it has more to read (see fetchWake).
+	partFetch struct {
+		gather        uint64
+		part          int
+		req           *messages.FetchPartition
+		correlationID int64
+		wake          time.Duration
+	}
+	// partFetched answers a partFetch: the response, and the frame its
+	// records were read into (see partitionActor.fetchAt), nil when none.
+	partFetched struct {
+		gather uint64
+		part   int
+		resp   *messages.FetchResponse
+		frame  []byte
+	}
+	// fetchWake tells the manager that a partition asked a partFetch has
+	// readable more bytes that a consumer may read, or, with changed, that
+	// its answer changed otherwise: it no longer leads, or went offline.
+	fetchWake struct {
+		tp       disk.TopicPartition
+		readable int
+		changed  bool
+	}
+)
+
+// partitionFetches is the gather of one consumer's FetchPartitionsRequest
+// (see gather): the parts' responses in the request's order, each with the
+// frame its records lie in, if any. It is answered once its parts' records
+// reach min_bytes or one has an error, or its wait passes, with the
+// records trimmed to max_bytes (see state.FitResponse).
+type partitionFetches struct {
+	t      *remote.Transport // the pool of the frames
+	to     *actor.PID
+	req    *messages.FetchPartitionsRequest
+	resps  []*messages.FetchResponse
+	frames [][]byte
+}
+
+// onFetchPartitions hands each part of a consumer's fetch to its partition.
+func (m *partitionManager) onFetchPartitions(ctx actor.Context, req *messages.FetchPartitionsRequest) {
+	if refusal := state.ValidateFetchPartitions(req); refusal.Refused() {
+		m.outboxes.Send(ctx, ctx.Sender(), &messages.FetchPartitionsResponse{
+			CorrelationId: req.GetCorrelationId(), Error: refusal.Code, ErrorMessage: refusal.Message,
+		}, nil)
+		return
+	}
+	n := len(req.GetPartitions())
+	k := &partitionFetches{t: m.cfg.Transport, to: ctx.Sender(), req: req, resps: make([]*messages.FetchResponse, n), frames: make([][]byte, n)}
+	wait := max(min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxFetchesWait), 0)
+	g := m.gathers.add(n, int(req.GetMinBytes()), wait, k)
+	for i, p := range req.GetPartitions() {
+		tp := disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		g.parts[i], g.index[tp] = tp, i
+		// Until the partition answers, and in the answer if it never does.
+		k.resps[i] = &messages.FetchResponse{Topic: tp.Topic, Partition: tp.Partition, Offset: p.GetOffset(), CorrelationId: req.GetCorrelationId(),
+			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)}
+	}
+	m.startGather(ctx, g)
+}
+
+func (k *partitionFetches) ask(ctx actor.Context, g *gather, i int, pid *actor.PID) {
+	ctx.Request(pid, &partFetch{gather: g.id, part: i, req: k.req.GetPartitions()[i], correlationID: k.req.GetCorrelationId(), wake: g.wait})
+}
+
+func (k *partitionFetches) refuse(i int, code messages.ErrorCode, message string) {
+	k.take(i, &messages.FetchResponse{
+		Topic: k.resps[i].GetTopic(), Partition: k.resps[i].GetPartition(), Offset: k.resps[i].GetOffset(),
+		CorrelationId: k.req.GetCorrelationId(), Error: code, ErrorMessage: message,
+	}, nil)
+}
+
+// take keeps resp and its frame as part i's answer, and hands the frame of
+// the answer it replaces back to the pool: only the manager held it.
+func (k *partitionFetches) take(i int, resp *messages.FetchResponse, frame []byte) {
+	putFrame(k.t, k.frames[i])
+	k.resps[i], k.frames[i] = resp, frame
+}
+
+// answer trims the parts' records to the request's max_bytes, whole
+// batches at a time, and sends the response: to another node, each frame
+// as it lies (see remote.Transport.FetchesMessage).
+func (k *partitionFetches) answer(ctx actor.Context, m *partitionManager) {
+	sizes := make([]int, len(k.resps))
+	for i, r := range k.resps {
+		sizes[i] = len(r.GetRecords())
+	}
+	for i, keep := range state.FitResponse(sizes, int(k.req.GetMaxBytes())) {
+		r := k.resps[i]
+		if keep >= len(r.Records) {
+			continue
+		}
+		r.Records = state.WholeBatchesWithin(r.Records, keep)
+		switch {
+		case len(r.Records) == 0:
+			r.Records = nil
+			putFrame(k.t, k.frames[i])
+			k.frames[i] = nil
+		case k.frames[i] != nil:
+			k.frames[i] = k.frames[i][:len(k.frames[i])-sizes[i]+len(r.Records)]
+		}
+	}
+	resp := &messages.FetchPartitionsResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
+	m.outboxes.Send(ctx, k.to, m.cfg.Transport.FetchesMessage(ctx.ActorSystem(), k.to, resp, k.frames), nil)
+}
+
+// putFrame hands a fetch frame no message took back to t's pool.
+func putFrame(t *remote.Transport, frame []byte) {
+	if frame != nil {
+		t.PutFrame(&frame)
+	}
+}
+
+// onPartFetched takes a partition's answer for a consumer's fetch.
+func (m *partitionManager) onPartFetched(ctx actor.Context, r *partFetched) {
+	g, ok := m.gatherPart(r.gather, r.part)
+	k, isFetches := (*partitionFetches)(nil), false
+	if ok {
+		k, isFetches = g.kind.(*partitionFetches)
+	}
+	if !isFetches {
+		putFrame(m.cfg.Transport, r.frame) // answered already, or given up
+		return
+	}
+	k.take(r.part, r.resp, r.frame)
+	m.stepGather(ctx, g, g.core.Answered(r.part, len(r.resp.GetRecords()), r.resp.GetError() != messages.ErrorCode_NONE))
+}
+
+// onPartFetch answers one part of a consumer's fetch of several
+// partitions with what the partition has now, as a FetchRequest without a
+// wait or chunks, and for m.wake after tells the manager of what it
+// appends (see wakeGathers).
+func (a *partitionActor) onPartFetch(ctx actor.Context, m *partFetch) {
+	req := &messages.FetchRequest{
+		Topic: a.tp.Topic, Partition: a.tp.Partition, Offset: m.req.GetOffset(), MaxBytes: m.req.GetMaxBytes(),
+		CorrelationId: m.correlationID, CurrentLeaderEpoch: m.req.CurrentLeaderEpoch,
+	}
+	resp, frame, _ := a.fetch(req)
+	if m.wake > 0 {
+		if until := a.now().Add(m.wake); until.After(a.fetchWakeUntil) {
+			a.fetchWakeUntil = until
+		}
+	}
+	ctx.Respond(&partFetched{gather: m.gather, part: m.part, resp: resp, frame: frame})
+}
+
+// wakeGathers tells the manager, while a consumer's fetch of several
+// partitions may wait for this one, that readable more bytes can be read,
+// or that its answers changed otherwise (changed).
+func (a *partitionActor) wakeGathers(ctx actor.Context, readable int, changed bool) {
+	if a.fetchWakeUntil.IsZero() || readable <= 0 && !changed {
+		return
+	}
+	if a.now().After(a.fetchWakeUntil) {
+		a.fetchWakeUntil = time.Time{}
+		return
+	}
+	if parent := ctx.Parent(); parent != nil {
+		ctx.Send(parent, &fetchWake{tp: a.tp, readable: readable, changed: changed})
+	}
+}
