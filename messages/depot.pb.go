@@ -927,6 +927,11 @@ type FetchPartitionsRequest struct {
 	MaxWaitMs     int32                  `protobuf:"varint,3,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
 	MaxBytes      int32                  `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	Partitions    []*FetchPartition      `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// replaces, when not 0, is the correlation_id of a request of the same
+	// sender that this one takes the place of, with more partitions: the node
+	// stops holding that one and answers it with what its partitions have,
+	// which the sender ignores.
+	Replaces      int64 `protobuf:"varint,6,opt,name=replaces,proto3" json:"replaces,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -994,6 +999,13 @@ func (x *FetchPartitionsRequest) GetPartitions() []*FetchPartition {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *FetchPartitionsRequest) GetReplaces() int64 {
+	if x != nil {
+		return x.Replaces
+	}
+	return 0
 }
 
 // FetchPartition is one part of a FetchPartitionsRequest: a partition
@@ -2961,7 +2973,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04more\x18\n" +
 	" \x01(\bR\x04more\x12!\n" +
-	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"\xd0\x01\n" +
+	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"\xec\x01\n" +
 	"\x16FetchPartitionsRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1e\n" +
@@ -2969,7 +2981,8 @@ const file_depot_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x125\n" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x15.depot.FetchPartitionR\n" +
-	"partitions\"\xc9\x01\n" +
+	"partitions\x12\x1a\n" +
+	"\breplaces\x18\x06 \x01(\x03R\breplaces\"\xc9\x01\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

@@ -273,7 +273,7 @@ func TestNodeDiesUnderProducerAndConsumer(t *testing.T) {
 	first, _ := newRemoteNode(t)
 	second, secondRemote := newRemoteNode(t)
 	fc := newFakeCluster(t, first)
-	_, err := second.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeManager{fc: fc, slots: map[int64]fakeSlot{}} }), actors.PartitionManagerName)
+	_, err := second.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newFakeManager(fc) }), actors.PartitionManagerName)
 	require.NoError(t, err)
 	require.NoError(t, fc.createTopic("t", 1))
 	require.NoError(t, fc.moveLeaderTo("t", 0, second))

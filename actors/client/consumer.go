@@ -153,18 +153,20 @@ type consumerConfig struct {
 // together. Default 50 MiB, as Kafka's fetch.max.bytes.
 func FetchMaxBytes(n int64) ConsumerOpt { return func(c *consumerConfig) { c.fetchMaxBytes = n } }
 
-// PartitionMaxBytes is the max_bytes of each fetch. Default 1 MiB, as
-// Kafka's max.partition.fetch.bytes. A batch larger than this is still
-// fetched whole: the limit doubles for that partition until it fits.
+// PartitionMaxBytes is the max_bytes of each partition's fetch, and the
+// size of its chunks while it is caught up. Default 1 MiB, as Kafka's
+// max.partition.fetch.bytes. A batch larger than this is still fetched
+// whole: the limit doubles for that partition until it fits.
 func PartitionMaxBytes(n int32) ConsumerOpt {
 	return func(c *consumerConfig) { c.partitionMaxBytes = n }
 }
 
-// FetchMinBytes is the min_bytes of each fetch: the partition holds the
-// fetch until that much is available or FetchMaxWait passes. Default 1.
+// FetchMinBytes is the min_bytes of each fetch: the node holds a fetch of
+// the partitions it leads until that much is available across them (a
+// partition being caught up: in it) or FetchMaxWait passes. Default 1.
 func FetchMinBytes(n int32) ConsumerOpt { return func(c *consumerConfig) { c.fetchMinBytes = n } }
 
-// FetchMaxWait is how long a partition may hold a fetch. Default 500ms.
+// FetchMaxWait is how long a node may hold a fetch. Default 500ms.
 func FetchMaxWait(d time.Duration) ConsumerOpt { return func(c *consumerConfig) { c.fetchMaxWait = d } }
 
 // MaxPrefetchBytes bounds the bytes fetched and not yet returned by Poll
@@ -213,7 +215,8 @@ func OnFetchError(fn func(FetchError)) ConsumerOpt {
 }
 
 // Consumer reads assigned partitions. Its fetcher actor keeps a long-poll
-// fetch in flight per partition ahead of the caller (prefetch, bounded by
+// fetch in flight per node ahead of the caller, for the partitions that
+// node leads, and one per partition being caught up (prefetch, bounded by
 // MaxPrefetchBytes); Poll decodes what has arrived, up to MaxPollRecords
 // records. Assign and AssignTopic are safe for concurrent use; Poll is not
 // (one goroutine polls).
@@ -542,9 +545,11 @@ func (c *Consumer) Close() {
 }
 
 // fetcher is a consumer's actor. It resolves starting offsets, keeps one
-// long-poll FetchRequest in flight per partition while the prefetch bound
-// allows, each naming the leader epoch the metadata gave the partition,
-// resends fetches that go unanswered, refreshes metadata when a leader
+// long-poll FetchPartitionsRequest in flight per leader node for the
+// partitions it leads (see nodeFetch), and one FetchRequest in chunks per
+// partition being caught up (see fetchPart.lagging), while the prefetch
+// bound allows, each partition's naming the leader epoch the metadata gave
+// it, resends fetches that go unanswered, refreshes metadata when a leader
 // moves or its epoch is not the partition's, and resets out-of-range
 // offsets. When the connection to a node drops, what was in flight there is
 // asked again at once, from the same offsets, of the leaders a metadata
@@ -568,6 +573,11 @@ type fetcher struct {
 	// at once and take it back, and the rest are never fetched.
 	starved  []*fetchPart
 	stopTick scheduler.CancelFunc
+	// nodes are the fetches of several partitions, one per leader node,
+	// by its address (see nodeFetch); flushing is set while a
+	// flushNodes is on its way.
+	nodes    map[string]*nodeFetch
+	flushing bool
 }
 
 // fetchPart is the fetcher's state for one partition.
@@ -592,10 +602,18 @@ type fetchPart struct {
 	retryAt   time.Time
 	starved   bool // in fetcher.starved
 	turn      bool // being served from fetcher.starved
+	// lagging is set from when the partition is assigned or its offset
+	// reset, and while its last answer ended below its high watermark: it
+	// is fetched alone, in chunks, until it catches up; otherwise with the
+	// other partitions of its leader's node. node is the node fetch it is
+	// in flight in, or queued for when queued.
+	lagging bool
+	node    *nodeFetch
+	queued  bool
 }
 
 func newFetcher(c *Consumer) *fetcher {
-	return &fetcher{cons: c, parts: map[partKey]*fetchPart{}, refreshing: map[string]refreshCall{}, waiting: map[string]Offset{}}
+	return &fetcher{cons: c, parts: map[partKey]*fetchPart{}, refreshing: map[string]refreshCall{}, waiting: map[string]Offset{}, nodes: map[string]*nodeFetch{}}
 }
 
 // Receive dispatches the fetcher's messages.
@@ -608,6 +626,11 @@ func (f *fetcher) Receive(ctx actor.Context) {
 		f.onAssign(ctx, m)
 	case *messages.FetchResponse:
 		f.onFetchResponse(ctx, m)
+	case *messages.FetchPartitionsResponse:
+		f.onFetchesResponse(ctx, m)
+	case *flushNodes:
+		f.flushing = false
+		f.sendNodes(ctx)
 	case *unassignPartitions:
 		f.onUnassign(m)
 		ctx.Respond(&unassigned{})
@@ -615,6 +638,7 @@ func (f *fetcher) Receive(ctx actor.Context) {
 		f.buffered -= m.bytes
 		f.feed(ctx)
 		f.stepAll(ctx)
+		f.sendNodes(ctx)
 	case *fetcherTick:
 		f.onTick(ctx)
 	case *connectionLost:
@@ -676,7 +700,8 @@ func (f *fetcher) assign(ctx actor.Context, topic string, partition int32, at Of
 		f.order = append(f.order, fp)
 	}
 	fp.at, fp.stopped = at, false
-	fp.corrID = 0 // answers to earlier fetches are ignored
+	fp.corrID, fp.node = 0, nil // answers to earlier fetches are ignored
+	fp.lagging = true           // until an answer tells it caught up
 	if fp.inflight {
 		fp.inflight = false
 		f.asked -= int64(fp.asked)
@@ -738,6 +763,10 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 		f.resolve(ctx, fp)
 		return
 	}
+	if !fp.lagging {
+		f.enqueue(ctx, fp)
+		return
+	}
 	cfg := &f.cons.cfg
 	if len(f.starved) > 0 && !fp.turn {
 		f.starve(fp) // behind those that waited first
@@ -754,14 +783,14 @@ func (f *fetcher) step(ctx actor.Context, fp *fetchPart) {
 	f.corrID++
 	fp.corrID, fp.inflight, fp.sentAt, fp.asked = f.corrID, true, time.Now(), int32(ask)
 	f.asked += ask
+	// Without a wait: a partition being caught up has records to read, or,
+	// answered with none, has caught up and waits in its node's fetch.
 	ctx.Request(fp.leader, &messages.FetchRequest{
 		Topic:              fp.key.topic,
 		Partition:          fp.key.partition,
 		Offset:             fp.offset,
 		MaxBytes:           int32(ask),
 		ChunkBytes:         fp.maxBytes,
-		MinBytes:           cfg.fetchMinBytes,
-		MaxWaitMs:          int32(cfg.fetchMaxWait.Milliseconds()),
 		CorrelationId:      fp.corrID,
 		CurrentLeaderEpoch: proto.Int32(fp.epoch),
 	})
@@ -849,10 +878,21 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 	}
 	f.asked -= int64(fp.asked)
 	f.feed(ctx)
+	f.onAnswer(fp, m)
+	f.step(ctx, fp)
+	f.sendNodes(ctx)
+}
+
+// onAnswer acts on a partition's last answer to a fetch: hands its records
+// to Poll, resets an offset out of range, or backs off and tells of an
+// error, refreshing the metadata when the leader moved or its epoch is not
+// the partition's.
+func (f *fetcher) onAnswer(fp *fetchPart, m *messages.FetchResponse) {
 	cfg := &f.cons.cfg
 	switch code := m.GetError(); {
 	case code == messages.ErrorCode_NONE:
 		f.onRecords(fp, m.GetRecords())
+		fp.lagging = fp.offset < m.GetHighWatermark()
 	case code == messages.ErrorCode_OFFSET_OUT_OF_RANGE:
 		f.onOutOfRange(fp, m)
 	case needsMetadata(code) || retriable(code):
@@ -866,7 +906,6 @@ func (f *fetcher) onFetchResponse(ctx actor.Context, m *messages.FetchResponse) 
 		f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, codeError(code, m.GetErrorMessage())))
 		fp.retryAt = time.Now().Add(cfg.retryBackoff)
 	}
-	f.step(ctx, fp)
 }
 
 // fetchFailed tells OnFetchError that fp could not be read from offset
@@ -900,7 +939,7 @@ func (f *fetcher) onOutOfRange(fp *fetchPart, m *messages.FetchResponse) {
 		f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, codeError(m.GetError(), m.GetErrorMessage())))
 		return
 	}
-	fp.offset = r.To
+	fp.offset, fp.lagging = r.To, true
 	if cfg.onReset != nil {
 		cfg.onReset(r)
 	}
@@ -937,8 +976,9 @@ func (f *fetcher) onRecords(fp *fetchPart, records []byte) {
 func (f *fetcher) onTick(ctx actor.Context) {
 	cfg := &f.cons.cfg
 	now := time.Now()
+	f.expireNodes(now)
 	for _, fp := range f.order {
-		if fp.inflight && now.Sub(fp.sentAt) > cfg.fetchMaxWait+cfg.requestTimeout {
+		if fp.inflight && fp.node == nil && now.Sub(fp.sentAt) > cfg.fetchMaxWait+cfg.requestTimeout {
 			f.fetchFailed(fp, fp.offset, fmt.Errorf("%w: no answer to a fetch in %v", ErrTimeout, cfg.fetchMaxWait+cfg.requestTimeout))
 			fp.inflight = false
 			fp.corrID = 0
@@ -949,6 +989,7 @@ func (f *fetcher) onTick(ctx actor.Context) {
 	for _, fp := range f.order {
 		f.step(ctx, fp)
 	}
+	f.sendNodes(ctx)
 	if len(f.waiting) > 0 && now.After(f.waitRetryAt) {
 		for topic := range f.waiting {
 			f.refresh(ctx, topic)
@@ -1042,7 +1083,7 @@ func (f *fetcher) onConnectionLost(ctx actor.Context, addr string) {
 		topics[fp.key.topic] = true
 		switch {
 		case fp.inflight:
-			fp.inflight, fp.corrID = false, 0
+			fp.inflight, fp.corrID, fp.node = false, 0, nil
 			f.asked -= int64(fp.asked)
 			f.fetchFailed(fp, fp.offset, lost)
 		case fp.resolving:
@@ -1050,6 +1091,9 @@ func (f *fetcher) onConnectionLost(ctx actor.Context, addr string) {
 			fp.resolveID++
 			f.fetchFailed(fp, -1, lost)
 		}
+	}
+	if n := f.nodes[addr]; n != nil {
+		f.endNodeFetch(n)
 	}
 	f.feed(ctx)
 	for topic := range topics {

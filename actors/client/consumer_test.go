@@ -1,8 +1,10 @@
 package client
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -288,7 +290,30 @@ func waitPrefetched(t *testing.T, fc *fakeCluster, topic string, partitions int)
 			}
 		}
 		return true
-	}, 10*time.Second, time.Millisecond)
+	}, 10*time.Second, time.Millisecond, "%s", parkedState{fc, topic, partitions})
+}
+
+// parkedState describes, when a test fails, where each partition of a
+// topic ends and the fetches parked at it.
+type parkedState struct {
+	fc         *fakeCluster
+	topic      string
+	partitions int
+}
+
+func (d parkedState) String() string {
+	var b strings.Builder
+	for i := range d.partitions {
+		p := d.fc.partition(d.topic, i)
+		p.mu.Lock()
+		fmt.Fprintf(&b, "partition %d: end %d, %d fetches, parked at:", i, p.next, p.fetches)
+		for _, pf := range p.parked {
+			fmt.Fprintf(&b, " %d (answered %v)", pf.req.GetOffset(), pf.done.Load())
+		}
+		b.WriteString("\n")
+		p.mu.Unlock()
+	}
+	return b.String()
 }
 
 // However much has been fetched ahead, one Poll returns at most
@@ -420,4 +445,40 @@ func TestConsumerFetchesWithTheLeaderEpoch(t *testing.T) {
 	require.Equal(t, int32(6), fc.fetchEpoch("t", 0))
 	require.Zero(t, st.withoutEpoch, "every fetch named an epoch")
 	checkExactlyOnce(t, produced, got, 1, true)
+}
+
+// A consumer fetches the partitions that have caught up in one request to
+// their node, every one of them in it, and only those being caught up on
+// their own: once it has read everything, it fetches nothing but that
+// request, whose answers bring what is produced next, each record once and
+// in order.
+func TestConsumerFetchesPartitionsOfANodeTogether(t *testing.T) {
+	const n, partitions = 3000, 30
+	fc, c := setup(t)
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("many", partitions))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	produced := produceAll(t, ctx, p, "many", n)
+	cons, err := c.NewConsumer(FetchMaxWait(50 * time.Millisecond))
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.AssignTopic("many", AtStart())
+	got := pollUntil(t, cons, nil, n, 10*time.Second)
+	require.Eventually(t, func() bool { return fc.maxParts.Load() == partitions }, 10*time.Second, time.Millisecond,
+		"a request names every partition")
+
+	// Idle: only the node's fetch, again and again.
+	alone := fc.stats("many").alone
+	require.GreaterOrEqual(t, alone, partitions, "each caught up alone")
+	requests := fc.fetchesRequests.Load()
+	require.Eventually(t, func() bool { return fc.fetchesRequests.Load() >= requests+5 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, alone, fc.stats("many").alone, "no partition fetched alone")
+
+	more := numbered("many", n, n)
+	require.NoError(t, p.ProduceSync(ctx, more...))
+	produced = append(produced, more...)
+	got = pollUntil(t, cons, got, 2*n, 10*time.Second)
+	checkExactlyOnce(t, produced, got, partitions, true)
 }

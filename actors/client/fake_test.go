@@ -73,6 +73,10 @@ type fakeCluster struct {
 	loseCreates int
 	// metadataRequests counts the MetadataRequests answered.
 	metadataRequests atomic.Int32
+	// fetchesRequests counts the FetchPartitionsRequests the partition
+	// manager took, and maxParts the most parts one named.
+	fetchesRequests atomic.Int32
+	maxParts        atomic.Int32
 
 	// working counts the partitions working on a produce request
 	// (with holdProduce), and workingBytes the size of those requests'
@@ -87,7 +91,7 @@ func newFakeCluster(t testing.TB, system *actor.ActorSystem) *fakeCluster {
 	fc := &fakeCluster{system: system, topics: map[string][]*fakePartition{}}
 	_, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeMetadata{fc: fc} }), actors.MetadataActorName)
 	require.NoError(t, err)
-	_, err = system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &fakeManager{fc: fc, slots: map[int64]fakeSlot{}} }), actors.PartitionManagerName)
+	_, err = system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newFakeManager(fc) }), actors.PartitionManagerName)
 	require.NoError(t, err)
 	return fc
 }
@@ -103,7 +107,41 @@ type fakeManager struct {
 	fc     *fakeCluster
 	nextID int64
 	slots  map[int64]fakeSlot // by the manager's correlation id
+	// fetchSlots are where the partitions' answers to the parts of
+	// FetchPartitionsRequests go, by the manager's correlation id.
+	fetchSlots map[int64]fakeFetchSlot
 }
+
+// fakeFetches is a FetchPartitionsRequest the fake manager gathers, as the
+// Kafka listener gathers a Kafka fetch: each part goes to its partition as
+// a FetchRequest without a wait, and once all have answered, the request
+// is answered if the parts' records reach min_bytes, or one has an error,
+// or it may not wait; otherwise each part is asked again to wait, as its
+// partition parks it, for a first byte, and the first answer with records
+// or an error answers the request, as does the last. A second past
+// max_wait, or when a request replaces it, it is answered with what it
+// has (the parts never answered with REQUEST_TIMED_OUT). Answers that come
+// after are dropped.
+type fakeFetches struct {
+	to      *actor.PID
+	req     *messages.FetchPartitionsRequest
+	resps   []*messages.FetchResponse
+	slots   []int64
+	waiting int
+	bytes   int
+	failed  bool
+	waited  bool // asked again to wait
+	done    bool
+}
+
+// fakeFetchSlot is where a partition's answer goes: part i of g.
+type fakeFetchSlot struct {
+	g *fakeFetches
+	i int
+}
+
+// fakeFetchesDeadline answers g with what it has.
+type fakeFetchesDeadline struct{ g *fakeFetches }
 
 // fakeSlot is where a partition's answer goes: answer i of g, for the
 // producer's correlation id corrID.
@@ -123,6 +161,17 @@ func (m *fakeManager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *messages.ProduceRequests:
 		m.route(ctx, msg)
+	case *messages.FetchPartitionsRequest:
+		m.fetch(ctx, msg)
+	case *messages.FetchResponse:
+		slot, ok := m.fetchSlots[msg.GetCorrelationId()]
+		if !ok {
+			return
+		}
+		delete(m.fetchSlots, msg.GetCorrelationId())
+		m.fetched(ctx, slot.g, slot.i, msg)
+	case *fakeFetchesDeadline:
+		m.answerFetches(ctx, msg.g)
 	case *messages.ProduceResponse:
 		slot, ok := m.slots[msg.GetCorrelationId()]
 		if !ok {
@@ -182,6 +231,118 @@ func (m *fakeManager) route(ctx actor.Context, req *messages.ProduceRequests) {
 	if len(g.resps) > 0 && g.waiting == 0 {
 		ctx.Send(g.to, &messages.ProduceResponses{Responses: g.resps})
 	}
+}
+
+// fetch hands each part of req to its partition, without a wait.
+func (m *fakeManager) fetch(ctx actor.Context, req *messages.FetchPartitionsRequest) {
+	if req.GetReplaces() != 0 {
+		for _, slot := range m.fetchSlots {
+			if g := slot.g; g.req.GetCorrelationId() == req.GetReplaces() && g.to.Equal(ctx.Sender()) {
+				m.answerFetches(ctx, g)
+				break
+			}
+		}
+	}
+	m.fc.fetchesRequests.Add(1)
+	for n := int32(len(req.GetPartitions())); n > m.fc.maxParts.Load(); {
+		if m.fc.maxParts.CompareAndSwap(m.fc.maxParts.Load(), n) {
+			break
+		}
+	}
+	g := &fakeFetches{to: ctx.Sender(), req: req}
+	for _, part := range req.GetPartitions() {
+		resp := &messages.FetchResponse{Topic: part.GetTopic(), Partition: part.GetPartition(), Offset: part.GetOffset(), CorrelationId: req.GetCorrelationId(), Error: messages.ErrorCode_REQUEST_TIMED_OUT}
+		g.resps = append(g.resps, resp)
+		if m.fc.partitionOf(part.GetTopic(), part.GetPartition()) == nil {
+			resp.Error = messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION
+			g.failed = true
+		}
+	}
+	m.ask(ctx, g, 0)
+	if g.waiting == 0 {
+		m.answerFetches(ctx, g)
+		return
+	}
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	time.AfterFunc(time.Duration(req.GetMaxWaitMs())*time.Millisecond+time.Second, func() { root.Send(self, &fakeFetchesDeadline{g}) })
+}
+
+// ask asks each part of g that has no error of its partition, waiting up
+// to wait for a first byte.
+func (m *fakeManager) ask(ctx actor.Context, g *fakeFetches, wait int32) {
+	for i, part := range g.req.GetPartitions() {
+		if g.resps[i].GetError() != messages.ErrorCode_NONE && g.resps[i].GetError() != messages.ErrorCode_REQUEST_TIMED_OUT {
+			continue
+		}
+		p := m.fc.partitionOf(part.GetTopic(), part.GetPartition())
+		if p == nil {
+			continue
+		}
+		p.mu.Lock()
+		pid := p.pid
+		p.mu.Unlock()
+		m.nextID++
+		m.fetchSlots[m.nextID] = fakeFetchSlot{g: g, i: i}
+		g.slots = append(g.slots, m.nextID)
+		g.waiting++
+		minBytes := int32(0)
+		if wait > 0 {
+			minBytes = 1
+		}
+		ctx.Request(pid, &messages.FetchRequest{
+			Topic: part.GetTopic(), Partition: part.GetPartition(), Offset: part.GetOffset(), MaxBytes: part.GetMaxBytes(),
+			MinBytes: minBytes, MaxWaitMs: wait, CorrelationId: m.nextID, CurrentLeaderEpoch: part.CurrentLeaderEpoch,
+		})
+	}
+}
+
+// fetched takes part i's answer for g.
+func (m *fakeManager) fetched(ctx actor.Context, g *fakeFetches, i int, resp *messages.FetchResponse) {
+	if g.done {
+		return
+	}
+	resp.CorrelationId = g.req.GetCorrelationId()
+	g.bytes += len(resp.GetRecords()) - len(g.resps[i].GetRecords())
+	g.resps[i] = resp
+	g.waiting--
+	g.failed = g.failed || resp.GetError() != messages.ErrorCode_NONE
+	switch {
+	case g.waited && (g.waiting == 0 || g.failed || len(resp.GetRecords()) > 0):
+		m.answerFetches(ctx, g)
+	case g.waiting > 0:
+	case g.failed || g.bytes >= int(g.req.GetMinBytes()) || g.req.GetMaxWaitMs() <= 0:
+		m.answerFetches(ctx, g)
+	default:
+		g.waited = true
+		m.ask(ctx, g, g.req.GetMaxWaitMs())
+	}
+}
+
+// answerFetches answers g, once.
+func (m *fakeManager) answerFetches(ctx actor.Context, g *fakeFetches) {
+	if g.done {
+		return
+	}
+	g.done = true
+	for _, id := range g.slots {
+		delete(m.fetchSlots, id)
+	}
+	ctx.Send(g.to, &messages.FetchPartitionsResponse{CorrelationId: g.req.GetCorrelationId(), Partitions: g.resps})
+}
+
+// partitionOf is a topic's partition, nil when there is none.
+func (fc *fakeCluster) partitionOf(topic string, partition int32) *fakePartition {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if parts := fc.topics[topic]; partition >= 0 && int(partition) < len(parts) {
+		return parts[partition]
+	}
+	return nil
+}
+
+// newFakeManager is a fake partition manager of fc.
+func newFakeManager(fc *fakeCluster) *fakeManager {
+	return &fakeManager{fc: fc, slots: map[int64]fakeSlot{}, fetchSlots: map[int64]fakeFetchSlot{}}
 }
 
 // newLocalSystem is an actor system without remote, stopped at the end of t.
@@ -294,6 +455,7 @@ func (fc *fakeCluster) stats(topic string) (st fakeStats) {
 		st.unknownEpoch += p.stats.unknownEpoch
 		st.withoutEpoch += p.stats.withoutEpoch
 		st.listsDropped += p.stats.listsDropped
+		st.alone += p.stats.alone
 		p.mu.Unlock()
 	}
 	return st
@@ -318,6 +480,9 @@ type fakeStats struct {
 	fenced, unknownEpoch, withoutEpoch int
 	// listsDropped counts the ListOffsetsRequests ignored.
 	listsDropped int
+	// alone counts the fetches that came from a consumer, not from the
+	// partition manager.
+	alone int
 }
 
 // fakeMetadata answers metadata and admin requests from the fake cluster.
@@ -702,6 +867,9 @@ func (p *fakePartition) onFetch(ctx actor.Context, m *messages.FetchRequest) {
 	f := p.fc.getFaults()
 	p.mu.Lock()
 	p.fetches++
+	if ctx.Sender().GetId() != actors.PartitionManagerName {
+		p.stats.alone++
+	}
 	if p.refetch && m.GetOffset() == p.refetchAt {
 		p.refetch = false
 		p.stats.refetched++

@@ -67,6 +67,9 @@ func (m *partitionManager) onFetchPartitions(ctx actor.Context, req *messages.Fe
 		}, nil)
 		return
 	}
+	if req.GetReplaces() != 0 && ctx.Sender() != nil {
+		m.endReplaced(ctx, ctx.Sender(), req.GetReplaces())
+	}
 	n := len(req.GetPartitions())
 	k := &partitionFetches{t: m.cfg.Transport, to: ctx.Sender(), req: req, resps: make([]*messages.FetchResponse, n), frames: make([][]byte, n)}
 	wait := max(min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxFetchesWait), 0)
@@ -79,6 +82,18 @@ func (m *partitionManager) onFetchPartitions(ctx actor.Context, req *messages.Fe
 			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)}
 	}
 	m.startGather(ctx, g)
+}
+
+// endReplaced ends the wait of the fetch of sender's whose correlation id
+// is corrID, which a new one replaces: it is answered once its partitions
+// have answered.
+func (m *partitionManager) endReplaced(ctx actor.Context, sender *actor.PID, corrID int64) {
+	for _, g := range m.gathers.byID {
+		if k, ok := g.kind.(*partitionFetches); ok && k.req.GetCorrelationId() == corrID && k.to != nil && k.to.Equal(sender) {
+			m.stepGather(ctx, g, g.core.Expired())
+			return
+		}
+	}
 }
 
 func (k *partitionFetches) ask(ctx actor.Context, g *gather, i int, pid *actor.PID) {
