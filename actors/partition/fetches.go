@@ -71,6 +71,7 @@ func (m *partitionManager) onFetchPartitions(ctx actor.Context, req *messages.Fe
 		m.endReplaced(ctx, ctx.Sender(), req.GetReplaces())
 	}
 	n := len(req.GetPartitions())
+	m.cfg.Metrics.consumerFetched(n)
 	k := &partitionFetches{t: m.cfg.Transport, to: ctx.Sender(), req: req, resps: make([]*messages.FetchResponse, n), frames: make([][]byte, n)}
 	wait := max(min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxFetchesWait), 0)
 	g := m.gathers.add(n, int(req.GetMinBytes()), wait, k)

@@ -207,6 +207,32 @@ func TestFetchPartitionsAnsweredAtMaxWait(t *testing.T) {
 	requireParts(t, req, answerOf(t, answer), nil, nil, nil)
 }
 
+// A fetch that replaces a parked one of the same sender ends its wait: the
+// one replaced is answered with what there is, and the new one waits on.
+func TestFetchPartitionsReplaced(t *testing.T) {
+	f := newFetchesFixture(t, 2)
+	first := make(chan *messages.FetchPartitionsResponse, 2)
+	sender := f.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *messages.FetchPartitionsRequest:
+			ctx.Request(f.manager, m)
+		case *messages.FetchPartitionsResponse:
+			first <- m
+		}
+	}))
+	req := fetchAll(1, 1, int32(time.Minute/time.Millisecond), 0)
+	f.system.Root.Send(sender, req)
+	f.waitParked(t)
+	again := fetchAll(2, 1, int32(time.Minute/time.Millisecond), 0)
+	again.CorrelationId, again.Replaces = 8, req.GetCorrelationId()
+	f.system.Root.Send(sender, again)
+	replaced := answerOf(t, first)
+	requireParts(t, req, replaced, nil)
+	f.waitParked(t)
+	f.produce(t, 1, "a")
+	requireParts(t, again, answerOf(t, first), nil, []string{"a"})
+}
+
 // A partition that stops leading while a fetch waits for it answers its
 // part at once, with the error a consumer refreshes its metadata for.
 func TestFetchPartitionsPartThatStopsLeading(t *testing.T) {

@@ -23,6 +23,9 @@ type Metrics struct {
 	// isrShrinks and isrExpands count the ISR changes the controller took
 	// from this node's leaders.
 	isrShrinks, isrExpands prometheus.Counter
+	// fetchParts is the number of partitions each consumer's fetch of
+	// several partitions names.
+	fetchParts prometheus.Histogram
 }
 
 // latencyBuckets go from 100 µs to about 13 s, doubling.
@@ -49,8 +52,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		isrExpands: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "depot_isr_expands_total", Help: "Followers this node's leaders took back into their ISR.",
 		}),
+		fetchParts: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "depot_consumer_fetch_partitions", Buckets: prometheus.ExponentialBuckets(1, 2, 17),
+			Help: "Partitions named by each consumer's fetch of several partitions of this node (FetchPartitionsRequest): one request, one wait and two timers for them all.",
+		}),
 	}
-	reg.MustRegister(m.flushSeconds, m.ackWaitSeconds, m.replicaFetchSeconds, m.isrShrinks, m.isrExpands)
+	reg.MustRegister(m.flushSeconds, m.ackWaitSeconds, m.replicaFetchSeconds, m.isrShrinks, m.isrExpands, m.fetchParts)
 	return m
 }
 
@@ -89,4 +96,11 @@ func (m *Metrics) isrChanged(before, after []int32) {
 		}
 	}
 	m.isrShrinks.Add(float64(len(in)))
+}
+
+// consumerFetched counts a consumer's fetch of parts partitions.
+func (m *Metrics) consumerFetched(parts int) {
+	if m != nil {
+		m.fetchParts.Observe(float64(parts))
+	}
 }
