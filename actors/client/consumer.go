@@ -162,8 +162,9 @@ func PartitionMaxBytes(n int32) ConsumerOpt {
 }
 
 // FetchMinBytes is the min_bytes of each fetch: the node holds a fetch of
-// the partitions it leads until that much is available across them (a
-// partition being caught up: in it) or FetchMaxWait passes. Default 1.
+// the partitions it leads until that much is available across them or
+// FetchMaxWait passes (a partition being caught up, fetched alone, is
+// fetched without a wait). Default 1.
 func FetchMinBytes(n int32) ConsumerOpt { return func(c *consumerConfig) { c.fetchMinBytes = n } }
 
 // FetchMaxWait is how long a node may hold a fetch. Default 500ms.
@@ -602,10 +603,9 @@ type fetchPart struct {
 	retryAt   time.Time
 	starved   bool // in fetcher.starved
 	turn      bool // being served from fetcher.starved
-	// lagging is set from when the partition is assigned or its offset
-	// reset, and while its last answer ended below its high watermark: it
-	// is fetched alone, in chunks, until it catches up; otherwise with the
-	// other partitions of its leader's node. node is the node fetch it is
+	// lagging is set while the partition's last answer left it far behind
+	// (see behind): it is fetched alone, in chunks, until it catches up;
+	// otherwise with the other partitions of its leader's node. node is the node fetch it is
 	// in flight in, or queued for when queued.
 	lagging bool
 	node    *nodeFetch
@@ -701,7 +701,7 @@ func (f *fetcher) assign(ctx actor.Context, topic string, partition int32, at Of
 	}
 	fp.at, fp.stopped = at, false
 	fp.corrID, fp.node = 0, nil // answers to earlier fetches are ignored
-	fp.lagging = true           // until an answer tells it caught up
+	fp.lagging = false          // until an answer tells it is far behind
 	if fp.inflight {
 		fp.inflight = false
 		f.asked -= int64(fp.asked)
@@ -891,8 +891,9 @@ func (f *fetcher) onAnswer(fp *fetchPart, m *messages.FetchResponse) {
 	cfg := &f.cons.cfg
 	switch code := m.GetError(); {
 	case code == messages.ErrorCode_NONE:
-		f.onRecords(fp, m.GetRecords())
-		fp.lagging = fp.offset < m.GetHighWatermark()
+		from := fp.offset
+		read := f.onRecords(fp, m.GetRecords())
+		fp.lagging = behind(read, from, fp.offset, m.GetHighWatermark(), fp.maxBytes)
 	case code == messages.ErrorCode_OFFSET_OUT_OF_RANGE:
 		f.onOutOfRange(fp, m)
 	case needsMetadata(code) || retriable(code):
@@ -939,15 +940,15 @@ func (f *fetcher) onOutOfRange(fp *fetchPart, m *messages.FetchResponse) {
 		f.cons.pushErr(fmt.Errorf("client: fetch %s-%d at offset %d: %w", fp.key.topic, fp.key.partition, fp.offset, codeError(m.GetError(), m.GetErrorMessage())))
 		return
 	}
-	fp.offset, fp.lagging = r.To, true
+	fp.offset = r.To
 	if cfg.onReset != nil {
 		cfg.onReset(r)
 	}
 }
 
-// onRecords hands the whole batches of a fetch to Poll and advances the
-// partition's offset past them.
-func (f *fetcher) onRecords(fp *fetchPart, records []byte) {
+// onRecords hands the whole batches of a fetch to Poll, advances the
+// partition's offset past them, and returns their size.
+func (f *fetcher) onRecords(fp *fetchPart, records []byte) int {
 	var it wire.BatchIterator
 	it.SkipCRC = true // Poll's decoder checks it
 	it.Reset(records)
@@ -965,12 +966,28 @@ func (f *fetcher) onRecords(fp *fetchPart, records []byte) {
 		if len(records) > 0 && it.Err() == nil && fp.maxBytes < 1<<30 {
 			fp.maxBytes *= 2 // a batch larger than max_bytes: ask for more
 		}
-		return
+		return 0
 	}
 	fp.maxBytes = f.cons.cfg.partitionMaxBytes
 	f.cons.push(fetched{topic: fp.key.topic, partition: fp.key.partition, from: fp.offset, records: records[:end]})
 	f.buffered += int64(end)
 	fp.offset = next
+	return end
+}
+
+// behind reports whether a partition is still more than maxBytes behind
+// its high watermark hw after an answer that brought read bytes of records
+// and moved it from offset from to next, as far as their size tells: it is
+// then caught up alone, in chunks, rather than with its node's others. An
+// answer that brought nothing while there is more leaves it behind.
+func behind(read int, from, next, hw int64, maxBytes int32) bool {
+	switch {
+	case next >= hw:
+		return false
+	case read <= 0 || next <= from:
+		return true
+	}
+	return float64(hw-next)*float64(read)/float64(next-from) > float64(maxBytes)
 }
 
 func (f *fetcher) onTick(ctx actor.Context) {

@@ -20,13 +20,15 @@ const maxFetchesWait = 5 * time.Minute
 type (
 	// partFetch is the part-th part of a FetchPartitionsRequest, for its
 	// partition: it reads and answers at once, and for wake after tells
-	// the manager when it has more to read (see fetchWake).
+	// the manager when it has more to read (see fetchWake): once, when
+	// wakeOnce (the request waits for any byte), else each time.
 	partFetch struct {
 		gather        uint64
 		part          int
 		req           *messages.FetchPartition
 		correlationID int64
 		wake          time.Duration
+		wakeOnce      bool
 	}
 	// partFetched answers a partFetch: the response, and the frame its
 	// records were read into (see partitionActor.fetchAt), nil when none.
@@ -98,7 +100,10 @@ func (m *partitionManager) endReplaced(ctx actor.Context, sender *actor.PID, cor
 }
 
 func (k *partitionFetches) ask(ctx actor.Context, g *gather, i int, pid *actor.PID) {
-	ctx.Request(pid, &partFetch{gather: g.id, part: i, req: k.req.GetPartitions()[i], correlationID: k.req.GetCorrelationId(), wake: g.wait})
+	ctx.Request(pid, &partFetch{
+		gather: g.id, part: i, req: k.req.GetPartitions()[i], correlationID: k.req.GetCorrelationId(),
+		wake: g.wait, wakeOnce: k.req.GetMinBytes() <= 1,
+	})
 }
 
 func (k *partitionFetches) refuse(i int, code messages.ErrorCode, message string) {
@@ -164,35 +169,59 @@ func (m *partitionManager) onPartFetched(ctx actor.Context, r *partFetched) {
 	m.stepGather(ctx, g, g.core.Answered(r.part, len(r.resp.GetRecords()), r.resp.GetError() != messages.ErrorCode_NONE))
 }
 
+// gatherWakes are a partition's promises to tell the manager of what
+// becomes readable (see fetchWake): once, at the next append, for the
+// fetches that wait for any byte, which the next append answers; and each
+// time until a moment, for those that wait for more, which appends may
+// only make up together.
+type gatherWakes struct {
+	armed bool
+	until time.Time
+}
+
 // onPartFetch answers one part of a consumer's fetch of several
 // partitions with what the partition has now, as a FetchRequest without a
-// wait or chunks, and for m.wake after tells the manager of what it
-// appends (see wakeGathers).
+// wait or chunks, and promises to tell the manager of what it appends for
+// the fetch's wait (see gatherWakes).
 func (a *partitionActor) onPartFetch(ctx actor.Context, m *partFetch) {
 	req := &messages.FetchRequest{
 		Topic: a.tp.Topic, Partition: a.tp.Partition, Offset: m.req.GetOffset(), MaxBytes: m.req.GetMaxBytes(),
 		CorrelationId: m.correlationID, CurrentLeaderEpoch: m.req.CurrentLeaderEpoch,
 	}
 	resp, frame, _ := a.fetch(req)
-	if m.wake > 0 {
-		if until := a.now().Add(m.wake); until.After(a.fetchWakeUntil) {
-			a.fetchWakeUntil = until
+	w := &a.gatherWakes
+	switch {
+	case m.wake <= 0:
+	case m.wakeOnce:
+		w.armed = true
+	default:
+		if until := a.now().Add(m.wake); until.After(w.until) {
+			w.until = until
 		}
 	}
 	ctx.Respond(&partFetched{gather: m.gather, part: m.part, resp: resp, frame: frame})
 }
 
-// wakeGathers tells the manager, while a consumer's fetch of several
-// partitions may wait for this one, that readable more bytes can be read,
-// or that its answers changed otherwise (changed).
+// wakeGathers tells the manager, as the partition promised (see
+// gatherWakes), that readable more bytes can be read, or that its answers
+// changed otherwise (changed).
 func (a *partitionActor) wakeGathers(ctx actor.Context, readable int, changed bool) {
-	if a.fetchWakeUntil.IsZero() || readable <= 0 && !changed {
+	w := &a.gatherWakes
+	if readable <= 0 && !changed {
 		return
 	}
-	if a.now().After(a.fetchWakeUntil) {
-		a.fetchWakeUntil = time.Time{}
+	wake := w.armed
+	if !w.until.IsZero() {
+		if a.now().After(w.until) {
+			w.until = time.Time{}
+		} else {
+			wake = true
+		}
+	}
+	if !wake {
 		return
 	}
+	w.armed = false
 	if parent := ctx.Parent(); parent != nil {
 		ctx.Send(parent, &fetchWake{tp: a.tp, readable: readable, changed: changed})
 	}

@@ -232,10 +232,9 @@ type partitionActor struct {
 	// wakeArmed is set while a follower's fetch found nothing new and its
 	// manager waits to hear of the next append.
 	wakeArmed bool
-	// fetchWakeUntil is when the manager stops waiting to hear of what
-	// becomes readable for a consumer's fetch of several partitions (see
-	// wakeGathers); zero when it does not.
-	fetchWakeUntil time.Time
+	// gatherWakes say when the manager waits to hear of what becomes
+	// readable, for consumers' fetches of several partitions.
+	gatherWakes gatherWakes
 	// throttled is set while the partition follows as a replica a
 	// reassignment adds, out of the ISR: its fetches are throttled.
 	throttled bool
