@@ -117,8 +117,8 @@ type fakeManager struct {
 // a FetchRequest without a wait, and once all have answered, the request
 // is answered if the parts' records reach min_bytes, or one has an error,
 // or it may not wait; otherwise each part is asked again to wait, as its
-// partition parks it, for a first byte, and the first answer with records
-// or an error answers the request, as does the last. A second past
+// partition parks it, for min_bytes of its own, and the first answer with
+// records or an error answers the request, as does the last. A second past
 // max_wait, or when a request replaces it, it is answered with what it
 // has (the parts never answered with REQUEST_TIMED_OUT). Answers that come
 // after are dropped.
@@ -287,7 +287,7 @@ func (m *fakeManager) ask(ctx actor.Context, g *fakeFetches, wait int32) {
 		g.waiting++
 		minBytes := int32(0)
 		if wait > 0 {
-			minBytes = 1
+			minBytes = max(g.req.GetMinBytes(), 1)
 		}
 		ctx.Request(pid, &messages.FetchRequest{
 			Topic: part.GetTopic(), Partition: part.GetPartition(), Offset: part.GetOffset(), MaxBytes: part.GetMaxBytes(),

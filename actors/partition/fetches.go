@@ -49,8 +49,8 @@ type (
 )
 
 // partitionFetches is the gather of one consumer's FetchPartitionsRequest
-// (see gather): the parts' responses in the request's order, each with the
-// frame its records lie in, if any. It is answered once its parts' records
+// (see gather): the parts' responses in the request's order (nil until the
+// partition answers), each with the frame its records lie in, if any. It is answered once its parts' records
 // reach min_bytes or one has an error, or its wait passes, with the
 // records trimmed to max_bytes (see state.FitResponse).
 type partitionFetches struct {
@@ -80,9 +80,6 @@ func (m *partitionManager) onFetchPartitions(ctx actor.Context, req *messages.Fe
 	for i, p := range req.GetPartitions() {
 		tp := disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
 		g.parts[i], g.index[tp] = tp, i
-		// Until the partition answers, and in the answer if it never does.
-		k.resps[i] = &messages.FetchResponse{Topic: tp.Topic, Partition: tp.Partition, Offset: p.GetOffset(), CorrelationId: req.GetCorrelationId(),
-			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)}
 	}
 	m.startGather(ctx, g)
 }
@@ -107,8 +104,9 @@ func (k *partitionFetches) ask(ctx actor.Context, g *gather, i int, pid *actor.P
 }
 
 func (k *partitionFetches) refuse(i int, code messages.ErrorCode, message string) {
+	p := k.req.GetPartitions()[i]
 	k.take(i, &messages.FetchResponse{
-		Topic: k.resps[i].GetTopic(), Partition: k.resps[i].GetPartition(), Offset: k.resps[i].GetOffset(),
+		Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: p.GetOffset(),
 		CorrelationId: k.req.GetCorrelationId(), Error: code, ErrorMessage: message,
 	}, nil)
 }
@@ -126,6 +124,12 @@ func (k *partitionFetches) take(i int, resp *messages.FetchResponse, frame []byt
 func (k *partitionFetches) answer(ctx actor.Context, m *partitionManager) {
 	sizes := make([]int, len(k.resps))
 	for i, r := range k.resps {
+		if r == nil {
+			// Never answered: the partition stopped or is stuck.
+			p := k.req.GetPartitions()[i]
+			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s-%d: node %d's replica did not answer in time", p.GetTopic(), p.GetPartition(), m.cfg.NodeID))
+			r = k.resps[i]
+		}
 		sizes[i] = len(r.GetRecords())
 	}
 	for i, keep := range state.FitResponse(sizes, int(k.req.GetMaxBytes())) {
