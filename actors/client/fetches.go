@@ -104,7 +104,7 @@ func (f *fetcher) sendNode(ctx actor.Context, n *nodeFetch) {
 	if f.buffered+others > 0 && room < int64(cfg.partitionMaxBytes) {
 		return // once budget is freed
 	}
-	room = max(min(room, cfg.fetchMaxBytes/2/int64(len(f.nodes))), int64(cfg.partitionMaxBytes))
+	room = max(min(room, cfg.fetchMaxBytes/2/f.activeNodes()), int64(cfg.partitionMaxBytes))
 	parts := f.takeQueue(n)
 	if len(parts) == 0 {
 		return
@@ -142,6 +142,18 @@ func (f *fetcher) sendNode(ctx actor.Context, n *nodeFetch) {
 	f.asked = others + room
 	n.inflight, n.corrID, n.sentAt, n.asked, n.parts = true, f.corrID, now, room, parts
 	ctx.Request(n.manager, req)
+}
+
+// activeNodes is how many nodes have partitions to fetch, in flight or
+// queued.
+func (f *fetcher) activeNodes() int64 {
+	var n int64
+	for _, node := range f.nodes {
+		if node.inflight || len(node.queue) > 0 {
+			n++
+		}
+	}
+	return max(n, 1)
 }
 
 // takeQueue empties n's queue and returns the partitions in it that still
