@@ -27,7 +27,10 @@ var ErrNotOneBatch = errors.New("disk: append wants exactly one batch")
 // calls. It starts no goroutines; time arrives through Options.Now, and
 // MaybeRoll and ApplyRetention are called on the owner's timer ticks.
 type Log struct {
-	fs     FS
+	fs FS
+	// files is fs with the segment files opened through the file cache
+	// (Options.Files).
+	files  FS
 	dir    string
 	config Config
 	now    func() time.Time
@@ -70,11 +73,35 @@ type AppendResult struct {
 	Position int64
 }
 
-// Slice is a byte range of a segment file holding whole batches.
+// Slice is a byte range of a segment file holding whole batches. Its
+// File stays open, pinned in the log's file cache (see FileCache), until
+// Release: bytes on their way to a socket are read from it after the log
+// has moved on, and maybe closed or deleted the segment.
 type Slice struct {
 	File     File
 	Position int64
 	Size     int64
+	pinned   *cachedFile
+}
+
+// Release lets the file cache close the Slice's file again. Call it once,
+// when the bytes have been sent; the zero Slice needs none.
+func (s Slice) Release() {
+	if s.pinned != nil {
+		s.pinned.unpin()
+	}
+}
+
+// pinSlice pins seg's .log for a Slice of it.
+func pinSlice(seg *segment, position, size int64) (Slice, error) {
+	h, ok := seg.log.(*cachedFile)
+	if !ok {
+		return Slice{File: seg.log, Position: position, Size: size}, nil
+	}
+	if err := h.pin(); err != nil {
+		return Slice{}, fmt.Errorf("disk: pin %s: %w", seg.path, err)
+	}
+	return Slice{File: h, Position: position, Size: size, pinned: h}, nil
 }
 
 // SegmentInfo describes a segment.
@@ -428,7 +455,7 @@ func (l *Log) roll() error {
 func (l *Log) rollQuietly() error {
 	m := l.mark()
 	old := l.active()
-	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
+	seg, err := createSegment(l.files, l.dir, old.nextOffset)
 	if err != nil {
 		return l.failUnlessFull(err)
 	}
@@ -517,6 +544,32 @@ func (l *Log) Flush(upTo int64) error {
 // Sync flushes everything: Flush(EndOffset()).
 func (l *Log) Sync() error { return l.Flush(l.EndOffset()) }
 
+// Settle makes durable all that the log has written, the active segment's
+// index entries included (a Flush writes them but leaves them unsynced, so
+// that a group commit costs one fsync), so that none of its files holds
+// unsynced bytes and the file cache may close every one of them (see
+// FileCache). The owner calls it when the log has gone idle. It costs
+// nothing when all is synced, and does nothing while a FlushJob is in
+// flight. Errors are as for Flush: one wrapping ErrNoSpace leaves the log
+// usable, any other fails it.
+func (l *Log) Settle() error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	if l.flushing != nil {
+		return nil
+	}
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	for _, s := range l.segments {
+		if err := s.settle(); err != nil {
+			return l.failUnlessFull(err)
+		}
+	}
+	return nil
+}
+
 // FlushJob is a Flush of everything appended so far, split so that its
 // fsync of the active segment runs off the owner's goroutine while appends
 // go on: Kafka's acks=all group commit without stopping the partition for
@@ -535,6 +588,9 @@ type FlushJob struct {
 	upTo int64
 	file File   // the active segment's .log; nil when nothing is to sync
 	path string // of file
+	// pinned is file's handle in the file cache, pinned open from
+	// StartFlush to FinishFlush.
+	pinned *cachedFile
 }
 
 // UpTo returns the offset below which everything is durable once the job
@@ -584,6 +640,12 @@ func (l *Log) StartFlush() (*FlushJob, error) {
 		if err := active.flushIndexes(); err != nil {
 			return nil, l.failUnlessFull(err)
 		}
+		if h, ok := active.log.(*cachedFile); ok {
+			if err := h.pin(); err != nil {
+				return nil, l.fail(fmt.Errorf("disk: pin %s: %w", active.path, err))
+			}
+			j.pinned = h
+		}
 		j.file, j.path = active.log, active.path
 	}
 	if l.dirDirty {
@@ -603,6 +665,10 @@ func (l *Log) FinishFlush(j *FlushJob, runErr error) error {
 		return fmt.Errorf("disk: finish of a flush not in flight on %s", l.dir)
 	}
 	l.flushing = nil
+	if j.pinned != nil {
+		j.pinned.unpin()
+		j.pinned = nil
+	}
 	if runErr != nil {
 		return l.fail(runErr)
 	}
@@ -658,7 +724,8 @@ func (l *Log) locate(offset int64) (int, int64, wire.Header, error) {
 // starts at the batch holding offset and takes batches while they fit in
 // maxBytes, at least one. The range never crosses a segment. Only headers
 // are checked (magic, lengths, dense offsets), not CRCs: the bytes are meant
-// for sendfile. offset == EndOffset gives an empty Slice.
+// for sendfile. offset == EndOffset gives an empty Slice. The caller
+// Releases the Slice once it has sent its bytes.
 func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
 	if err := l.check(); err != nil {
 		return Slice{}, err
@@ -668,7 +735,7 @@ func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
 	}
 	if offset == l.EndOffset() {
 		seg := l.active()
-		return Slice{File: seg.log, Position: seg.size}, nil
+		return pinSlice(seg, seg.size, 0)
 	}
 	i, position, h, err := l.locate(offset)
 	if err != nil {
@@ -688,7 +755,7 @@ func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
 		end += int64(nh.Size())
 		next = nh.NextOffset()
 	}
-	return Slice{File: seg.log, Position: position, Size: end - position}, nil
+	return pinSlice(seg, position, end-position)
 }
 
 // Read appends to dst the stored bytes of whole batches starting at the
@@ -1066,7 +1133,7 @@ func (l *Log) truncateFully(offset int64) error {
 		}
 	} else {
 		var err error
-		if seg, err = createSegment(l.fs, l.dir, offset); err != nil {
+		if seg, err = createSegment(l.files, l.dir, offset); err != nil {
 			return l.failUnlessFull(err)
 		}
 		l.dirDirty = true
