@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors/topic"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -83,4 +84,51 @@ func TestReconfigureAppliesFromThenOn(t *testing.T) {
 	f.system.Root.Send(f.pid, &partitionTick{})
 	status := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
 	require.Equal(t, int64(21), status.LogStartOffset, "segment.ms and retention.ms as changed, where the defaults keep 7 days")
+}
+
+// A partition opens its log through the node's file cache, and once it
+// has gone a tick without an append it syncs all it wrote, so that none
+// of its files stays pinned open for unsynced bytes: an idle partition
+// holds no more descriptors than the cache allows.
+func TestIdlePartitionLetsGoOfItsFiles(t *testing.T) {
+	f := newMoveFixture(t, 64<<10, nil)
+	f.stop(t)
+	f.tickInterval = time.Hour // the test sends the ticks
+	f.files = disk.NewFileCache(1)
+	f.start(t, f.dirs[0], 0)
+	status := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, 0, f.files.Stats().Pinned, "an opened log pins nothing")
+	require.Equal(t, 3, f.files.Stats().Handles, "one segment's three files")
+
+	// acks=all syncs the .log and writes the index entries unsynced; the
+	// acks=1 produces after it leave the .log unsynced too.
+	for _, value := range []string{fmt.Sprintf("%020000d", 0), "indexed"} {
+		resp := moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: -1, Records: f.batch(t, value)})
+		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	}
+	f.fill(t, 10, 1000)
+	st := f.files.Stats()
+	require.Equal(t, 3, st.Pinned, "unsynced bytes in the .log and both indexes")
+	require.Equal(t, 3, st.Open, "past the capacity of one while they are pinned")
+
+	f.system.Root.Send(f.pid, &partitionTick{}) // appended since the last: not idle
+	status = moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Less(t, status.RecoveryPoint, status.LogEndOffset)
+	require.Equal(t, 3, f.files.Stats().Pinned)
+
+	f.system.Root.Send(f.pid, &partitionTick{}) // idle: settles
+	status = moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, status.LogEndOffset, status.RecoveryPoint)
+	st = f.files.Stats()
+	require.Equal(t, 0, st.Pinned)
+	require.LessOrEqual(t, st.Open, 1)
+
+	// Reads reopen what they need and let it go.
+	values := f.readAll(t)
+	require.Len(t, values, 12)
+	require.LessOrEqual(t, f.files.Stats().Open, 1)
+	require.Greater(t, f.files.Stats().Reopens, int64(0))
+	f.stop(t)
+	require.Equal(t, disk.FileCacheStats{Capacity: 1, Reopens: f.files.Stats().Reopens, Evictions: f.files.Stats().Evictions}, f.files.Stats(),
+		"a stopped partition holds nothing")
 }
