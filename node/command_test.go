@@ -99,6 +99,7 @@ func TestCommandFlagsSetConfig(t *testing.T) {
 		{[]string{"--move-throttle", "1GiB"}, func(c *Config) { c.Balance.ThrottleBytesPerS = 1 << 30 }},
 		{[]string{"--move-throttle", "0"}, func(c *Config) { c.Balance.ThrottleBytesPerS = -1 }},
 		{[]string{"--metadata-snapshot-every", "50"}, func(c *Config) { c.Quorum.SnapshotEvery = 50 }},
+		{[]string{"--max-open-files", "500"}, func(c *Config) { c.MaxOpenFiles = 500 }},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			want := DefaultConfig()

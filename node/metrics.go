@@ -10,6 +10,7 @@ import (
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/kafka"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -77,6 +78,46 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, d.Path, d.State)
 		}
 	}
+}
+
+// fileCacheCollector exports the node's file cache: one series of each,
+// for the node, whatever its partition count. (The process collector's
+// process_open_fds counts every descriptor of the process.)
+type fileCacheCollector struct {
+	files *disk.FileCache
+
+	open, limit, pinned, handles, reopens, evictions *prometheus.Desc
+}
+
+func newFileCacheCollector(files *disk.FileCache) *fileCacheCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("depot_segment_files_"+name, help, nil, nil)
+	}
+	return &fileCacheCollector{
+		files:     files,
+		open:      desc("open", "Segment files (.log, .index, .timeindex) the node holds open."),
+		limit:     desc("open_limit", "Most segment files the node holds open beyond the pinned ones (--max-open-files)."),
+		pinned:    desc("pinned", "Open segment files that may not be closed now: in use, or holding unsynced bytes."),
+		handles:   desc("handles", "Segment files of open logs, whether or not the node holds them open."),
+		reopens:   desc("reopens_total", "Segment files opened again after the node closed them for others."),
+		evictions: desc("evictions_total", "Segment files closed to stay within the limit."),
+	}
+}
+
+func (c *fileCacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.open, c.limit, c.pinned, c.handles, c.reopens, c.evictions} {
+		ch <- d
+	}
+}
+
+func (c *fileCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.files.Stats()
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open))
+	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.Capacity))
+	ch <- prometheus.MustNewConstMetric(c.pinned, prometheus.GaugeValue, float64(st.Pinned))
+	ch <- prometheus.MustNewConstMetric(c.handles, prometheus.GaugeValue, float64(st.Handles))
+	ch <- prometheus.MustNewConstMetric(c.reopens, prometheus.CounterValue, float64(st.Reopens))
+	ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(st.Evictions))
 }
 
 // fetchSessionCollector exports the Kafka listener's incremental fetch
