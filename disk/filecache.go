@@ -8,55 +8,71 @@ import (
 	"sync/atomic"
 )
 
-// FileCache bounds how many segment files the logs of a node hold open.
+// FileCache bounds how many descriptors the logs of a node hold open.
 // Without it, every segment of every partition keeps its .log, .index and
 // .timeindex open, and a node of many partitions runs out of descriptors
 // (EMFILE) long before it runs out of anything else.
 //
-// Each file a log opens through the cache (FS) is a handle that stays
-// valid while the cache closes and reopens the descriptor under it: an
-// operation on a handle whose descriptor the cache closed reopens it (the
-// same path, the same flags but O_CREATE, O_EXCL and O_TRUNC, at the same
-// write position) and then takes place; the log sees an error of the
-// reopen as the error of its operation. When more than the capacity are
-// open, the cache closes the descriptors of the handles least recently
-// used, but never one that is pinned:
+// A log does all its file work through the cache (FS). Each file it opens
+// is a handle that stays valid while the cache closes and reopens the
+// descriptor under it: an operation on a handle whose descriptor the cache
+// closed reopens it (the same path, the same flags but O_CREATE, O_EXCL
+// and O_TRUNC, at the same write position) and then takes place; the log
+// sees an error of the reopen as the error of its operation. The
+// descriptors of its short calls (syncing or listing a directory) count
+// too, for as long as the call.
+//
+// At most the capacity of descriptors are open at once. To open another,
+// the cache closes the descriptor of the handle least recently used that
+// may be closed, and when every open one is in use, it waits for one to
+// be free. It never closes a descriptor:
 //
 //   - while an operation on it is in progress, on any goroutine (a read, a
-//     write, the fsync of a FlushJob);
-//   - while it is pinned explicitly: by a FlushJob from StartFlush to
-//     FinishFlush, by a Slice until its Release;
-//   - while it holds unsynced bytes: from a write (or a truncate) to the
-//     fsync that covers it. Writeback errors are reported to the
-//     descriptors open when they happen; a descriptor closed before its
-//     bytes reach the device could lose the error of their writeback.
-//     Log.Settle syncs a log that has gone idle so that none of its files
-//     stays pinned for this reason.
+//     write, the fsync of a FlushJob), or while it is pinned (a Slice's,
+//     until its Release);
+//   - while it holds unsynced bytes: a writeback error is reported to the
+//     descriptors open when it happens, and one closed before its bytes
+//     reach the device could take the error with it. Only when no file
+//     without unsynced bytes is left to close does the cache fsync the
+//     least recently used of those (on the goroutine that needs the room)
+//     and then close it; should that fsync fail, the handle keeps its
+//     descriptor and its next Sync returns the error, so that its log
+//     fails as it would have. Log.Settle syncs a log gone idle, so that
+//     this is rare.
 //
-// So the capacity bounds the open descriptors but for the pinned ones:
-// when every open handle is pinned, the cache goes past it rather than
-// fail an operation, and comes back under it as the pins go. Stats
-// reports both.
+// A goroutine waits for room only while every descriptor is in an
+// operation or pinned; a log holds one descriptor at a time, and a pin is
+// let go of without the log, so the wait ends. A holder of a Slice that
+// calls its log before releasing it may wait for its own pin, when the
+// capacity is that small.
 //
 // The cache is the one type of the package that is safe for concurrent
 // use, and has to be: one cache serves every log of a node, each owned by
 // the goroutine of its own actor, and a FlushJob syncs a handle on a
 // goroutine of its own while its log appends. A mutex guards the cache
-// and the state of its handles; descriptors are opened and closed outside
-// it. A handle itself is used as the File it stands for: by the log that
-// owns it, and by whoever holds a pin on it.
+// and the state of its handles; descriptors are opened, synced and closed
+// outside it. A handle itself is used as the File it stands for: by the
+// log that owns it, and by whoever holds a pin on it.
 type FileCache struct {
 	mu sync.Mutex
-	// capacity is the most descriptors open at once, unpinned ones
-	// counted; 0: no bound.
+	// freed is signalled when a descriptor may have become free, for the
+	// goroutines waiting for room (waiting of them).
+	freed   sync.Cond
+	waiting int
+	// capacity is the most descriptors open at once; 0: no bound.
 	capacity int
-	open     int // handles whose descriptor is open
-	handles  int // handles not closed
-	// idle holds the open handles that may be closed: not in use, not
-	// pinned, without unsynced bytes; the most recently used first.
-	idle      handleList
-	reopens   int64
-	evictions int64
+	// Descriptors: of handles (open), of short calls (transient), being
+	// opened (opening) and being closed (closing).
+	open, transient, opening, closing int
+	handles                           int // handles not closed
+	// idle holds the open handles that may be closed now: not in use, not
+	// pinned, without unsynced bytes; unsynced those that may be once
+	// synced. The most recently used first.
+	idle, unsynced handleList
+	reopens        int64
+	evictions      int64
+	evictionSyncs  int64
+	waits          int64
 }
 
 // FileCacheStats is what a FileCache holds and has done.
@@ -66,21 +82,32 @@ type FileCacheStats struct {
 	// Handles is how many files are open through the cache, whether or not
 	// their descriptors are.
 	Handles int
-	// Open is how many descriptors the cache holds open now, and Pinned
-	// how many of them it may not close now (Open - Pinned are idle).
-	Open   int
-	Pinned int
+	// Open is how many descriptors the cache holds open now, those of
+	// short calls included (Transient). Of those of handles, Idle may be
+	// closed now, Unsynced once synced, and Pinned not now (in use,
+	// pinned, or failed to sync).
+	Open      int
+	Transient int
+	Idle      int
+	Unsynced  int
+	Pinned    int
 	// Reopens counts descriptors opened again for a handle whose
-	// descriptor the cache had closed; Evictions counts those it closed.
-	Reopens   int64
-	Evictions int64
+	// descriptor the cache had closed; Evictions counts those it closed,
+	// EvictionSyncs those of them it had to fsync first; Waits counts the
+	// opens that waited for room.
+	Reopens       int64
+	Evictions     int64
+	EvictionSyncs int64
+	Waits         int64
 }
 
 // NewFileCache returns a cache that holds at most capacity descriptors
-// open beyond the pinned ones; capacity <= 0 sets no bound (the cache then
-// never closes a descriptor: what a log opened without a cache gets).
+// open; capacity <= 0 sets no bound (the cache then never closes a
+// descriptor nor waits: what a log opened without a cache gets).
 func NewFileCache(capacity int) *FileCache {
-	return &FileCache{capacity: max(capacity, 0)}
+	c := &FileCache{capacity: max(capacity, 0)}
+	c.freed.L = &c.mu
+	return c
 }
 
 // Stats returns what the cache holds now and has done so far.
@@ -88,19 +115,28 @@ func (c *FileCache) Stats() FileCacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return FileCacheStats{
-		Capacity:  c.capacity,
-		Handles:   c.handles,
-		Open:      c.open,
-		Pinned:    c.open - c.idle.len,
-		Reopens:   c.reopens,
-		Evictions: c.evictions,
+		Capacity:      c.capacity,
+		Handles:       c.handles,
+		Open:          c.used(),
+		Transient:     c.transient,
+		Idle:          c.idle.len,
+		Unsynced:      c.unsynced.len,
+		Pinned:        c.open - c.idle.len - c.unsynced.len,
+		Reopens:       c.reopens,
+		Evictions:     c.evictions,
+		EvictionSyncs: c.evictionSyncs,
+		Waits:         c.waits,
 	}
 }
 
-// FS returns inner with every file it opens held through the cache; its
-// other methods are inner's. A file removed or renamed while its handle is
-// open has no path to be reopened at: the caller closes the handle first
-// (the log does).
+// used is how many descriptors are open or about to be.
+func (c *FileCache) used() int { return c.open + c.transient + c.opening + c.closing }
+
+// FS returns inner with its files opened through the cache, and its
+// directory syncs, listings and removals counted in it; Stat, Rename,
+// Remove and MkdirAll are inner's. A file removed or renamed while its
+// handle is open has no path to be reopened at: the caller closes the
+// handle first (the log does).
 func (c *FileCache) FS(inner FS) FS { return cachedFS{FS: inner, cache: c} }
 
 type cachedFS struct {
@@ -116,52 +152,132 @@ func (c cachedFS) OpenFile(name string, flag int, perm os.FileMode) (File, error
 	return h, nil
 }
 
+func (c cachedFS) SyncDir(name string) error {
+	return c.cache.transientCall(func() error { return c.FS.SyncDir(name) })
+}
+
+func (c cachedFS) RemoveAll(name string) error {
+	return c.cache.transientCall(func() error { return c.FS.RemoveAll(name) })
+}
+
+func (c cachedFS) ReadDir(name string) (names []string, err error) {
+	err = c.cache.transientCall(func() error {
+		names, err = c.FS.ReadDir(name)
+		return err
+	})
+	return names, err
+}
+
+// transientCall runs fn, a call that holds a descriptor while it runs, in
+// room made for one.
+func (c *FileCache) transientCall(fn func() error) error {
+	c.mu.Lock()
+	c.reserveLocked()
+	c.transient++
+	c.mu.Unlock()
+	err := fn()
+	c.mu.Lock()
+	c.transient--
+	c.signalLocked()
+	c.mu.Unlock()
+	return err
+}
+
 // openHandle opens name on inner and makes it a handle of the cache.
 func (c *FileCache) openHandle(inner FS, name string, flag int, perm os.FileMode) (*cachedFile, error) {
+	c.mu.Lock()
+	c.reserveLocked()
+	c.opening++
+	c.mu.Unlock()
 	f, err := inner.OpenFile(name, flag, perm)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opening--
 	if err != nil {
+		c.signalLocked()
 		return nil, err
 	}
-	h := &cachedFile{cache: c, fs: inner, name: name, flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm}
-	var victims [evictBatch]File
-	c.mu.Lock()
-	h.file = f
+	h := &cachedFile{cache: c, fs: inner, name: name, flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm, file: f}
 	c.handles++
 	c.open++
-	evicted := c.evictLocked(victims[:0])
-	c.idle.pushFront(h)
-	c.mu.Unlock()
-	closeAll(evicted)
+	h.listLocked()
 	return h, nil
 }
 
-// evictBatch is how many descriptors one call usually closes at most
-// without allocating: one, unless pins just went.
-const evictBatch = 4
-
-// evictLocked takes the descriptors of the least recently used idle
-// handles while more than the capacity are open, and appends them to
-// victims for the caller to close once it has let go of the mutex.
-func (c *FileCache) evictLocked(victims []File) []File {
-	for c.capacity > 0 && c.open > c.capacity {
-		h := c.idle.back()
-		if h == nil {
-			break
+// reserveLocked returns once a descriptor more may be opened: at once
+// under the capacity; else once it has closed an idle handle's
+// descriptor, or synced and closed an unsynced one's, or once another
+// goroutine has freed one. The caller holds the mutex, which it lets go
+// of meanwhile, and takes the room (opening, transient) before letting
+// go of it.
+func (c *FileCache) reserveLocked() {
+	waited := false
+	for c.capacity > 0 && c.used() >= c.capacity {
+		if h := c.idle.back(); h != nil {
+			c.evictLocked(h)
+			continue
 		}
-		c.idle.remove(h)
-		victims = append(victims, h.file)
-		h.file = nil
-		c.open--
-		c.evictions++
+		if h := c.unsynced.back(); h != nil {
+			c.syncLocked(h)
+			continue
+		}
+		if !waited {
+			waited = true
+			c.waits++
+		}
+		c.waiting++
+		c.freed.Wait()
+		c.waiting--
 	}
-	return victims
 }
 
-// closeAll closes evicted descriptors. They held no unsynced bytes, so an
-// error of close loses nothing.
-func closeAll(files []File) {
-	for _, f := range files {
-		_ = f.Close()
+// evictLocked closes the descriptor of h, an idle handle.
+func (c *FileCache) evictLocked(h *cachedFile) {
+	c.idle.remove(h)
+	f := h.file
+	h.file = nil
+	c.open--
+	c.evictions++
+	c.closeLocked(f)
+}
+
+// closeLocked closes f, a descriptor counted until then, letting go of
+// the mutex meanwhile. An error of close is dropped: f held no unsynced
+// bytes, or its handle was closed without sync by its owner.
+func (c *FileCache) closeLocked(f File) {
+	c.closing++
+	c.mu.Unlock()
+	_ = f.Close()
+	c.mu.Lock()
+	c.closing--
+	c.signalLocked()
+}
+
+// syncLocked fsyncs h, an unsynced handle not in use, so that it may be
+// closed, letting go of the mutex meanwhile; h stays open, listed as
+// what it is then. A failed fsync sticks to h (see cachedFile.failed).
+func (c *FileCache) syncLocked(h *cachedFile) {
+	c.unsynced.remove(h)
+	h.refs++
+	written, f := h.written, h.file
+	c.evictionSyncs++
+	c.mu.Unlock()
+	err := f.Sync()
+	c.mu.Lock()
+	h.refs--
+	if err != nil {
+		h.failed = fmt.Errorf("disk: sync %s to close it: %w", h.name, err)
+	} else if written > h.synced {
+		h.synced = written
+	}
+	h.listLocked()
+	c.signalLocked()
+}
+
+// signalLocked wakes the goroutines waiting for room.
+func (c *FileCache) signalLocked() {
+	if c.waiting > 0 {
+		c.freed.Broadcast()
 	}
 }
 
@@ -187,14 +303,27 @@ type cachedFile struct {
 	// written counts writes; synced is the count an fsync covered: the
 	// file holds unsynced bytes while they differ.
 	written, synced uint64
-	closed          bool
-	prev, next      *cachedFile // in cache.idle
-	listed          bool
+	// failed is the error of an fsync the cache made to close the
+	// descriptor: it keeps the descriptor open, and Sync returns it.
+	failed     error
+	closed     bool
+	prev, next *cachedFile // in list
+	list       *handleList // cache.idle, cache.unsynced or nil
 }
 
-// idleLocked reports whether the cache may close h's descriptor.
-func (h *cachedFile) idleLocked() bool {
-	return h.file != nil && h.refs == 0 && h.written == h.synced && !h.closed
+// listLocked puts h in the list of what it is now, if any.
+func (h *cachedFile) listLocked() {
+	c := h.cache
+	if h.list != nil {
+		h.list.remove(h)
+	}
+	switch {
+	case h.file == nil || h.refs > 0 || h.closed || h.failed != nil:
+	case h.written == h.synced:
+		c.idle.pushFront(h)
+	default:
+		c.unsynced.pushFront(h)
+	}
 }
 
 // acquire counts an operation (or a pin) on h and returns its descriptor,
@@ -204,7 +333,9 @@ func (h *cachedFile) acquire(op string) (File, uint64, error) {
 	c := h.cache
 	c.mu.Lock()
 	h.refs++
-	c.idle.remove(h)
+	if h.list != nil {
+		h.list.remove(h)
+	}
 	f, written, closed := h.file, h.written, h.closed
 	c.mu.Unlock()
 	if f != nil {
@@ -225,36 +356,41 @@ func (h *cachedFile) acquire(op string) (File, uint64, error) {
 	return f, written, nil
 }
 
-// reopen opens h's descriptor again, once, and seeks it to the write
-// position.
+// reopen opens h's descriptor again, once, in room the cache makes for
+// it, and seeks it to the write position.
 func (h *cachedFile) reopen() (File, error) {
 	h.reopening.Lock()
 	defer h.reopening.Unlock()
 	c := h.cache
 	c.mu.Lock()
-	f, name := h.file, h.name
-	c.mu.Unlock()
-	if f != nil {
+	if h.file != nil {
+		f := h.file
+		c.mu.Unlock()
 		return f, nil
 	}
+	c.reserveLocked()
+	c.opening++
+	name := h.name
+	c.mu.Unlock()
 	f, err := h.fs.OpenFile(name, h.flag, h.perm)
 	if err != nil {
-		return nil, fmt.Errorf("disk: reopen %s: %w", name, err)
-	}
-	if position := h.position.Load(); position != 0 {
-		if _, err := f.Seek(position, 0); err != nil {
+		err = fmt.Errorf("disk: reopen %s: %w", name, err)
+	} else if position := h.position.Load(); position != 0 {
+		if _, serr := f.Seek(position, 0); serr != nil {
 			_ = f.Close()
-			return nil, fmt.Errorf("disk: reopen %s: seek to %d: %w", name, position, err)
+			f, err = nil, fmt.Errorf("disk: reopen %s: seek to %d: %w", name, position, serr)
 		}
 	}
-	var victims [evictBatch]File
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opening--
+	if err != nil {
+		c.signalLocked()
+		return nil, err
+	}
 	h.file = f
 	c.open++
 	c.reopens++
-	evicted := c.evictLocked(victims[:0])
-	c.mu.Unlock()
-	closeAll(evicted)
 	return f, nil
 }
 
@@ -266,8 +402,8 @@ func (h *cachedFile) release(wrote bool) { h.releaseSynced(wrote, 0, false) }
 // up to written when it began.
 func (h *cachedFile) releaseSynced(wrote bool, written uint64, synced bool) {
 	c := h.cache
-	var victims [evictBatch]File
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	h.refs--
 	if wrote {
 		h.written++
@@ -275,24 +411,21 @@ func (h *cachedFile) releaseSynced(wrote bool, written uint64, synced bool) {
 	if synced && written > h.synced {
 		h.synced = written
 	}
-	var last File
 	if h.closed && h.refs == 0 && h.file != nil {
-		last, h.file = h.file, nil
+		f := h.file
+		h.file = nil
 		c.open--
+		c.closeLocked(f)
+		return
 	}
-	if h.idleLocked() {
-		c.idle.pushFront(h)
+	h.listLocked()
+	if h.refs == 0 {
+		c.signalLocked()
 	}
-	evicted := c.evictLocked(victims[:0])
-	c.mu.Unlock()
-	if last != nil {
-		_ = last.Close()
-	}
-	closeAll(evicted)
 }
 
 // unsynced reports whether f is a handle of a FileCache holding unsynced
-// bytes.
+// bytes, or the error of a failed fsync.
 func unsynced(f File) bool {
 	h, ok := f.(*cachedFile)
 	if !ok {
@@ -300,7 +433,7 @@ func unsynced(f File) bool {
 	}
 	h.cache.mu.Lock()
 	defer h.cache.mu.Unlock()
-	return h.written != h.synced
+	return h.written != h.synced || h.failed != nil
 }
 
 // pin keeps h's descriptor open, reopening it if needed, until unpin.
@@ -390,11 +523,19 @@ func (h *cachedFile) Size() (int64, error) {
 }
 
 // Sync fsyncs the file. On success the writes that had returned when it
-// began no longer pin the handle.
+// began no longer keep the descriptor open. It returns the error of an
+// fsync the cache made to close the descriptor, if one failed.
 func (h *cachedFile) Sync() error {
 	f, written, err := h.acquire("sync")
 	if err != nil {
 		return err
+	}
+	h.cache.mu.Lock()
+	failed := h.failed
+	h.cache.mu.Unlock()
+	if failed != nil {
+		h.release(false)
+		return failed
 	}
 	err = f.Sync()
 	h.releaseSynced(false, written, err == nil)
@@ -427,17 +568,24 @@ func (h *cachedFile) Close() error {
 	}
 	h.closed = true
 	c.handles--
-	c.idle.remove(h)
-	var f File
-	if h.refs == 0 && h.file != nil {
-		f, h.file = h.file, nil
-		c.open--
+	if h.list != nil {
+		h.list.remove(h)
 	}
+	if h.refs > 0 || h.file == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	f := h.file
+	h.file = nil
+	c.open--
+	c.closing++
 	c.mu.Unlock()
-	if f != nil {
-		return f.Close()
-	}
-	return nil
+	err := f.Close()
+	c.mu.Lock()
+	c.closing--
+	c.signalLocked()
+	c.mu.Unlock()
+	return err
 }
 
 // handleList is a doubly linked list of handles through their prev and
@@ -450,10 +598,7 @@ type handleList struct {
 }
 
 func (l *handleList) pushFront(h *cachedFile) {
-	if h.listed {
-		return
-	}
-	h.listed = true
+	h.list = l
 	h.prev, h.next = nil, l.front
 	if l.front != nil {
 		l.front.prev = h
@@ -465,7 +610,7 @@ func (l *handleList) pushFront(h *cachedFile) {
 }
 
 func (l *handleList) remove(h *cachedFile) {
-	if !h.listed {
+	if h.list != l {
 		return
 	}
 	if h.prev != nil {
@@ -478,7 +623,7 @@ func (l *handleList) remove(h *cachedFile) {
 	} else {
 		l.tail = h.prev
 	}
-	h.prev, h.next, h.listed = nil, nil, false
+	h.prev, h.next, h.list = nil, nil, nil
 	l.len--
 }
 

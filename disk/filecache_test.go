@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -21,6 +23,9 @@ type trackFS struct {
 	open   map[string]int
 	opens  []trackedOpen
 	closes int
+	// closedUnsynced lists the files closed while holding bytes a crash
+	// would lose, when the inner FS is a MemFS.
+	closedUnsynced []string
 }
 
 type trackedOpen struct {
@@ -88,14 +93,32 @@ type trackFile struct {
 }
 
 func (f *trackFile) Close() error {
+	unsyncedBytes := false
+	if mem, ok := f.fs.FS.(*MemFS); ok {
+		mem.mu.Lock()
+		if n, err := mem.walk(splitPath(f.name)); err == nil && !n.dir {
+			unsyncedBytes = !bytes.Equal(n.data, n.synced)
+		}
+		mem.mu.Unlock()
+	}
 	f.fs.mu.Lock()
 	if !f.closed {
 		f.closed = true
 		f.fs.open[f.name]--
 		f.fs.closes++
+		if unsyncedBytes {
+			f.fs.closedUnsynced = append(f.fs.closedUnsynced, f.name)
+		}
 	}
 	f.fs.mu.Unlock()
 	return f.File.Close()
+}
+
+// unsyncedCloses returns the files closed with unsynced bytes so far.
+func (t *trackFS) unsyncedCloses() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.closedUnsynced)
 }
 
 // TestFileCacheLRU: past its capacity, the cache closes the descriptors of
@@ -197,12 +220,15 @@ func TestFileCacheReopen(t *testing.T) {
 	require.ErrorIs(t, a.Close(), fs.ErrClosed)
 }
 
-// TestFileCachePins: the cache never closes a descriptor in use, pinned or
-// holding unsynced bytes, goes past its capacity rather than do so, and
-// comes back under it as the pins go. A handle closed while pinned keeps
-// its descriptor for the pin's holder until the pin goes.
+// TestFileCachePins: the cache holds at most its capacity of descriptors.
+// To open one more it closes an idle one; failing that it syncs an
+// unsynced one and closes it; failing that, every descriptor being in use
+// or pinned, it waits for one. It never closes one in use, pinned or
+// unsynced. A handle closed while pinned keeps its descriptor for the
+// pin's holder until the pin goes.
 func TestFileCachePins(t *testing.T) {
-	tfs := newTrackFS(NewMemFS())
+	mem := NewMemFS()
+	tfs := newTrackFS(mem)
 	cache := NewFileCache(2)
 	cfs := cache.FS(tfs)
 	open := func(name string) *cachedFile {
@@ -215,17 +241,32 @@ func TestFileCachePins(t *testing.T) {
 	require.NoError(t, err)
 	pinned := open("/pinned")
 	require.NoError(t, pinned.pin())
-	idle := open("/idle")
-	require.Equal(t, []string{"/dirty", "/idle", "/pinned"}, tfs.openNow(), "three open past a capacity of two: two are pinned")
-	require.Equal(t, FileCacheStats{Capacity: 2, Handles: 3, Open: 3, Pinned: 2}, cache.Stats())
-	_, err = idle.Size()
-	require.NoError(t, err)
-	require.Equal(t, []string{"/dirty", "/pinned"}, tfs.openNow(), "the one that may go goes once its operation ends")
+	require.Equal(t, FileCacheStats{Capacity: 2, Handles: 2, Open: 2, Unsynced: 1, Pinned: 1}, cache.Stats())
 
-	// A sync unpins the dirty one; the next eviction takes it.
-	require.NoError(t, dirty.Sync())
-	require.Equal(t, []string{"/dirty", "/pinned"}, tfs.openNow(), "within the capacity: nothing to close")
-	other := open("/other")
+	// No idle one to close: the unsynced one is synced, then closed.
+	idle := open("/idle")
+	require.Equal(t, []string{"/idle", "/pinned"}, tfs.openNow())
+	data, synced := memSynced(t, mem, "/dirty")
+	require.Equal(t, 8, data)
+	require.Equal(t, 8, synced, "synced before it was closed")
+	require.Equal(t, int64(1), cache.Stats().EvictionSyncs)
+
+	// Every descriptor pinned: an open waits until one is let go of.
+	require.NoError(t, idle.pin())
+	opened := make(chan *cachedFile)
+	go func() {
+		f, err := cfs.OpenFile("/other", os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			close(opened)
+			return
+		}
+		opened <- f.(*cachedFile)
+	}()
+	require.Eventually(t, func() bool { return cache.Stats().Waits == 1 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, []string{"/idle", "/pinned"}, tfs.openNow(), "pinned: neither is closed")
+	idle.unpin()
+	other := <-opened
+	require.NotNil(t, other)
 	require.Equal(t, []string{"/other", "/pinned"}, tfs.openNow())
 
 	// Closed while pinned: the descriptor stays for the pin's holder, and
@@ -236,17 +277,49 @@ func TestFileCachePins(t *testing.T) {
 	require.NoError(t, err)
 	pinned.unpin()
 	require.Equal(t, []string{"/other"}, tfs.openNow())
-	require.Equal(t, FileCacheStats{Capacity: 2, Handles: 3, Open: 1, Evictions: 2}, cache.Stats())
 
-	// A truncate is a change to sync, as a write is.
+	// A truncate is a change to sync, as a write is: an idle file goes
+	// first.
 	require.NoError(t, other.Truncate(0))
 	open("/next")
 	open("/last")
 	require.Equal(t, []string{"/last", "/other"}, tfs.openNow(), "the truncated file stays, the idle one goes")
-	require.NoError(t, other.Sync())
-	open("/one")
-	open("/two")
-	require.Equal(t, []string{"/one", "/two"}, tfs.openNow())
+	require.Equal(t, []string{"/pinned"}, tfs.unsyncedCloses(), "no descriptor was closed holding unsynced bytes but by its owner")
+	st := cache.Stats()
+	require.Equal(t, 2, st.Open)
+	require.Equal(t, 1, st.Unsynced)
+}
+
+// TestFileCacheFailedSync: when the fsync the cache makes to close an
+// unsynced file fails, the file keeps its descriptor and its next Sync
+// returns the error, so that its owner learns of it as of any fsync of
+// its own; the cache makes room with another file.
+func TestFileCacheFailedSync(t *testing.T) {
+	mem := NewMemFS()
+	efs := NewErrorFS(mem)
+	cache := NewFileCache(2)
+	cfs := cache.FS(efs)
+	var files []File
+	for _, name := range []string{"/a", "/b"} {
+		f, err := cfs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		_, err = f.Write([]byte(name))
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	efs.InjectAt(1)
+	c, err := cfs.OpenFile("/c", os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	st := cache.Stats()
+	require.Equal(t, int64(2), st.EvictionSyncs, "a's failed, b's made room")
+	require.Equal(t, 1, st.Pinned, "a keeps its descriptor")
+	require.ErrorIs(t, files[0].Sync(), ErrInjected)
+	require.ErrorContains(t, files[0].Sync(), "sync /a to close it", "and keeps returning it")
+	require.NoError(t, files[1].Sync())
+	require.NoError(t, files[0].Close())
+	require.NoError(t, c.Close())
+	require.NoError(t, files[1].Close())
+	require.Equal(t, 0, cache.Stats().Open)
 }
 
 // TestFileCacheReopenError: an error of a reopen is the error of the
@@ -258,15 +331,17 @@ func TestFileCacheReopenError(t *testing.T) {
 	cfs := cache.FS(efs)
 	a, err := cfs.OpenFile("/a", os.O_RDWR|os.O_CREATE, 0o644)
 	require.NoError(t, err)
-	_, err = cfs.OpenFile("/b", os.O_RDWR|os.O_CREATE, 0o644)
+	b, err := cfs.OpenFile("/b", os.O_RDWR|os.O_CREATE, 0o644)
 	require.NoError(t, err)
+	require.NoError(t, b.Close())
 	efs.InjectAt(1)
 	_, err = a.Size()
 	require.ErrorIs(t, err, ErrInjected)
 	require.ErrorContains(t, err, "disk: reopen /a")
-	require.Equal(t, FileCacheStats{Capacity: 1, Handles: 2, Open: 1, Reopens: 0, Evictions: 1}, cache.Stats())
+	require.Equal(t, FileCacheStats{Capacity: 1, Handles: 1, Evictions: 1}, cache.Stats())
 	_, err = a.Size()
 	require.NoError(t, err)
+	require.Equal(t, FileCacheStats{Capacity: 1, Handles: 1, Open: 1, Idle: 1, Reopens: 1, Evictions: 1}, cache.Stats())
 }
 
 // TestFileCacheConcurrentUse runs several owners, each with files of its
@@ -442,47 +517,78 @@ func TestLogReadsThroughEvictedFiles(t *testing.T) {
 	require.NoError(t, l.Close())
 }
 
-// TestLogPinsWhatItHandsOut: the file a FlushJob syncs and the file of a
-// Slice stay open while the cache evicts everything else, and the log's
-// unsynced files stay open until Settle.
-func TestLogPinsWhatItHandsOut(t *testing.T) {
+// TestLogUnderAFullCache: a log whose unsynced files the cache needs room
+// for has them synced before they are closed, a FlushJob's file included
+// (the job then reopens it to sync), and a Slice's file stays open until
+// its Release. Nothing is closed with unsynced bytes, and a crash keeps
+// what the flushes made durable.
+func TestLogUnderAFullCache(t *testing.T) {
 	mem := NewMemFS()
 	tfs := newTrackFS(mem)
-	cache := NewFileCache(1)
-	opts := testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 0 })
+	cache := NewFileCache(2)
+	opts := testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 0; c.SegmentBytes = 2048 })
 	opts.Files = cache
 	l := openLog(t, tfs, "/p", opts)
-	appendBatch(t, l, makeBatch(t, 2, 10, 1000))
-	logPath := l.Segments()[0].Path
-	require.Contains(t, tfs.openNow(), logPath, "unsynced: pinned")
+	cfs := cache.FS(tfs)
+	other := func(name string) {
+		f, err := cfs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	for i := range 20 {
+		appendBatch(t, l, makeBatch(t, 2, 100, int64(1000+i)))
+		other(fmt.Sprintf("/x%d", i))
+	}
+	require.Greater(t, cache.Stats().EvictionSyncs, int64(0), "unsynced files were synced to make room")
+	logPath := l.Segments()[len(l.Segments())-1].Path
 
 	j, err := l.StartFlush()
 	require.NoError(t, err)
-	require.NoError(t, l.Settle(), "nothing to do with a flush in flight")
-	// Fill the cache with other files: the job's file stays.
-	cfs := cache.FS(tfs)
-	for i := range 3 {
-		f, err := cfs.OpenFile(fmt.Sprintf("/x%d", i), os.O_RDWR|os.O_CREATE, 0o644)
+	appendBatch(t, l, makeBatch(t, 2, 100, 2000))
+	// Two files in use at once leave no room for the log's.
+	var held []File
+	for _, name := range []string{"/y1", "/y2"} {
+		f, err := cfs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 		require.NoError(t, err)
-		defer f.Close()
+		require.NoError(t, f.(*cachedFile).pin())
+		held = append(held, f)
 	}
-	require.Contains(t, tfs.openNow(), logPath, "the flush job's file is pinned")
+	for _, f := range held {
+		f.(*cachedFile).unpin()
+		require.NoError(t, f.Close())
+	}
+	require.NotContains(t, tfs.openNow(), logPath, "the job's file was synced and closed")
 	require.NoError(t, j.Run())
 	require.NoError(t, l.FinishFlush(j, nil))
+	require.Equal(t, int64(40), l.RecoveryPoint())
 
 	s, err := l.Slice(0, 1<<20)
 	require.NoError(t, err)
-	require.NoError(t, l.Settle())
-	_, err = cfs.OpenFile("/y", os.O_RDWR|os.O_CREATE, 0o644)
-	require.NoError(t, err)
-	require.Contains(t, tfs.openNow(), logPath, "the slice's file is pinned")
+	slicePath := l.Segments()[0].Path
+	other("/w")
+	require.Contains(t, tfs.openNow(), slicePath, "the slice's file is pinned")
 	s.Release()
-	_, err = cfs.OpenFile("/z", os.O_RDWR|os.O_CREATE, 0o644)
-	require.NoError(t, err)
-	require.NotContains(t, tfs.openNow(), logPath, "released and settled: evicted")
-	for _, name := range tfs.openNow() {
-		require.False(t, strings.HasPrefix(name, "/p/"), "%s of the settled log is open", name)
+	held = held[:0]
+	for _, name := range []string{"/v1", "/v2"} {
+		f, err := cfs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, f.(*cachedFile).pin())
+		held = append(held, f)
 	}
+	for _, f := range held {
+		f.(*cachedFile).unpin()
+		require.NoError(t, f.Close())
+	}
+	require.NotContains(t, tfs.openNow(), slicePath, "released: closed for others")
+	require.Empty(t, tfs.unsyncedCloses(), "no descriptor was closed holding unsynced bytes")
+	requireReadable(t, l)
+
+	mem.Crash()
+	abandon(l)
+	opts.RecoveryPoint = 40
+	l = openLog(t, mem, "/p", opts)
+	require.GreaterOrEqual(t, l.EndOffset(), int64(40))
+	requireReadable(t, l)
 	require.NoError(t, l.Close())
 }
 
@@ -557,6 +663,7 @@ func TestFileCacheStatsAfterLogs(t *testing.T) {
 		}
 		require.NoError(t, logs[dir].Close())
 	}
-	require.Equal(t, FileCacheStats{Capacity: 4, Reopens: cache.Stats().Reopens, Evictions: cache.Stats().Evictions}, cache.Stats())
+	st := cache.Stats()
+	require.Equal(t, FileCacheStats{Capacity: 4, Reopens: st.Reopens, Evictions: st.Evictions, EvictionSyncs: st.EvictionSyncs}, st)
 	require.Equal(t, 0, tfs.descriptors())
 }

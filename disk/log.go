@@ -27,10 +27,9 @@ var ErrNotOneBatch = errors.New("disk: append wants exactly one batch")
 // calls. It starts no goroutines; time arrives through Options.Now, and
 // MaybeRoll and ApplyRetention are called on the owner's timer ticks.
 type Log struct {
-	fs FS
-	// files is fs with the segment files opened through the file cache
-	// (Options.Files).
-	files  FS
+	// fs is the file system through the file cache (Options.Files): all
+	// the log's file work goes through it.
+	fs     FS
 	dir    string
 	config Config
 	now    func() time.Time
@@ -455,7 +454,7 @@ func (l *Log) roll() error {
 func (l *Log) rollQuietly() error {
 	m := l.mark()
 	old := l.active()
-	seg, err := createSegment(l.files, l.dir, old.nextOffset)
+	seg, err := createSegment(l.fs, l.dir, old.nextOffset)
 	if err != nil {
 		return l.failUnlessFull(err)
 	}
@@ -588,9 +587,6 @@ type FlushJob struct {
 	upTo int64
 	file File   // the active segment's .log; nil when nothing is to sync
 	path string // of file
-	// pinned is file's handle in the file cache, pinned open from
-	// StartFlush to FinishFlush.
-	pinned *cachedFile
 }
 
 // UpTo returns the offset below which everything is durable once the job
@@ -600,7 +596,9 @@ func (j *FlushJob) UpTo() int64 { return j.upTo }
 // Run does the job's fsync. It touches nothing of the log but the file,
 // which stays open until FinishFlush, so it may run on any goroutine; the
 // File must allow Sync concurrently with Write (os.File and MemFS files
-// do).
+// do). The file cache keeps its descriptor open while it holds the bytes
+// to sync (see FileCache), or syncs them itself before it closes it, and
+// reopens it if need be.
 func (j *FlushJob) Run() error {
 	if j.file == nil {
 		return nil
@@ -640,12 +638,6 @@ func (l *Log) StartFlush() (*FlushJob, error) {
 		if err := active.flushIndexes(); err != nil {
 			return nil, l.failUnlessFull(err)
 		}
-		if h, ok := active.log.(*cachedFile); ok {
-			if err := h.pin(); err != nil {
-				return nil, l.fail(fmt.Errorf("disk: pin %s: %w", active.path, err))
-			}
-			j.pinned = h
-		}
 		j.file, j.path = active.log, active.path
 	}
 	if l.dirDirty {
@@ -665,10 +657,6 @@ func (l *Log) FinishFlush(j *FlushJob, runErr error) error {
 		return fmt.Errorf("disk: finish of a flush not in flight on %s", l.dir)
 	}
 	l.flushing = nil
-	if j.pinned != nil {
-		j.pinned.unpin()
-		j.pinned = nil
-	}
 	if runErr != nil {
 		return l.fail(runErr)
 	}
@@ -1133,7 +1121,7 @@ func (l *Log) truncateFully(offset int64) error {
 		}
 	} else {
 		var err error
-		if seg, err = createSegment(l.files, l.dir, offset); err != nil {
+		if seg, err = createSegment(l.fs, l.dir, offset); err != nil {
 			return l.failUnlessFull(err)
 		}
 		l.dirDirty = true

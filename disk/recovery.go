@@ -82,12 +82,11 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	if err := createDir(fs, dir); err != nil {
+	if err := createDir(opts.Files.FS(fs), dir); err != nil {
 		return nil, err
 	}
 	l := &Log{
-		fs:          fs,
-		files:       opts.Files.FS(fs),
+		fs:          opts.Files.FS(fs),
 		dir:         dir,
 		config:      opts.Config,
 		leaderEpoch: opts.LeaderEpoch,
@@ -202,7 +201,7 @@ func (l *Log) load(opts Options) error {
 		return err
 	}
 	for i, base := range bases {
-		seg, err := openSegment(l.files, l.dir, base)
+		seg, err := openSegment(l.fs, l.dir, base)
 		if err != nil {
 			return err
 		}
@@ -247,7 +246,7 @@ func (l *Log) load(opts Options) error {
 		}
 	}
 	if len(l.segments) == 0 {
-		seg, err := createSegment(l.files, l.dir, opts.LogStartOffset)
+		seg, err := createSegment(l.fs, l.dir, opts.LogStartOffset)
 		if err != nil {
 			return err
 		}
@@ -415,7 +414,7 @@ func (l *Log) listSegments() ([]int64, error) {
 // removeBases deletes the files of segments not opened.
 func (l *Log) removeBases(bases []int64) error {
 	for _, base := range bases {
-		s := &segment{fs: l.files, dir: l.dir, baseOffset: base}
+		s := &segment{fs: l.fs, dir: l.dir, baseOffset: base}
 		if err := s.remove(); err != nil {
 			return err
 		}
@@ -429,8 +428,8 @@ func (l *Log) removeBases(bases []int64) error {
 // recovery point), rebuilding them from the .log when missing, damaged or
 // inconsistent with it.
 func (l *Log) loadIndexes(seg *segment) error {
-	ix, ierr := OpenOffsetIndex(l.files, segmentPath(l.dir, seg.baseOffset, indexExt), seg.baseOffset)
-	tix, terr := OpenTimeIndex(l.files, segmentPath(l.dir, seg.baseOffset, timeIndexExt), seg.baseOffset)
+	ix, ierr := OpenOffsetIndex(l.fs, segmentPath(l.dir, seg.baseOffset, indexExt), seg.baseOffset)
+	tix, terr := OpenTimeIndex(l.fs, segmentPath(l.dir, seg.baseOffset, timeIndexExt), seg.baseOffset)
 	if ierr == nil {
 		seg.index = ix
 	}
@@ -555,12 +554,12 @@ func (l *Log) validate(seg *segment, fileSize int64, trusted bool, floor int64) 
 // indexes open (those that opened) either way.
 func (l *Log) openIndexes(seg *segment) string {
 	seg.closeIndexes()
-	ix, ierr := OpenOffsetIndex(l.files, segmentPath(l.dir, seg.baseOffset, indexExt), seg.baseOffset)
+	ix, ierr := OpenOffsetIndex(l.fs, segmentPath(l.dir, seg.baseOffset, indexExt), seg.baseOffset)
 	if ierr != nil {
 		return ierr.Error()
 	}
 	seg.index = ix
-	tix, terr := OpenTimeIndex(l.files, segmentPath(l.dir, seg.baseOffset, timeIndexExt), seg.baseOffset)
+	tix, terr := OpenTimeIndex(l.fs, segmentPath(l.dir, seg.baseOffset, timeIndexExt), seg.baseOffset)
 	if terr != nil {
 		return terr.Error()
 	}

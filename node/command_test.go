@@ -183,9 +183,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startNodeProcess(t *testing.T, dataDir, listen string) *nodeProcess {
+func startNodeProcess(t *testing.T, dataDir, listen string, flags ...string) *nodeProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--data-dir", dataDir, "--listen", listen, "--http", "", "--kafka-listen", "", "--log-level", "warn")
+	args := append([]string{"--data-dir", dataDir, "--listen", listen, "--http", "", "--kafka-listen", "", "--log-level", "warn"}, flags...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "DEPOT_TEST_NODE=1")
 	p := &nodeProcess{cmd: cmd, stderr: &lockedBuffer{}}
 	cmd.Stderr = p.stderr

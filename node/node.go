@@ -65,9 +65,9 @@ type Node struct {
 	registry      *prometheus.Registry
 	// files is the cache every partition log opens its segment files
 	// through.
-	files *disk.FileCache
-	stopped       bool
-	stoppedCh     chan struct{}
+	files     *disk.FileCache
+	stopped   bool
+	stoppedCh chan struct{}
 	// locations maps each partition found on disk at start-up to the log
 	// directory holding it, once interrupted moves are resolved.
 	locations map[disk.TopicPartition]string
