@@ -151,7 +151,7 @@ func TestNodeSettingsFromEnvAndFile(t *testing.T) {
 }
 
 // unusedAddress is a loopback address where nothing listens.
-func unusedAddress(t *testing.T) string {
+func unusedAddress(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startNodeProcess(t *testing.T, dataDir, listen string, flags ...string) *nodeProcess {
+func startNodeProcess(t testing.TB, dataDir, listen string, flags ...string) *nodeProcess {
 	t.Helper()
 	args := append([]string{"--data-dir", dataDir, "--listen", listen, "--http", "", "--kafka-listen", "", "--log-level", "warn"}, flags...)
 	cmd := exec.Command(os.Args[0], args...)
@@ -200,14 +200,14 @@ func startNodeProcess(t *testing.T, dataDir, listen string, flags ...string) *no
 	return p
 }
 
-func (p *nodeProcess) kill(t *testing.T) {
+func (p *nodeProcess) kill(t testing.TB) {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	_ = p.cmd.Wait()
 }
 
 // waitReady polls the node's metadata until it answers.
-func waitReady(t *testing.T, c *client.Client, p *nodeProcess) {
+func waitReady(t testing.TB, c *client.Client, p *nodeProcess) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
