@@ -12,15 +12,15 @@
 //
 // # Open files
 //
-// A log opens its segment files through a FileCache (Options.Files):
-// every segment keeps a handle on each of its three files, but a node's
-// logs hold at most the cache's capacity of descriptors open between them,
+// A log does its file work through a FileCache (Options.Files): every
+// segment keeps a handle on each of its three files, but a node's logs
+// hold at most the cache's capacity of descriptors open between them,
 // whatever their number. The cache closes the descriptors of the files
 // least recently used and reopens them on their next use; it never closes
-// one in use, pinned (a FlushJob's, a Slice's) or holding unsynced bytes.
-// Reopening costs an open(2) and no more: a segment keeps in memory what
-// it knows of its files (sizes, offsets, the sparse levels of its
-// indexes), and reads nothing again.
+// one in use or pinned (a Slice's), and closes one holding unsynced bytes
+// only once it has synced it. Reopening costs an open(2) and no more: a
+// segment keeps in memory what it knows of its files (sizes, offsets, the
+// sparse levels of its indexes), and reads nothing again.
 //
 // # What is checked, and when
 //

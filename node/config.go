@@ -113,13 +113,14 @@ type Config struct {
 	Rack string
 	// Quorum tunes the controller quorum and the node's session with it.
 	Quorum QuorumSettings
-	// MaxOpenFiles bounds the segment files (.log, .index, .timeindex)
-	// the node holds open at once, whatever its partition count: past it,
-	// the files least recently used are closed and reopened on their next
-	// use (see disk.FileCache; a file in use or holding unsynced bytes
-	// stays open). Default DefaultMaxOpenFiles(): half the process's
-	// limit. Nodes that share a process set theirs, so that together they
-	// stay under its limit.
+	// MaxOpenFiles bounds the descriptors the node's partition logs hold
+	// open at once (their segment files, .log, .index and .timeindex, and
+	// the directories they sync), whatever its partition count: the files
+	// least recently used are closed and reopened on their next use (see
+	// disk.FileCache: a file in use stays open, one holding unsynced bytes
+	// is synced before it is closed). Default DefaultMaxOpenFiles(): half
+	// the process's limit. Nodes that share a process set theirs, so that
+	// together they stay under its limit.
 	MaxOpenFiles int
 	// FS is the file system; default the operating system's.
 	FS disk.FS

@@ -80,13 +80,14 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// fileCacheCollector exports the node's file cache: one series of each,
-// for the node, whatever its partition count. (The process collector's
-// process_open_fds counts every descriptor of the process.)
+// fileCacheCollector exports the node's file cache (see disk.FileCache):
+// one series of each, for the node, whatever its partition count. (The
+// process collector's process_open_fds counts every descriptor of the
+// process.)
 type fileCacheCollector struct {
 	files *disk.FileCache
 
-	open, limit, pinned, handles, reopens, evictions *prometheus.Desc
+	open, limit, pinned, unsynced, handles, reopens, evictions, evictionSyncs, waits *prometheus.Desc
 }
 
 func newFileCacheCollector(files *disk.FileCache) *fileCacheCollector {
@@ -94,30 +95,42 @@ func newFileCacheCollector(files *disk.FileCache) *fileCacheCollector {
 		return prometheus.NewDesc("depot_segment_files_"+name, help, nil, nil)
 	}
 	return &fileCacheCollector{
-		files:     files,
-		open:      desc("open", "Segment files (.log, .index, .timeindex) the node holds open."),
-		limit:     desc("open_limit", "Most segment files the node holds open beyond the pinned ones (--max-open-files)."),
-		pinned:    desc("pinned", "Open segment files that may not be closed now: in use, or holding unsynced bytes."),
-		handles:   desc("handles", "Segment files of open logs, whether or not the node holds them open."),
-		reopens:   desc("reopens_total", "Segment files opened again after the node closed them for others."),
-		evictions: desc("evictions_total", "Segment files closed to stay within the limit."),
+		files:         files,
+		open:          desc("open", "Descriptors the partition logs hold open: segment files (.log, .index, .timeindex), and directories being synced."),
+		limit:         desc("open_limit", "Most descriptors the partition logs hold open at once (--max-open-files)."),
+		pinned:        desc("pinned", "Open segment files that may not be closed now: being read, written or synced."),
+		unsynced:      desc("unsynced", "Open segment files holding unsynced bytes: closed only once synced."),
+		handles:       desc("handles", "Segment files of open logs, whether or not their descriptors are open."),
+		reopens:       desc("reopens_total", "Segment files opened again after they were closed to make room."),
+		evictions:     desc("evictions_total", "Segment files closed to make room."),
+		evictionSyncs: desc("eviction_syncs_total", "Segment files synced to be closed to make room, no file without unsynced bytes being left to close."),
+		waits:         desc("waits_total", "Opens that waited for room, every descriptor being in use."),
 	}
 }
 
 func (c *fileCacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.open, c.limit, c.pinned, c.handles, c.reopens, c.evictions} {
+	for _, d := range []*prometheus.Desc{c.open, c.limit, c.pinned, c.unsynced, c.handles, c.reopens, c.evictions, c.evictionSyncs, c.waits} {
 		ch <- d
 	}
 }
 
 func (c *fileCacheCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.files.Stats()
-	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(st.Open))
-	ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(st.Capacity))
-	ch <- prometheus.MustNewConstMetric(c.pinned, prometheus.GaugeValue, float64(st.Pinned))
-	ch <- prometheus.MustNewConstMetric(c.handles, prometheus.GaugeValue, float64(st.Handles))
-	ch <- prometheus.MustNewConstMetric(c.reopens, prometheus.CounterValue, float64(st.Reopens))
-	ch <- prometheus.MustNewConstMetric(c.evictions, prometheus.CounterValue, float64(st.Evictions))
+	gauge := func(d *prometheus.Desc, v int) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge(c.open, st.Open)
+	gauge(c.limit, st.Capacity)
+	gauge(c.pinned, st.Pinned)
+	gauge(c.unsynced, st.Unsynced)
+	gauge(c.handles, st.Handles)
+	counter(c.reopens, st.Reopens)
+	counter(c.evictions, st.Evictions)
+	counter(c.evictionSyncs, st.EvictionSyncs)
+	counter(c.waits, st.Waits)
 }
 
 // fetchSessionCollector exports the Kafka listener's incremental fetch
