@@ -46,8 +46,9 @@ import (
 // calls its log before releasing it may wait for its own pin, when the
 // capacity is that small.
 //
-// The cache is the one type of the package that is safe for concurrent
-// use, and has to be: one cache serves every log of a node, each owned by
+// The cache is the one type of the package's logs that is safe for
+// concurrent use (MemFS and ErrorFS, for tests, are the others), and has
+// to be: one cache serves every log of a node, each owned by
 // the goroutine of its own actor, and a FlushJob syncs a handle on a
 // goroutine of its own while its log appends. A mutex guards the cache
 // and the state of its handles; descriptors are opened, synced and closed
