@@ -454,6 +454,22 @@ func (s *segment) syncData() error {
 	return nil
 }
 
+// settle fsyncs those of the segment's files that hold unsynced bytes,
+// index entries still in memory included.
+func (s *segment) settle() error {
+	if s.indexesDirty || unsynced(s.index.file) || unsynced(s.timeIndex.file) {
+		if err := s.syncIndexes(); err != nil {
+			return err
+		}
+	}
+	if unsynced(s.log) {
+		if err := s.log.Sync(); err != nil {
+			return fmt.Errorf("disk: sync %s: %w", s.path, err)
+		}
+	}
+	return nil
+}
+
 // flushIndexes writes the buffered entries of both indexes to their files,
 // without syncing them.
 func (s *segment) flushIndexes() error {

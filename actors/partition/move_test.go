@@ -48,6 +48,8 @@ type moveFixture struct {
 	now func() time.Time
 	// metrics take the partitions' figures; nil for none.
 	metrics *Metrics
+	// files is the file cache of the partitions it starts; nil for none.
+	files *disk.FileCache
 }
 
 func newMoveFixture(t *testing.T, segmentBytes int64, hook func(step string) error) *moveFixture {
@@ -96,7 +98,7 @@ func (f *moveFixture) start(t *testing.T, dir string, recoveryPoint int64) {
 		i = 1
 	}
 	pid, err := f.system.Root.SpawnNamed(NewPartitionProps(PartitionConfig{
-		Topic: "orders", Partition: 0, FS: f.fs, LogDir: dir, Config: f.config,
+		Topic: "orders", Partition: 0, FS: f.fs, Files: f.files, LogDir: dir, Config: f.config,
 		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Logger: f.logger, moveHook: f.hook,
 		flushHook:    func() { f.flushes.Add(1) },
 		Controller:   f.controller,

@@ -43,6 +43,10 @@ type PartitionConfig struct {
 	Topic     string
 	Partition int32
 	FS        disk.FS
+	// Files is the node's file cache, which the partition's logs open
+	// their segment files through (disk.Options.Files). Nil: the logs keep
+	// their files open.
+	Files *disk.FileCache
 	// LogDir is the log directory (a disk) that holds the partition's
 	// directory <LogDir>/<topic>-<partition>.
 	LogDir string
@@ -197,6 +201,9 @@ type partitionActor struct {
 	timers    *scheduler.TimerScheduler
 	// stopTick stops the partitionTicks.
 	stopTick scheduler.CancelFunc
+	// tickEnd is the log end offset at the last partitionTick: a log that
+	// has not grown since has gone idle.
+	tickEnd int64
 
 	// syncing is set while a syncParked is on its way; flushing is the
 	// flush in flight, if any, and after the work waiting for its end.
@@ -478,6 +485,7 @@ func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Op
 		LeaderEpoch:    a.leaderEpochCap(),
 		Now:            a.cfg.Now,
 		Logger:         a.logger,
+		Files:          a.cfg.Files,
 	}
 }
 
@@ -1166,7 +1174,27 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 		a.after.retention = true
 		return
 	}
+	a.settleIfIdle(ctx)
 	a.applyRetention(ctx)
+}
+
+// settleIfIdle syncs all that the log has written, index entries
+// included, once it has gone a tick without an append: a file holding
+// unsynced bytes stays open, pinned in the node's file cache, and an idle
+// partition should hold no descriptor (see disk.Log.Settle). It costs
+// nothing when all is synced.
+func (a *partitionActor) settleIfIdle(ctx actor.Context) {
+	end := a.log.EndOffset()
+	idle := end == a.tickEnd
+	a.tickEnd = end
+	if !idle {
+		return
+	}
+	if err := a.log.Settle(); err != nil {
+		a.flushFailed(ctx, err)
+		return
+	}
+	a.flushed(ctx, a.log.RecoveryPoint())
 }
 
 // applyRetention deletes the segments past retention and reports the
