@@ -132,8 +132,9 @@ const (
 // because the log refuses to close or remove a segment file while a
 // disk.FlushJob runs. onFlushed does it after finishing the flush and
 // before starting the next one, so that a stream of acks=all produces, which
-// keeps a flush in flight almost all the time, delays it by one fsync (one
-// pass of the flusher) at most. Appends, fetches and rolls do not wait.
+// keeps a flush in flight almost all the time, delays it by one fsync at
+// most (with a flusher, by the rest of the pass in flight and its own
+// fsync). Appends, fetches and rolls do not wait.
 type afterFlush struct {
 	// swapMove is the id of a move whose future caught up with the log
 	// while a flush was in flight: it catches up again and swaps.
