@@ -65,12 +65,22 @@ func benchmarkAppend(b *testing.B, validated bool) {
 	require.NoError(b, l.Close())
 }
 
-func BenchmarkBaselineWrite(b *testing.B) {
+// BenchmarkBaselineWrite writes the batches of BenchmarkAppend to a file
+// with nothing else: copies into the page cache.
+func BenchmarkBaselineWrite(b *testing.B) { benchmarkBaselineWrite(b, false) }
+
+// BenchmarkBaselineWriteback is BenchmarkBaselineWrite starting writeback of
+// every writebackBytes written, as a segment does (sync_file_range): a
+// sustained write is then bound by the device, not by the page cache, and
+// this is the limit of a sustained BenchmarkAppend.
+func BenchmarkBaselineWriteback(b *testing.B) { benchmarkBaselineWrite(b, true) }
+
+func benchmarkBaselineWrite(b *testing.B, writeback bool) {
 	batch := benchBatch(b)
 	dir := b.TempDir()
 	var f *os.File
 	var name string
-	var size int64
+	var size, writtenBack int64
 	next := func(n int) {
 		if f != nil {
 			require.NoError(b, f.Close())
@@ -80,9 +90,12 @@ func BenchmarkBaselineWrite(b *testing.B) {
 		var err error
 		f, err = os.Create(name)
 		require.NoError(b, err)
-		size = 0
+		size, writtenBack = 0, 0
 	}
 	next(0)
+	if _, ok := File(osFile{f}).(writebacker); writeback && !ok {
+		b.Skip("no writeback on this OS")
+	}
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -94,6 +107,12 @@ func BenchmarkBaselineWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		size += int64(len(batch))
+		if writeback && size-writtenBack >= writebackBytes {
+			if err := File(osFile{f}).(writebacker).StartWriteback(writtenBack, size-writtenBack); err != nil {
+				b.Fatal(err)
+			}
+			writtenBack = size
+		}
 	}
 	b.StopTimer()
 	require.NoError(b, f.Close())

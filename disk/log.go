@@ -593,17 +593,18 @@ type FlushJob struct {
 // has run and been finished without error.
 func (j *FlushJob) UpTo() int64 { return j.upTo }
 
-// Run does the job's fsync. It touches nothing of the log but the file,
-// which stays open until FinishFlush, so it may run on any goroutine; the
-// File must allow Sync concurrently with Write (os.File and MemFS files
-// do). The file cache keeps its descriptor open while it holds the bytes
-// to sync (see FileCache), or syncs them itself before it closes it, and
-// reopens it if need be.
+// Run does the job's fsync (fdatasync where the file can: the log needs
+// its bytes and size, not its times). It touches nothing of the log but the
+// file, which stays open until FinishFlush, so it may run on any goroutine,
+// and the jobs of many logs may run at once; the File must allow Sync
+// concurrently with Write (os.File and MemFS files do). The file cache keeps
+// its descriptor open while it holds the bytes to sync (see FileCache), or
+// syncs them itself before it closes it, and reopens it if need be.
 func (j *FlushJob) Run() error {
 	if j.file == nil {
 		return nil
 	}
-	if err := j.file.Sync(); err != nil {
+	if err := syncData(j.file); err != nil {
 		return fmt.Errorf("disk: sync %s: %w", j.path, err)
 	}
 	return nil

@@ -313,6 +313,7 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			LogStartOffset: checkpoints.LogStart[tp],
 			Transport:      m.cfg.Transport,
 			LogDirActor:    m.cfg.LogDirs[p.LogDir],
+			Flusher:        disks.FlusherOf(m.cfg.LogDirs[p.LogDir]),
 			TickInterval:   m.cfg.TickInterval,
 			NodeID:         m.cfg.NodeID,
 			State:          m.startState(p),
