@@ -65,12 +65,22 @@ func benchmarkAppend(b *testing.B, validated bool) {
 	require.NoError(b, l.Close())
 }
 
-func BenchmarkBaselineWrite(b *testing.B) {
+// BenchmarkBaselineWrite writes the batches of BenchmarkAppend to a file
+// with nothing else: copies into the page cache.
+func BenchmarkBaselineWrite(b *testing.B) { benchmarkBaselineWrite(b, false) }
+
+// BenchmarkBaselineWriteback is BenchmarkBaselineWrite starting writeback of
+// every writebackBytes written, as a segment does (sync_file_range): a
+// sustained write is then bound by the device, not by the page cache, and
+// this is the limit of a sustained BenchmarkAppend.
+func BenchmarkBaselineWriteback(b *testing.B) { benchmarkBaselineWrite(b, true) }
+
+func benchmarkBaselineWrite(b *testing.B, writeback bool) {
 	batch := benchBatch(b)
 	dir := b.TempDir()
 	var f *os.File
 	var name string
-	var size int64
+	var size, writtenBack int64
 	next := func(n int) {
 		if f != nil {
 			require.NoError(b, f.Close())
@@ -80,9 +90,12 @@ func BenchmarkBaselineWrite(b *testing.B) {
 		var err error
 		f, err = os.Create(name)
 		require.NoError(b, err)
-		size = 0
+		size, writtenBack = 0, 0
 	}
 	next(0)
+	if _, ok := File(osFile{f}).(writebacker); writeback && !ok {
+		b.Skip("no writeback on this OS")
+	}
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -94,6 +107,12 @@ func BenchmarkBaselineWrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		size += int64(len(batch))
+		if writeback && size-writtenBack >= writebackBytes {
+			if err := File(osFile{f}).(writebacker).StartWriteback(writtenBack, size-writtenBack); err != nil {
+				b.Fatal(err)
+			}
+			writtenBack = size
+		}
 	}
 	b.StopTimer()
 	require.NoError(b, f.Close())
@@ -182,5 +201,66 @@ func BenchmarkLookup(b *testing.B) {
 			b.StopTimer()
 			require.NoError(b, l.Close())
 		})
+	}
+}
+
+// BenchmarkReadReopen reads from many partitions in turn, each read from
+// the next one, with their files kept open (a cache without bound) and
+// with the cache holding one descriptor, so that every read finds its
+// files closed and reopens them (and closes another's): the cost of a
+// reopen, next to reads of one 64 KiB batch and of 1 MiB. The data is in
+// the page cache in both cases.
+func BenchmarkReadReopen(b *testing.B) {
+	const partitions = 64
+	dir := b.TempDir()
+	batch := makeBatch(b, 64, 1024, 1) // 64 KiB
+	opts := testOptions(newClock(), func(c *Config) { c.SegmentBytes = 1 << 20 })
+	ends := make([]int64, partitions)
+	for i := range ends {
+		l := openLog(b, OS, filepath.Join(dir, fmt.Sprintf("t-%d", i)), opts)
+		for l.Size() < 2<<20 {
+			_, err := l.Append(append([]byte(nil), batch...))
+			require.NoError(b, err)
+		}
+		ends[i] = l.EndOffset()
+		require.NoError(b, l.Close())
+	}
+	for _, files := range []struct {
+		name     string
+		capacity int
+	}{{"open", 0}, {"evicted", 1}} {
+		for _, read := range []struct {
+			name     string
+			maxBytes int
+		}{{"batch", 1}, {"1MiB", 1 << 20}} {
+			b.Run(fmt.Sprintf("files=%s/read=%s", files.name, read.name), func(b *testing.B) {
+				cache := NewFileCache(files.capacity)
+				logs := make([]*Log, partitions)
+				for i := range logs {
+					o := opts
+					o.Files, o.RecoveryPoint = cache, ends[i]
+					logs[i] = openLog(b, OS, filepath.Join(dir, fmt.Sprintf("t-%d", i)), o)
+				}
+				buf := make([]byte, 0, 2<<20)
+				rng := rand.New(rand.NewPCG(1, 2))
+				before := cache.Stats()
+				b.SetBytes(int64(max(read.maxBytes, len(batch))))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					l := logs[i%partitions]
+					got, err := l.Read(rng.Int64N(l.EndOffset()), read.maxBytes, buf[:0])
+					if err != nil || len(got) == 0 {
+						b.Fatal(err, len(got))
+					}
+				}
+				b.StopTimer()
+				after := cache.Stats()
+				b.ReportMetric(float64(after.Reopens-before.Reopens)/float64(b.N), "reopens/op")
+				for _, l := range logs {
+					require.NoError(b, l.Close())
+				}
+			})
+		}
 	}
 }

@@ -112,11 +112,20 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives recovery warnings and roll notices. Default: discards.
 	Logger *logrus.Entry
+	// Files is the cache the log's segment files (.log, .index,
+	// .timeindex) are opened through, shared by every log of a node so
+	// that they hold at most its capacity of descriptors open between
+	// them. Default: a cache of the log's own with no bound, which never
+	// closes a file the log has open.
+	Files *FileCache
 }
 
 func (o *Options) setDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Files == nil {
+		o.Files = NewFileCache(0)
 	}
 	if o.Logger == nil {
 		l := logrus.New()

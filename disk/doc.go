@@ -3,10 +3,24 @@
 // index each, checkpoint files per log directory, and a small FS seam so
 // tests can crash the file system, fill it, or fail the n-th operation.
 //
-// Nothing in the package starts a goroutine or takes a lock, and nothing is
-// safe for concurrent use: the actor that owns a log serialises access to
-// it. (MemFS, the test file system, is the exception: it is guarded by a
-// mutex so a test may inspect it.)
+// Nothing in the package starts a goroutine, and nothing is safe for
+// concurrent use but two types: the actor that owns a log serialises
+// access to it. The exceptions are FileCache, which the logs of a node
+// share and which a FlushJob's fsync reaches from its own goroutine, and
+// MemFS, the test file system, guarded by a mutex so that a test may
+// inspect it.
+//
+// # Open files
+//
+// A log does its file work through a FileCache (Options.Files): every
+// segment keeps a handle on each of its three files, but a node's logs
+// hold at most the cache's capacity of descriptors open between them,
+// whatever their number. The cache closes the descriptors of the files
+// least recently used and reopens them on their next use; it never closes
+// one in use or pinned (a Slice's), and closes one holding unsynced bytes
+// only once it has synced it. Reopening costs an open(2) and no more: a
+// segment keeps in memory what it knows of its files (sizes, offsets, the
+// sparse levels of its indexes), and reads nothing again.
 //
 // # What is checked, and when
 //

@@ -145,6 +145,9 @@ func (x *indexFile[E]) Rename(newPath string) error {
 	if err := x.fs.Rename(x.path, newPath); err != nil {
 		return fmt.Errorf("disk: rename %s: %w", x.kind, err)
 	}
+	if h, ok := x.file.(*cachedFile); ok {
+		h.setName(newPath)
+	}
 	x.path = newPath
 	return nil
 }

@@ -27,6 +27,8 @@ var ErrNotOneBatch = errors.New("disk: append wants exactly one batch")
 // calls. It starts no goroutines; time arrives through Options.Now, and
 // MaybeRoll and ApplyRetention are called on the owner's timer ticks.
 type Log struct {
+	// fs is the file system through the file cache (Options.Files): all
+	// the log's file work goes through it.
 	fs     FS
 	dir    string
 	config Config
@@ -70,11 +72,35 @@ type AppendResult struct {
 	Position int64
 }
 
-// Slice is a byte range of a segment file holding whole batches.
+// Slice is a byte range of a segment file holding whole batches. Its
+// File stays open, pinned in the log's file cache (see FileCache), until
+// Release: bytes on their way to a socket are read from it after the log
+// has moved on, and maybe closed or deleted the segment.
 type Slice struct {
 	File     File
 	Position int64
 	Size     int64
+	pinned   *cachedFile
+}
+
+// Release lets the file cache close the Slice's file again. Call it once,
+// when the bytes have been sent; the zero Slice needs none.
+func (s Slice) Release() {
+	if s.pinned != nil {
+		s.pinned.unpin()
+	}
+}
+
+// pinSlice pins seg's .log for a Slice of it.
+func pinSlice(seg *segment, position, size int64) (Slice, error) {
+	h, ok := seg.log.(*cachedFile)
+	if !ok {
+		return Slice{File: seg.log, Position: position, Size: size}, nil
+	}
+	if err := h.pin(); err != nil {
+		return Slice{}, fmt.Errorf("disk: pin %s: %w", seg.path, err)
+	}
+	return Slice{File: h, Position: position, Size: size, pinned: h}, nil
 }
 
 // SegmentInfo describes a segment.
@@ -517,6 +543,32 @@ func (l *Log) Flush(upTo int64) error {
 // Sync flushes everything: Flush(EndOffset()).
 func (l *Log) Sync() error { return l.Flush(l.EndOffset()) }
 
+// Settle makes durable all that the log has written, the active segment's
+// index entries included (a Flush writes them but leaves them unsynced, so
+// that a group commit costs one fsync), so that none of its files holds
+// unsynced bytes and the file cache may close every one of them (see
+// FileCache). The owner calls it when the log has gone idle. It costs
+// nothing when all is synced, and does nothing while a FlushJob is in
+// flight. Errors are as for Flush: one wrapping ErrNoSpace leaves the log
+// usable, any other fails it.
+func (l *Log) Settle() error {
+	if err := l.checkWrite(); err != nil {
+		return err
+	}
+	if l.flushing != nil {
+		return nil
+	}
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	for _, s := range l.segments {
+		if err := s.settle(); err != nil {
+			return l.failUnlessFull(err)
+		}
+	}
+	return nil
+}
+
 // FlushJob is a Flush of everything appended so far, split so that its
 // fsync of the active segment runs off the owner's goroutine while appends
 // go on: Kafka's acks=all group commit without stopping the partition for
@@ -541,15 +593,18 @@ type FlushJob struct {
 // has run and been finished without error.
 func (j *FlushJob) UpTo() int64 { return j.upTo }
 
-// Run does the job's fsync. It touches nothing of the log but the file,
-// which stays open until FinishFlush, so it may run on any goroutine; the
-// File must allow Sync concurrently with Write (os.File and MemFS files
-// do).
+// Run does the job's fsync (fdatasync where the file can: the log needs
+// its bytes and size, not its times). It touches nothing of the log but the
+// file, which stays open until FinishFlush, so it may run on any goroutine,
+// and the jobs of many logs may run at once; the File must allow Sync
+// concurrently with Write (os.File and MemFS files do). The file cache keeps
+// its descriptor open while it holds the bytes to sync (see FileCache), or
+// syncs them itself before it closes it, and reopens it if need be.
 func (j *FlushJob) Run() error {
 	if j.file == nil {
 		return nil
 	}
-	if err := j.file.Sync(); err != nil {
+	if err := syncData(j.file); err != nil {
 		return fmt.Errorf("disk: sync %s: %w", j.path, err)
 	}
 	return nil
@@ -658,7 +713,8 @@ func (l *Log) locate(offset int64) (int, int64, wire.Header, error) {
 // starts at the batch holding offset and takes batches while they fit in
 // maxBytes, at least one. The range never crosses a segment. Only headers
 // are checked (magic, lengths, dense offsets), not CRCs: the bytes are meant
-// for sendfile. offset == EndOffset gives an empty Slice.
+// for sendfile. offset == EndOffset gives an empty Slice. The caller
+// Releases the Slice once it has sent its bytes.
 func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
 	if err := l.check(); err != nil {
 		return Slice{}, err
@@ -668,7 +724,7 @@ func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
 	}
 	if offset == l.EndOffset() {
 		seg := l.active()
-		return Slice{File: seg.log, Position: seg.size}, nil
+		return pinSlice(seg, seg.size, 0)
 	}
 	i, position, h, err := l.locate(offset)
 	if err != nil {
@@ -688,7 +744,7 @@ func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
 		end += int64(nh.Size())
 		next = nh.NextOffset()
 	}
-	return Slice{File: seg.log, Position: position, Size: end - position}, nil
+	return pinSlice(seg, position, end-position)
 }
 
 // Read appends to dst the stored bytes of whole batches starting at the

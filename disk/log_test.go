@@ -40,6 +40,37 @@ type fsCase struct {
 var fsCases = []fsCase{
 	{"os", func(t testing.TB) (FS, string) { return OS, path.Join(t.TempDir(), "topic-0") }},
 	{"mem", func(t testing.TB) (FS, string) { return NewMemFS(), "/data/topic-0" }},
+	{"mem-evicting", func(t testing.TB) (FS, string) {
+		return evictingFS{MemFS: NewMemFS(), files: NewFileCache(1)}, "/data/topic-0"
+	}},
+}
+
+// evictingFS is a MemFS whose logs share a file cache of one descriptor,
+// so that nearly every file operation of a log finds its file closed by
+// the cache and reopens it: openLog and withFiles give the cache to the
+// logs opened on it.
+type evictingFS struct {
+	*MemFS
+	files *FileCache
+}
+
+// withFiles gives opts the file cache of an evictingFS.
+func withFiles(fs FS, opts Options) Options {
+	if e, ok := fs.(evictingFS); ok && opts.Files == nil {
+		opts.Files = e.files
+	}
+	return opts
+}
+
+// memOf returns the MemFS under fs, nil on the OS.
+func memOf(fs FS) *MemFS {
+	switch m := fs.(type) {
+	case *MemFS:
+		return m
+	case evictingFS:
+		return m.MemFS
+	}
+	return nil
 }
 
 // testClock is a settable clock for Options.Now.
@@ -59,7 +90,7 @@ func testOptions(clock *testClock, mutate func(*Config)) Options {
 
 func openLog(t testing.TB, fs FS, dir string, opts Options) *Log {
 	t.Helper()
-	l, err := Open(fs, dir, opts)
+	l, err := Open(fs, dir, withFiles(fs, opts))
 	require.NoError(t, err)
 	return l
 }
@@ -167,6 +198,11 @@ func TestAppendRead(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(len(b)), s.Position)
 			require.Equal(t, int64(len(b)), s.Size)
+			sliced := make([]byte, s.Size)
+			_, err = s.File.ReadAt(sliced, s.Position)
+			require.NoError(t, err)
+			require.Equal(t, got[1+len(b):], sliced)
+			s.Release()
 
 			_, err = l.Read(7, 1, nil)
 			require.ErrorIs(t, err, ErrOffsetOutOfRange)

@@ -82,11 +82,11 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	if err := createDir(fs, dir); err != nil {
+	if err := createDir(opts.Files.FS(fs), dir); err != nil {
 		return nil, err
 	}
 	l := &Log{
-		fs:          fs,
+		fs:          opts.Files.FS(fs),
 		dir:         dir,
 		config:      opts.Config,
 		leaderEpoch: opts.LeaderEpoch,

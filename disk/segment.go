@@ -440,7 +440,8 @@ func (s *segment) syncIndexes() error {
 	return nil
 }
 
-// syncData makes the segment's batches durable with one fsync of the .log.
+// syncData makes the segment's batches durable with one fsync of the .log
+// (fdatasync where it can).
 // Its index entries are written to the files but not synced: indexes are
 // derived data, and a group commit should cost one fsync, not three. They
 // are synced when the segment is sealed by a roll and when the log closes.
@@ -448,8 +449,24 @@ func (s *segment) syncData() error {
 	if err := s.flushIndexes(); err != nil {
 		return err
 	}
-	if err := s.log.Sync(); err != nil {
+	if err := syncData(s.log); err != nil {
 		return fmt.Errorf("disk: sync %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// settle fsyncs those of the segment's files that hold unsynced bytes,
+// index entries still in memory included.
+func (s *segment) settle() error {
+	if s.indexesDirty || unsynced(s.index.file) || unsynced(s.timeIndex.file) {
+		if err := s.syncIndexes(); err != nil {
+			return err
+		}
+	}
+	if unsynced(s.log) {
+		if err := s.log.Sync(); err != nil {
+			return fmt.Errorf("disk: sync %s: %w", s.path, err)
+		}
 	}
 	return nil
 }

@@ -99,6 +99,7 @@ func TestCommandFlagsSetConfig(t *testing.T) {
 		{[]string{"--move-throttle", "1GiB"}, func(c *Config) { c.Balance.ThrottleBytesPerS = 1 << 30 }},
 		{[]string{"--move-throttle", "0"}, func(c *Config) { c.Balance.ThrottleBytesPerS = -1 }},
 		{[]string{"--metadata-snapshot-every", "50"}, func(c *Config) { c.Quorum.SnapshotEvery = 50 }},
+		{[]string{"--max-open-files", "500"}, func(c *Config) { c.MaxOpenFiles = 500 }},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			want := DefaultConfig()
@@ -150,7 +151,7 @@ func TestNodeSettingsFromEnvAndFile(t *testing.T) {
 }
 
 // unusedAddress is a loopback address where nothing listens.
-func unusedAddress(t *testing.T) string {
+func unusedAddress(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -182,9 +183,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startNodeProcess(t *testing.T, dataDir, listen string) *nodeProcess {
+func startNodeProcess(t testing.TB, dataDir, listen string, flags ...string) *nodeProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "--data-dir", dataDir, "--listen", listen, "--http", "", "--kafka-listen", "", "--log-level", "warn")
+	args := append([]string{"--data-dir", dataDir, "--listen", listen, "--http", "", "--kafka-listen", "", "--log-level", "warn"}, flags...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "DEPOT_TEST_NODE=1")
 	p := &nodeProcess{cmd: cmd, stderr: &lockedBuffer{}}
 	cmd.Stderr = p.stderr
@@ -198,14 +200,14 @@ func startNodeProcess(t *testing.T, dataDir, listen string) *nodeProcess {
 	return p
 }
 
-func (p *nodeProcess) kill(t *testing.T) {
+func (p *nodeProcess) kill(t testing.TB) {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	_ = p.cmd.Wait()
 }
 
 // waitReady polls the node's metadata until it answers.
-func waitReady(t *testing.T, c *client.Client, p *nodeProcess) {
+func waitReady(t testing.TB, c *client.Client, p *nodeProcess) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 
 	"github.com/depot-dev/depot/actors/controller"
 	"github.com/depot-dev/depot/actors/disks"
@@ -112,6 +113,15 @@ type Config struct {
 	Rack string
 	// Quorum tunes the controller quorum and the node's session with it.
 	Quorum QuorumSettings
+	// MaxOpenFiles bounds the descriptors the node's partition logs hold
+	// open at once (their segment files, .log, .index and .timeindex, and
+	// the directories they sync), whatever its partition count: the files
+	// least recently used are closed and reopened on their next use (see
+	// disk.FileCache: a file in use stays open, one holding unsynced bytes
+	// is synced before it is closed). Default DefaultMaxOpenFiles(): half
+	// the process's limit. Nodes that share a process set theirs, so that
+	// together they stay under its limit.
+	MaxOpenFiles int
 	// FS is the file system; default the operating system's.
 	FS disk.FS
 	// Logger overrides the logger built from LogLevel.
@@ -161,6 +171,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FS == nil {
 		c.FS = disk.OS
+	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = DefaultMaxOpenFiles()
 	}
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = group.DefaultOffsetsTopicPartitions
@@ -249,10 +262,36 @@ func (c Config) validate() error {
 	if c.ReplicaLagMax < 0 {
 		errs = append(errs, fmt.Errorf("replica lag time %v is negative", c.ReplicaLagMax))
 	}
+	if limit := processFileLimit(); c.MaxOpenFiles < 1 || limit > 0 && uint64(c.MaxOpenFiles) > limit {
+		errs = append(errs, fmt.Errorf("max open files %d: want at least 1 and at most the process's open-file limit, %d (ulimit -n)", c.MaxOpenFiles, limit))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("node: invalid config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// DefaultMaxOpenFiles is the MaxOpenFiles of a node given none: half the
+// process's limit on open files (the soft RLIMIT_NOFILE, which Go raises
+// to the hard limit at start-up), leaving the other half to sockets, the
+// metadata log, lock files and checkpoints; 1024 when the limit cannot be
+// read, and at most 1<<20.
+func DefaultMaxOpenFiles() int {
+	limit := processFileLimit()
+	if limit == 0 {
+		return 1024
+	}
+	return int(max(1, min(limit/2, 1<<20)))
+}
+
+// processFileLimit is the soft RLIMIT_NOFILE of the process, 0 when it
+// cannot be read.
+func processFileLimit() uint64 {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0
+	}
+	return rl.Cur
 }
 
 func splitHostPort(addr string) (string, int, error) {

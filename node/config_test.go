@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func TestDefaultConfigIsWhatStartFillsIn(t *testing.T) {
@@ -45,5 +46,32 @@ func TestFormatBytesReadsBack(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.n, n)
 		})
+	}
+}
+
+// The file cache's bound defaults to half the process's open-file limit,
+// and one past the limit, or below 1, is refused.
+func TestMaxOpenFiles(t *testing.T) {
+	var rl unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &rl))
+	require.Equal(t, int(min(rl.Cur/2, 1<<20)), DefaultMaxOpenFiles())
+	require.Equal(t, DefaultMaxOpenFiles(), DefaultConfig().MaxOpenFiles)
+	for _, tc := range []struct {
+		maxOpenFiles int
+		ok           bool
+	}{
+		{1, true},
+		{200, true},
+		{int(rl.Cur), true},
+		{int(rl.Cur) + 1, false},
+		{-1, false},
+	} {
+		cfg := Config{MaxOpenFiles: tc.maxOpenFiles}.withDefaults()
+		err := cfg.validate()
+		if tc.ok {
+			require.NoError(t, err, "%d", tc.maxOpenFiles)
+		} else {
+			require.ErrorContains(t, err, "max open files", "%d", tc.maxOpenFiles)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/kafka"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -77,6 +78,59 @@ func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, d.Path, d.State)
 		}
 	}
+}
+
+// fileCacheCollector exports the node's file cache (see disk.FileCache):
+// one series of each, for the node, whatever its partition count. (The
+// process collector's process_open_fds counts every descriptor of the
+// process.)
+type fileCacheCollector struct {
+	files *disk.FileCache
+
+	open, limit, pinned, unsynced, handles, reopens, evictions, evictionSyncs, waits *prometheus.Desc
+}
+
+func newFileCacheCollector(files *disk.FileCache) *fileCacheCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("depot_segment_files_"+name, help, nil, nil)
+	}
+	return &fileCacheCollector{
+		files:         files,
+		open:          desc("open", "Descriptors the partition logs hold open: segment files (.log, .index, .timeindex), and directories being synced."),
+		limit:         desc("open_limit", "Most descriptors the partition logs hold open at once (--max-open-files)."),
+		pinned:        desc("pinned", "Open segment files that may not be closed now: being read, written or synced."),
+		unsynced:      desc("unsynced", "Open segment files holding unsynced bytes: closed only once synced."),
+		handles:       desc("handles", "Segment files of open logs, whether or not their descriptors are open."),
+		reopens:       desc("reopens_total", "Segment files opened again after they were closed to make room."),
+		evictions:     desc("evictions_total", "Segment files closed to make room."),
+		evictionSyncs: desc("eviction_syncs_total", "Segment files synced to be closed to make room, no file without unsynced bytes being left to close."),
+		waits:         desc("waits_total", "Opens that waited for room, every descriptor being in use."),
+	}
+}
+
+func (c *fileCacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.open, c.limit, c.pinned, c.unsynced, c.handles, c.reopens, c.evictions, c.evictionSyncs, c.waits} {
+		ch <- d
+	}
+}
+
+func (c *fileCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.files.Stats()
+	gauge := func(d *prometheus.Desc, v int) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge(c.open, st.Open)
+	gauge(c.limit, st.Capacity)
+	gauge(c.pinned, st.Pinned)
+	gauge(c.unsynced, st.Unsynced)
+	gauge(c.handles, st.Handles)
+	counter(c.reopens, st.Reopens)
+	counter(c.evictions, st.Evictions)
+	counter(c.evictionSyncs, st.EvictionSyncs)
+	counter(c.waits, st.Waits)
 }
 
 // fetchSessionCollector exports the Kafka listener's incremental fetch

@@ -63,8 +63,11 @@ type Node struct {
 	kafkaAddr     string
 	locks         []*os.File // guarded by mu
 	registry      *prometheus.Registry
-	stopped       bool
-	stoppedCh     chan struct{}
+	// files is the cache every partition log opens its segment files
+	// through.
+	files     *disk.FileCache
+	stopped   bool
+	stoppedCh chan struct{}
 	// locations maps each partition found on disk at start-up to the log
 	// directory holding it, once interrupted moves are resolved.
 	locations map[disk.TopicPartition]string
@@ -164,8 +167,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 
 	n.registry = prometheus.NewRegistry()
+	n.files = disk.NewFileCache(cfg.MaxOpenFiles)
 	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
 		FS:              cfg.FS,
+		Files:           n.files,
 		NodeID:          cfg.NodeID,
 		Transport:       n.transport,
 		LogDirs:         logDirPIDs,
@@ -562,7 +567,7 @@ func replicaDir(p *messages.PartitionMetadata, nodeID int32) (string, bool) {
 }
 
 func (n *Node) startHTTP() error {
-	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newDiskCollector(n.system.Root, n.placement))
+	n.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newDiskCollector(n.system.Root, n.placement), newFileCacheCollector(n.files))
 	if n.cfg.HTTP == "" {
 		return nil
 	}
@@ -690,6 +695,10 @@ func (n *Node) Transport() *depotremote.Transport { return n.transport }
 // other nodes, for tests: none unless a test sets them (see
 // depotremote.Faults).
 func (n *Node) Faults() *depotremote.Faults { return n.transport.Faults() }
+
+// OpenFiles describes the node's file cache: the segment files its
+// partitions have open, and how many descriptors they hold.
+func (n *Node) OpenFiles() disk.FileCacheStats { return n.files.Stats() }
 
 // Placement is the node's placement actor.
 func (n *Node) Placement() *actor.PID { return n.placement }

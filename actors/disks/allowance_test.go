@@ -107,6 +107,9 @@ func TestRestartedLogDirNumbersAllowancesOn(t *testing.T) {
 
 	process, ok := system.ProcessRegistry.Get(dir)
 	require.True(t, ok)
+	// As a supervisor restarts a failed actor: its mailbox holds what comes
+	// until the new incarnation has started (after its children stopped).
+	process.SendSystemMessage(dir, &actor.SuspendMailbox{})
 	process.SendSystemMessage(dir, &actor.Restart{})
 	system.Root.Send(dir, &PartitionReport{TP: tp, PID: partition, Token: token, AllowanceSeq: taken})
 	require.Greater(t, next().Seq, taken)

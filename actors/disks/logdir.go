@@ -96,8 +96,10 @@ type LogDirConfig struct {
 	// path. Default: statfs on the OS file system; nothing known on others.
 	Space func(path string) (total, free int64, ok bool)
 	// Now is the clock of write rates. Default time.Now.
-	Now    func() time.Time
-	Logger *logrus.Entry
+	Now func() time.Time
+	// FlushParallelism is its flusher's (see FlusherConfig.Parallelism).
+	FlushParallelism int
+	Logger           *logrus.Entry
 }
 
 // Reserve is a log dir's free-space reserve: Bytes, or Percent of its
@@ -187,7 +189,8 @@ func newPartitionState(report PartitionReport) *partitionState {
 
 // logDirActor owns one log directory: its checkpoint files, its state
 // (online, offline, draining), and what it knows of the partitions it holds
-// from their reports, which it passes on to the placement actor.
+// from their reports, which it passes on to the placement actor. Its child
+// the flusher (FlusherOf) runs the group commits of its partitions.
 type logDirActor struct {
 	cfg        LogDirConfig
 	partitions map[disk.TopicPartition]*partitionState
@@ -263,6 +266,7 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 func (a *logDirActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		a.startFlusher(ctx)
 		a.countPartitionsOnDisk()
 		timers := scheduler.NewTimerScheduler(ctx)
 		a.timers = append(a.timers,
@@ -302,6 +306,15 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
 		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+	}
+}
+
+// startFlusher spawns the dir's flusher. Without one, the partitions,
+// whose flushes come back from it as dead letters, sync their own files.
+func (a *logDirActor) startFlusher(ctx actor.Context) {
+	props := NewFlusherProps(FlusherConfig{Parallelism: a.cfg.FlushParallelism, Logger: a.logger})
+	if _, err := ctx.SpawnNamed(props, flusherName); err != nil {
+		a.logger.WithError(err).Error("cannot start the flusher; partitions sync their own files")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
@@ -68,6 +69,83 @@ func BenchmarkPartitionProduce(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+		})
+	}
+}
+
+// BenchmarkManyPartitionsAcksAll keeps one acks=all produce request of 4
+// records of 100 bytes in flight to each of many partitions on one log
+// dir, each answer sending the partition its next request: the node's cost
+// of a group commit per partition per request, with the partitions running
+// their own fsyncs and with the log dir's flusher running them in passes,
+// without the client or the network. Setting up the partitions takes
+// seconds: run it with a fixed count, -benchtime 20000x.
+func BenchmarkManyPartitionsAcksAll(b *testing.B) {
+	const partitions, records, size = 1000, 4, 100
+	for _, flusher := range []bool{false, true} {
+		b.Run(fmt.Sprintf("flusher=%v", flusher), func(b *testing.B) {
+			logger := logrus.New()
+			logger.SetOutput(io.Discard)
+			system := actors.NewActorSystem(logger)
+			defer system.Shutdown()
+			cfg, err := topic.ParseConfig(nil)
+			require.NoError(b, err)
+			var flusherPID *actor.PID
+			if flusher {
+				flusherPID = system.Root.Spawn(disks.NewFlusherProps(disks.FlusherConfig{Logger: logrus.NewEntry(logger)}))
+			}
+			dir := b.TempDir()
+			pids := make([]*actor.PID, partitions)
+			for p := range pids {
+				pids[p] = system.Root.Spawn(NewPartitionProps(PartitionConfig{
+					Topic: "orders", Partition: int32(p), FS: disk.OS, LogDir: dir, Config: cfg, Flusher: flusherPID, Logger: logrus.NewEntry(logger),
+				}))
+			}
+			values := make([]string, records)
+			for i := range values {
+				values[i] = string(make([]byte, size))
+			}
+			batch, err := encodeBatch(values...)
+			require.NoError(b, err)
+			answers := make(chan *messages.ProduceResponse, partitions)
+			sender := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+				if resp, ok := ctx.Message().(*messages.ProduceResponse); ok {
+					answers <- resp
+				}
+			}))
+			send := func(p int32) {
+				records := append([]byte(nil), batch...)
+				system.Root.RequestWithCustomSender(pids[p], &messages.ProduceRequest{Topic: "orders", Partition: p, Acks: -1, Records: records}, sender)
+			}
+			// Every partition opens its log and takes a first request
+			// before the clock starts.
+			for p := range pids {
+				send(int32(p))
+			}
+			for range pids {
+				if resp := <-answers; resp.Error != messages.ErrorCode_NONE {
+					b.Fatal(resp.Error, resp.ErrorMessage)
+				}
+			}
+			b.SetBytes(records * size)
+			b.ReportAllocs()
+			b.ResetTimer()
+			sent := 0
+			for ; sent < min(partitions, b.N); sent++ {
+				send(int32(sent))
+			}
+			for range b.N {
+				resp := <-answers
+				if resp.Error != messages.ErrorCode_NONE {
+					b.Fatal(resp.Error, resp.ErrorMessage)
+				}
+				if sent < b.N {
+					send(resp.Partition)
+					sent++
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*records)/b.Elapsed().Seconds(), "records/s")
 		})
 	}
 }

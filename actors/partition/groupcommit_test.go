@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,26 +20,40 @@ import (
 )
 
 // gatedFS holds the fsyncs of segment .log files at a gate while it is
-// closed, counts them, and fails them while failing is set.
+// closed, counts them, and fails them while failing is set, or those of
+// the directories in failingDirs.
 type gatedFS struct {
 	disk.FS
 	mu      sync.Mutex
 	closed  bool
+	only    string        // the directory whose files the gate holds; "" for all
 	open    chan struct{} // closed when the gate opens
 	entered chan struct{} // one value per fsync that reached the gate
 	syncs   int
 	failing bool
+	// failingDirs are directories whose files' fsyncs fail.
+	failingDirs map[string]bool
 }
 
 func newGatedFS(inner disk.FS) *gatedFS {
-	return &gatedFS{FS: inner, entered: make(chan struct{}, 64)}
+	return &gatedFS{FS: inner, entered: make(chan struct{}, 1024), failingDirs: map[string]bool{}}
 }
 
 // close makes the next fsyncs wait until reopen.
-func (g *gatedFS) close() {
+func (g *gatedFS) close() { g.closeOnly("") }
+
+// closeOnly makes the next fsyncs of the files in dir wait until reopen.
+func (g *gatedFS) closeOnly(dir string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.closed, g.open = true, make(chan struct{})
+	g.closed, g.only, g.open = true, dir, make(chan struct{})
+}
+
+// failDir makes the fsyncs of the files in dir fail.
+func (g *gatedFS) failDir(dir string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.failingDirs[dir] = true
 }
 
 func (g *gatedFS) reopen() {
@@ -81,7 +96,9 @@ func (f *gatedFile) Sync() error {
 	g := f.fs
 	g.mu.Lock()
 	g.syncs++
-	closed, open, failing := g.closed, g.open, g.failing
+	dir := filepath.Dir(f.Name())
+	closed := g.closed && (g.only == "" || g.only == dir)
+	open, failing := g.open, g.failing || g.failingDirs[dir]
 	g.mu.Unlock()
 	if closed {
 		g.entered <- struct{}{}
@@ -93,20 +110,23 @@ func (f *gatedFile) Sync() error {
 	return f.File.Sync()
 }
 
-// produceAsync sends a produce request; its answer arrives on the channel.
 // newGatedFixture is a move fixture whose partition runs on a gated file
-// system over mem. The fixture's own partition, on the OS's file system, is
-// stopped first.
-func newGatedFixture(t *testing.T, mem *disk.MemFS) (*moveFixture, *gatedFS) {
+// system over mem, with the log dirs' flushers when flushers is set. The
+// fixture's own partition, on the OS's file system, is stopped first.
+func newGatedFixture(t *testing.T, mem *disk.MemFS, flushers bool) (*moveFixture, *gatedFS) {
 	t.Helper()
 	f := newMoveFixture(t, 1<<20, nil)
 	f.stop(t)
+	if flushers {
+		f.startFlushers(t)
+	}
 	g := newGatedFS(mem)
 	f.fs = g
 	f.start(t, f.dirs[0], 0)
 	return f, g
 }
 
+// produceAsync sends a produce request; its answer arrives on the channel.
 func produceAsync(t *testing.T, f *moveFixture, acks int32, values ...string) chan *messages.ProduceResponse {
 	t.Helper()
 	fut := f.system.Root.RequestFuture(f.pid, &messages.ProduceRequest{Topic: "orders", Acks: acks, Records: f.batch(t, values...)}, moveTestTimeout)
@@ -120,6 +140,13 @@ func produceAsync(t *testing.T, f *moveFixture, acks int32, values ...string) ch
 		out <- resp
 	}()
 	return out
+}
+
+// forEachFlushMode runs test with partitions that run their own fsyncs,
+// and with partitions whose log dirs' flushers run them.
+func forEachFlushMode(t *testing.T, test func(t *testing.T, flushers bool)) {
+	t.Run("own fsyncs", func(t *testing.T) { test(t, false) })
+	t.Run("flusher", func(t *testing.T) { test(t, true) })
 }
 
 // requireNotAnswered checks that answer stays empty for a while.
@@ -137,8 +164,12 @@ func requireNotAnswered(t *testing.T, answer chan *messages.ProduceResponse, wha
 // requests that arrive meanwhile wait for an fsync of their own, and every
 // acknowledged record survives a crash.
 func TestGroupCommitAppendsDuringFsync(t *testing.T) {
+	forEachFlushMode(t, testGroupCommitAppendsDuringFsync)
+}
+
+func testGroupCommitAppendsDuringFsync(t *testing.T, flushers bool) {
 	mem := disk.NewMemFS()
-	f, g := newGatedFixture(t, mem)
+	f, g := newGatedFixture(t, mem, flushers)
 
 	g.close()
 	first := produceAsync(t, f, -1, "a0", "a1")
@@ -191,7 +222,11 @@ func TestGroupCommitAppendsDuringFsync(t *testing.T) {
 // TestGroupCommitStopWaitsForFsync: a partition stopped while an fsync
 // runs waits for it and answers the parked produce before its log closes.
 func TestGroupCommitStopWaitsForFsync(t *testing.T) {
-	f, g := newGatedFixture(t, disk.NewMemFS())
+	forEachFlushMode(t, testGroupCommitStopWaitsForFsync)
+}
+
+func testGroupCommitStopWaitsForFsync(t *testing.T, flushers bool) {
+	f, g := newGatedFixture(t, disk.NewMemFS(), flushers)
 
 	g.close()
 	parked := produceAsync(t, f, -1, "x")
@@ -215,8 +250,10 @@ func TestGroupCommitStopWaitsForFsync(t *testing.T) {
 // TestGroupCommitFsyncFailure: a failed fsync answers the waiting acks=all
 // produces with a storage error and fails the log, so nothing is
 // acknowledged after it.
-func TestGroupCommitFsyncFailure(t *testing.T) {
-	f, g := newGatedFixture(t, disk.NewMemFS())
+func TestGroupCommitFsyncFailure(t *testing.T) { forEachFlushMode(t, testGroupCommitFsyncFailure) }
+
+func testGroupCommitFsyncFailure(t *testing.T, flushers bool) {
+	f, g := newGatedFixture(t, disk.NewMemFS(), flushers)
 
 	g.setFailing(true)
 	resp := <-produceAsync(t, f, -1, "x")
@@ -231,9 +268,14 @@ func TestGroupCommitFsyncFailure(t *testing.T) {
 // that arrive while an fsync is held wait for its end, since the log
 // removes no segment during one; the partition answers produce and fetch
 // requests meanwhile, and the delete once the fsync has returned.
-func TestWorkDeferredDuringFsync(t *testing.T) {
+func TestWorkDeferredDuringFsync(t *testing.T) { forEachFlushMode(t, testWorkDeferredDuringFsync) }
+
+func testWorkDeferredDuringFsync(t *testing.T, flushers bool) {
 	f := newMoveFixture(t, 4<<10, nil)
 	f.stop(t)
+	if flushers {
+		f.startFlushers(t)
+	}
 	g := newGatedFS(disk.NewMemFS())
 	f.fs = g
 	cfg, err := topic.ParseConfig(map[string]string{topic.ConfigSegmentBytes: "4096", topic.ConfigRetentionBytes: "8192"})
@@ -316,8 +358,10 @@ func TestWorkDeferredDuringFsync(t *testing.T) {
 // TestMoveSwapWaitsForFsync: a move that catches up while an fsync is held
 // swaps once it has returned, after copying what was appended meanwhile;
 // the partition answers produce requests while the move waits.
-func TestMoveSwapWaitsForFsync(t *testing.T) {
-	f, g := newGatedFixture(t, disk.NewMemFS())
+func TestMoveSwapWaitsForFsync(t *testing.T) { forEachFlushMode(t, testMoveSwapWaitsForFsync) }
+
+func testMoveSwapWaitsForFsync(t *testing.T, flushers bool) {
+	f, g := newGatedFixture(t, disk.NewMemFS(), flushers)
 	values := f.fill(t, 50, 500)
 
 	g.close()
@@ -367,9 +411,11 @@ func TestMoveSwapWaitsForFsync(t *testing.T) {
 // TestDeleteDuringFsync: a partition deleted while an fsync is held answers
 // its parked acks=all produce at once, and every request after, as deleted;
 // its directory goes when the fsync has returned.
-func TestDeleteDuringFsync(t *testing.T) {
+func TestDeleteDuringFsync(t *testing.T) { forEachFlushMode(t, testDeleteDuringFsync) }
+
+func testDeleteDuringFsync(t *testing.T, flushers bool) {
 	mem := disk.NewMemFS()
-	f, g := newGatedFixture(t, mem)
+	f, g := newGatedFixture(t, mem, flushers)
 	f.fill(t, 5, 100)
 
 	g.close()

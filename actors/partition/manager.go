@@ -19,7 +19,11 @@ import (
 
 // PartitionManagerConfig is what the partition manager needs.
 type PartitionManagerConfig struct {
-	FS     disk.FS
+	FS disk.FS
+	// Files is the node's file cache, which every partition's logs open
+	// their segment files through (disk.Options.Files). Nil: each log
+	// keeps its files open.
+	Files  *disk.FileCache
 	NodeID int32
 	// Transport is the actor system's remote state (see PartitionConfig).
 	Transport *remote.Transport
@@ -316,12 +320,14 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			Topic:          p.Topic,
 			Partition:      p.Partition,
 			FS:             m.cfg.FS,
+			Files:          m.cfg.Files,
 			LogDir:         p.LogDir,
 			Config:         cfg,
 			RecoveryPoint:  checkpoints.RecoveryPoints[tp],
 			LogStartOffset: checkpoints.LogStart[tp],
 			Transport:      m.cfg.Transport,
 			LogDirActor:    m.cfg.LogDirs[p.LogDir],
+			Flusher:        disks.FlusherOf(m.cfg.LogDirs[p.LogDir]),
 			TickInterval:   m.cfg.TickInterval,
 			NodeID:         m.cfg.NodeID,
 			State:          m.startState(p),

@@ -11,7 +11,9 @@ import (
 // Safe for concurrent use: every partition actor and fetcher of a node
 // records into the same Metrics. A nil *Metrics records nothing.
 type Metrics struct {
-	// flushSeconds is the time of each group commit's fsync.
+	// flushSeconds is the time of each group commit, from the partition's
+	// asking to its fsync's end: its wait for its log dir's flusher
+	// included.
 	flushSeconds prometheus.Histogram
 	// ackWaitSeconds is how long an acks=all produce waited, from its
 	// append on the leader to its answer: for the ISR's fetches and the
@@ -36,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "depot_log_flush_seconds", Buckets: latencyBuckets,
-			Help: "Time of each group commit's fsync of a partition's log (acks=all), over the node's partitions.",
+			Help: "Time of each group commit of a partition's log (acks=all), from its start to its fsync's end, the wait for the log dir's flusher included, over the node's partitions.",
 		}),
 		ackWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "depot_produce_ack_wait_seconds", Buckets: latencyBuckets,

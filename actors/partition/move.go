@@ -424,12 +424,16 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	oldActor := a.cfg.LogDirActor
 	a.cfg.LogDir = mv.toDir
 	a.cfg.LogDirActor = mv.targetActor
+	if a.cfg.Flusher != nil {
+		// The new dir's flusher syncs its files.
+		a.cfg.Flusher = disks.FlusherOf(mv.targetActor)
+	}
 	// The old dir's fullness and allowance were its own: the new dir says
 	// if it is full, and what it allows, when it hears of the partition.
 	a.dirFull = ""
 	a.newAllowance()
 	if a.home != nil {
-		a.home.LogDir, a.home.LogDirActor = mv.toDir, mv.targetActor
+		a.home.LogDir, a.home.LogDirActor, a.home.Flusher = mv.toDir, mv.targetActor, a.cfg.Flusher
 		a.home.RecoveryPoint, a.home.LogStartOffset = endOffset, startOffset
 	}
 	a.logger = a.logger.WithField("dir", mv.toDir)

@@ -33,9 +33,12 @@ type moveFixture struct {
 	dirs    [2]string
 	reports [2]chan *disks.PartitionReport
 	logDirs [2]*actor.PID
-	pid     *actor.PID
-	config  topic.Config
-	hook    func(step string) error
+	// flushers are the log dirs' flushers, nil until startFlushers: the
+	// partitions it starts then run their group commits in their passes.
+	flushers [2]*actor.PID
+	pid      *actor.PID
+	config   topic.Config
+	hook     func(step string) error
 	// flushes counts the group commits' flushes of the partitions it starts.
 	flushes atomic.Int64
 	// controller, when set, takes the partitions' ISR changes.
@@ -48,6 +51,8 @@ type moveFixture struct {
 	now func() time.Time
 	// metrics take the partitions' figures; nil for none.
 	metrics *Metrics
+	// files is the file cache of the partitions it starts; nil for none.
+	files *disk.FileCache
 }
 
 func newMoveFixture(t *testing.T, segmentBytes int64, hook func(step string) error) *moveFixture {
@@ -96,14 +101,25 @@ func (f *moveFixture) start(t *testing.T, dir string, recoveryPoint int64) {
 		i = 1
 	}
 	pid, err := f.system.Root.SpawnNamed(NewPartitionProps(PartitionConfig{
-		Topic: "orders", Partition: 0, FS: f.fs, LogDir: dir, Config: f.config,
-		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Logger: f.logger, moveHook: f.hook,
+		Topic: "orders", Partition: 0, FS: f.fs, Files: f.files, LogDir: dir, Config: f.config,
+		RecoveryPoint: recoveryPoint, LogDirActor: f.logDirs[i], Flusher: f.flushers[i], Logger: f.logger, moveHook: f.hook,
 		flushHook:    func() { f.flushes.Add(1) },
 		Controller:   f.controller,
 		TickInterval: f.tickInterval, Now: f.now, Metrics: f.metrics,
 	}), fmt.Sprintf("orders-0-%d", time.Now().UnixNano()))
 	require.NoError(t, err)
 	f.pid = pid
+}
+
+// startFlushers spawns a flusher for each log dir, where
+// disks.FlusherOf finds it, for the partitions started from now on.
+func (f *moveFixture) startFlushers(t *testing.T) {
+	t.Helper()
+	for i, dir := range f.logDirs {
+		pid, err := f.system.Root.SpawnNamed(disks.NewFlusherProps(disks.FlusherConfig{Logger: f.logger}), disks.FlusherOf(dir).Id)
+		require.NoError(t, err)
+		f.flushers[i] = pid
+	}
 }
 
 func (f *moveFixture) stop(t *testing.T) {

@@ -43,6 +43,10 @@ type PartitionConfig struct {
 	Topic     string
 	Partition int32
 	FS        disk.FS
+	// Files is the node's file cache, which the partition's logs open
+	// their segment files through (disk.Options.Files). Nil: the logs keep
+	// their files open.
+	Files *disk.FileCache
 	// LogDir is the log directory (a disk) that holds the partition's
 	// directory <LogDir>/<topic>-<partition>.
 	LogDir string
@@ -57,6 +61,11 @@ type PartitionConfig struct {
 	// LogDirActor receives the partition's reports (size, recovery point)
 	// and its final report when it stops. May be nil.
 	LogDirActor *actor.PID
+	// Flusher runs the partition's group commits with those of the other
+	// partitions of its log dir, in passes (disks.FlusherOf(LogDirActor)).
+	// Nil: the partition runs each fsync on a goroutine of its own, as it
+	// also does when its flusher is gone.
+	Flusher *actor.PID
 	// TickInterval overrides partitionTickInterval when positive.
 	TickInterval time.Duration
 	// NodeID is the node the replica is on; State is the metadata's state
@@ -103,25 +112,19 @@ type reportSoon struct{}
 // requests that arrived before this message: a group commit.
 type syncParked struct{}
 
-// flushRun is a disk.FlushJob running on a goroutine of its own, so that
-// the partition goes on appending during the fsync. When the fsync returns,
-// the goroutine sets err, closes done and sends flushDone: the partition
-// learns of the end from the message, and only waitForFlush, for a
-// partition that stops, waits on done.
+// flushRun is a disk.FlushJob running off the partition's goroutine, so
+// that the partition goes on appending during the fsync: in a pass of its
+// log dir's flusher, or on a goroutine of its own. The partition learns of
+// the end from a disks.Flushed message, and only waitForFlush, for a
+// partition that stops, waits for it (disks.Flush.Wait).
 type flushRun struct {
-	log  *disk.Log // the log the job flushes
-	job  *disk.FlushJob
-	done chan struct{}
-	err  error // the job's result, once done is closed
+	log   *disk.Log // the log the job flushes
+	flush *disks.Flush
+	// started is when the partition asked for it.
+	started time.Time
 	// release is what becomes of log when the job ends, for a log the
 	// partition let go of while the fsync ran.
 	release logRelease
-}
-
-// flushDone tells the partition that run's fsync has returned err.
-type flushDone struct {
-	run *flushRun
-	err error
 }
 
 // logRelease is what becomes of a log the partition lets go of.
@@ -135,10 +138,11 @@ const (
 
 // afterFlush is the work that waits for the flush in flight to end,
 // because the log refuses to close or remove a segment file while a
-// disk.FlushJob runs. flushDone does it after finishing the flush and
+// disk.FlushJob runs. onFlushed does it after finishing the flush and
 // before starting the next one, so that a stream of acks=all produces, which
 // keeps a flush in flight almost all the time, delays it by one fsync at
-// most. Appends, fetches and rolls do not wait.
+// most (with a flusher, by the rest of the pass in flight and its own
+// fsync). Appends, fetches and rolls do not wait.
 type afterFlush struct {
 	// swapMove is the id of a move whose future caught up with the log
 	// while a flush was in flight: it catches up again and swaps.
@@ -197,6 +201,9 @@ type partitionActor struct {
 	timers    *scheduler.TimerScheduler
 	// stopTick stops the partitionTicks.
 	stopTick scheduler.CancelFunc
+	// tickEnd is the log end offset at the last partitionTick: a log that
+	// has not grown since has gone idle.
+	tickEnd int64
 
 	// syncing is set while a syncParked is on its way; flushing is the
 	// flush in flight, if any, and after the work waiting for its end.
@@ -348,8 +355,10 @@ func (a *partitionActor) common(ctx actor.Context) {
 	case *syncParked:
 		a.syncing = false
 		a.startFlush(ctx)
-	case *flushDone:
-		a.onFlushDone(ctx, m)
+	case *disks.Flushed:
+		a.onFlushed(ctx, m)
+	case *actor.DeadLetterResponse:
+		a.onDeadLetter(ctx)
 	case *fetchExpired:
 		a.onFetchExpired(ctx, m)
 	case *partFetch:
@@ -483,6 +492,7 @@ func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Op
 		LeaderEpoch:    a.leaderEpochCap(),
 		Now:            a.cfg.Now,
 		Logger:         a.logger,
+		Files:          a.cfg.Files,
 	}
 }
 
@@ -726,7 +736,10 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 
 // startFlush starts the group commit of the acks=all batches parked so
 // far: one fsync covers them all. It runs beside the partition, which
-// appends the next group meanwhile; flushDone brings the result back.
+// appends the next group meanwhile: in the next pass of the log dir's
+// flusher, with the group commits of the dir's other partitions, or on a
+// goroutine of its own without a flusher. disks.Flushed brings the result
+// back.
 func (a *partitionActor) startFlush(ctx actor.Context) {
 	if a.flushing != nil || a.parkedProduces.Len() == 0 {
 		return
@@ -749,44 +762,55 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 	if a.cfg.flushHook != nil {
 		a.cfg.flushHook()
 	}
-	run := &flushRun{log: a.log, job: job, done: make(chan struct{})}
-	a.flushing = run
-	root, self, metrics := ctx.ActorSystem().Root, ctx.Self(), a.cfg.Metrics
-	go func() {
-		start := time.Now()
-		err := job.Run()
-		metrics.flushed(time.Since(start))
-		run.err = err
-		close(run.done)
-		root.Send(self, &flushDone{run: run, err: err})
-	}()
+	flush := disks.NewFlush(job, ctx.Self())
+	a.flushing = &flushRun{log: a.log, flush: flush, started: time.Now()}
+	if a.cfg.Flusher == nil {
+		go flush.Run(ctx.ActorSystem().Root)
+		return
+	}
+	// A request, so that a flusher that is gone answers with a dead letter.
+	ctx.Request(a.cfg.Flusher, flush)
 }
 
-// onFlushDone finishes the flush that ended, does the work that waited for
+// onDeadLetter takes a message of the partition's that found no one: if
+// the flush in flight went to a flusher that is gone and no one has run
+// it, the partition runs it on a goroutine of its own (a flush run already
+// is not run again).
+func (a *partitionActor) onDeadLetter(ctx actor.Context) {
+	if run := a.flushing; run != nil && !run.flush.Claimed() {
+		a.logger.Warn("the log dir's flusher is gone; the partition syncs its own files")
+		go run.flush.Run(ctx.ActorSystem().Root)
+	}
+}
+
+// onFlushed finishes the flush that ended, does the work that waited for
 // it, and starts the next flush if acks=all produces wait for one.
-func (a *partitionActor) onFlushDone(ctx actor.Context, m *flushDone) {
-	if m.run != a.flushing {
+func (a *partitionActor) onFlushed(ctx actor.Context, m *disks.Flushed) {
+	run := a.flushing
+	if run == nil || run.flush != m.Flush {
 		return // finished by waitForFlush, or an earlier incarnation's
 	}
+	a.cfg.Metrics.flushed(time.Since(run.started))
 	a.flushing = nil
-	a.finishFlush(ctx, m.run, m.err)
+	a.finishFlush(ctx, run, m.Err)
 	a.runDeferred(ctx)
 	a.startFlush(ctx)
 }
 
 // waitForFlush blocks until the fsync in flight, if any, returns, then does
-// what onFlushDone does but start another. Only closeLog calls it: a
+// what onFlushed does but start another. Only closeLog calls it: a
 // partition that stops or restarts gets no later message to finish the
-// flush in, and its log cannot close with a flush in flight. The wait is
-// bounded by that one fsync.
+// flush in, and its log cannot close with a flush in flight. A flush still
+// waiting for its flusher's pass runs here and now, so the wait is bounded
+// by that one fsync.
 func (a *partitionActor) waitForFlush(ctx actor.Context) {
 	run := a.flushing
 	if run == nil {
 		return
 	}
-	<-run.done
+	err := run.flush.Wait()
 	a.flushing = nil
-	a.finishFlush(ctx, run, run.err)
+	a.finishFlush(ctx, run, err)
 	a.runDeferred(ctx)
 }
 
@@ -794,7 +818,7 @@ func (a *partitionActor) waitForFlush(ctx actor.Context) {
 // and the parked produces it acknowledges are answered, or the failure is
 // reported. A log let go of during the fsync is closed or removed now.
 func (a *partitionActor) finishFlush(ctx actor.Context, run *flushRun, err error) {
-	err = run.log.FinishFlush(run.job, err)
+	err = run.log.FinishFlush(run.flush.Job, err)
 	if run.release != releaseNone {
 		a.releaseLog(ctx, run.log, run.release)
 		return
@@ -803,7 +827,7 @@ func (a *partitionActor) finishFlush(ctx actor.Context, run *flushRun, err error
 		a.flushFailed(ctx, err)
 		return
 	}
-	a.flushed(ctx, run.job.UpTo())
+	a.flushed(ctx, run.flush.Job.UpTo())
 }
 
 // runDeferred does the work in afterFlush. It is called when no flush is in
@@ -1173,7 +1197,27 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 		a.after.retention = true
 		return
 	}
+	a.settleIfIdle(ctx)
 	a.applyRetention(ctx)
+}
+
+// settleIfIdle syncs all that the log has written, index entries
+// included, once it has gone a tick without an append: a file holding
+// unsynced bytes stays open, pinned in the node's file cache, and an idle
+// partition should hold no descriptor (see disk.Log.Settle). It costs
+// nothing when all is synced.
+func (a *partitionActor) settleIfIdle(ctx actor.Context) {
+	end := a.log.EndOffset()
+	idle := end == a.tickEnd
+	a.tickEnd = end
+	if !idle {
+		return
+	}
+	if err := a.log.Settle(); err != nil {
+		a.flushFailed(ctx, err)
+		return
+	}
+	a.flushed(ctx, a.log.RecoveryPoint())
 }
 
 // applyRetention deletes the segments past retention and reports the

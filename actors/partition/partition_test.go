@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors/topic"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -83,4 +84,65 @@ func TestReconfigureAppliesFromThenOn(t *testing.T) {
 	f.system.Root.Send(f.pid, &partitionTick{})
 	status := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
 	require.Equal(t, int64(21), status.LogStartOffset, "segment.ms and retention.ms as changed, where the defaults keep 7 days")
+}
+
+// A partition opens its log through the node's file cache, and once it
+// has gone a tick without an append it syncs all it wrote, so that the
+// cache may close any of its files without an fsync of its own.
+func TestIdlePartitionSettles(t *testing.T) {
+	f := newMoveFixture(t, 64<<10, nil)
+	f.stop(t)
+	f.tickInterval = time.Hour // the test sends the ticks
+	f.files = disk.NewFileCache(3)
+	f.start(t, f.dirs[0], 0)
+	status := moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	st := f.files.Stats()
+	require.Equal(t, 3, st.Handles, "one segment's three files")
+	require.Equal(t, 3, st.Idle, "an opened log holds no unsynced byte")
+
+	// acks=all syncs the .log and writes the index entries unsynced; the
+	// acks=1 produces after it leave the .log unsynced too.
+	for _, value := range []string{fmt.Sprintf("%020000d", 0), "indexed"} {
+		resp := moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: -1, Records: f.batch(t, value)})
+		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	}
+	f.fill(t, 10, 1000)
+	require.Equal(t, 3, f.files.Stats().Unsynced, "unsynced bytes in the .log and both indexes")
+
+	f.system.Root.Send(f.pid, &partitionTick{}) // appended since the last: not idle
+	status = moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Less(t, status.RecoveryPoint, status.LogEndOffset)
+	require.Equal(t, 3, f.files.Stats().Unsynced)
+
+	f.system.Root.Send(f.pid, &partitionTick{}) // idle: settles
+	status = moveRequest[*messages.PartitionStatusResponse](t, f, &messages.PartitionStatusRequest{})
+	require.Equal(t, status.LogEndOffset, status.RecoveryPoint)
+	st = f.files.Stats()
+	require.Equal(t, 0, st.Unsynced)
+	require.Equal(t, 3, st.Idle)
+	require.Equal(t, int64(0), st.EvictionSyncs)
+	require.Len(t, f.readAll(t), 12)
+	f.stop(t)
+	require.Equal(t, 0, f.files.Stats().Handles, "a stopped partition holds nothing")
+}
+
+// A partition on a cache of one descriptor works on: every append and
+// read reopens the file it needs, and the cache syncs an unsynced file
+// before it closes it.
+func TestPartitionOnOneDescriptor(t *testing.T) {
+	f := newMoveFixture(t, 4<<10, nil)
+	f.stop(t)
+	f.files = disk.NewFileCache(1)
+	f.start(t, f.dirs[0], 0)
+	values := f.fill(t, 30, 500)
+	resp := moveRequest[*messages.ProduceResponse](t, f, &messages.ProduceRequest{Topic: "orders", Acks: -1, Records: f.batch(t, "last")})
+	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
+	require.Equal(t, append(values, "last"), f.readAll(t))
+	st := f.files.Stats()
+	require.LessOrEqual(t, st.Open, 1)
+	require.Greater(t, st.Reopens, int64(0))
+	require.Greater(t, st.EvictionSyncs, int64(0))
+	f.stop(t)
+	f.start(t, f.dirs[0], 31)
+	require.Equal(t, append(values, "last"), f.readAll(t))
 }
