@@ -273,13 +273,14 @@ type resourceKey struct {
 	name string
 }
 
-// duplicateResources are the resources named more than once in keys.
-func duplicateResources(keys []resourceKey) map[resourceKey]bool {
-	seen := make(map[resourceKey]int, len(keys))
+// namedTwice are the keys that stand more than once in keys: a topic or
+// config resource a request names twice, which Kafka refuses.
+func namedTwice[K comparable](keys []K) map[K]bool {
+	seen := make(map[K]int, len(keys))
 	for _, k := range keys {
 		seen[k]++
 	}
-	out := map[resourceKey]bool{}
+	out := map[K]bool{}
 	for k, n := range seen {
 		if n > 1 {
 			out[k] = true
@@ -297,7 +298,7 @@ func duplicateResources(keys []resourceKey) map[resourceKey]bool {
 // and any other type, is refused INVALID_REQUEST.
 func (c *conn) alterResources(ctx actor.Context, keys []resourceKey, changes func(i int) (*messages.AlterTopicConfigsRequest, int16, string),
 	answer func(i int, code int16, message *string), done func()) {
-	twice := duplicateResources(keys)
+	twice := namedTwice(keys)
 	waiting := 0
 	for i, k := range keys {
 		switch {

@@ -218,8 +218,8 @@ func TestCreatedTopic(t *testing.T) {
 func TestDuplicateResources(t *testing.T) {
 	topicA := resourceKey{kmsg.ConfigResourceTypeTopic, "a"}
 	brokerA := resourceKey{kmsg.ConfigResourceTypeBroker, "a"}
-	require.Equal(t, map[resourceKey]bool{topicA: true}, duplicateResources([]resourceKey{topicA, brokerA, topicA}))
-	require.Empty(t, duplicateResources([]resourceKey{topicA, brokerA}))
+	require.Equal(t, map[resourceKey]bool{topicA: true}, namedTwice([]resourceKey{topicA, brokerA, topicA}))
+	require.Empty(t, namedTwice([]resourceKey{topicA, brokerA}))
 }
 
 func TestDescribeCluster(t *testing.T) {

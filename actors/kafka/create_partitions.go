@@ -34,12 +34,13 @@ func handleCreatePartitions(c *conn, ctx actor.Context, x *exchange) {
 	for i, t := range req.Topics {
 		names[i] = t.Topic
 	}
+	twice := namedTwice(names)
 	waiting := 0
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
 		resp.Topics = append(resp.Topics, rt)
-		if countOf(names, t.Topic) > 1 {
+		if twice[t.Topic] {
 			resp.Topics[i].ErrorCode = codeInvalidRequest
 			resp.Topics[i].ErrorMessage = kmsg.StringPtr(fmt.Sprintf("topic %q is named more than once in the request", t.Topic))
 			continue

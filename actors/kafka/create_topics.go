@@ -38,12 +38,13 @@ func handleCreateTopics(c *conn, ctx actor.Context, x *exchange) {
 	for i, t := range req.Topics {
 		names[i] = t.Topic
 	}
+	twice := namedTwice(names)
 	waiting := 0
 	for i, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
 		resp.Topics = append(resp.Topics, rt)
-		if countOf(names, t.Topic) > 1 {
+		if twice[t.Topic] {
 			resp.Topics[i].ErrorCode = codeInvalidRequest
 			resp.Topics[i].ErrorMessage = kmsg.StringPtr(fmt.Sprintf("topic %q is named more than once in the request", t.Topic))
 			continue
@@ -136,17 +137,6 @@ func createdTopic(rt *kmsg.CreateTopicsResponseTopic, md *messages.TopicMetadata
 	if id, err := parseTopicID(md.GetTopicId()); err == nil {
 		rt.TopicID = id
 	}
-}
-
-// countOf is how many times s is in list.
-func countOf(list []string, s string) int {
-	n := 0
-	for _, v := range list {
-		if v == s {
-			n++
-		}
-	}
-	return n
 }
 
 // refuseCreateTopics answers every topic of a request with code.

@@ -49,7 +49,6 @@ func deleteTopics(c *conn, ctx actor.Context, x *exchange, req *kmsg.DeleteTopic
 	// names are the topics to delete, by their place in resp, "" for one
 	// refused here.
 	names := make([]string, len(topics))
-	seen := map[string]int{}
 	for i, t := range topics {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -72,18 +71,16 @@ func deleteTopics(c *conn, ctx actor.Context, x *exchange, req *kmsg.DeleteTopic
 			names[i] = tm.GetName()
 			rt.Topic = kmsg.StringPtr(tm.GetName())
 		}
-		if names[i] != "" {
-			seen[names[i]]++
-		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	twice := namedTwice(names)
 	waiting := 0
 	for i, name := range names {
 		if name == "" {
 			continue
 		}
 		rt := &resp.Topics[i]
-		if seen[name] > 1 {
+		if twice[name] {
 			rt.ErrorCode, rt.ErrorMessage = codeInvalidRequest, kmsg.StringPtr(fmt.Sprintf("topic %q is named more than once in the request", name))
 			continue
 		}
