@@ -78,7 +78,11 @@ const (
 	// MEMBER_ID_REQUIRED answers the first join of a Kafka classic member
 	// (JoinGroup v4+) with the member id it is to join again with (KIP-394).
 	ErrorCode_MEMBER_ID_REQUIRED ErrorCode = 79
-	ErrorCode_FENCED_INSTANCE_ID ErrorCode = 82
+	// OFFSET_NOT_AVAILABLE refuses a ListOffsets for the latest offset while
+	// a new leader's high watermark lags the log end it took over with
+	// (KIP-207); it is retried.
+	ErrorCode_OFFSET_NOT_AVAILABLE ErrorCode = 78
+	ErrorCode_FENCED_INSTANCE_ID   ErrorCode = 82
 	// GROUP_SUBSCRIBED_TO_TOPIC refuses to delete the committed offset of a
 	// partition whose topic a member of the group consumes.
 	ErrorCode_GROUP_SUBSCRIBED_TO_TOPIC      ErrorCode = 86
@@ -145,6 +149,7 @@ var (
 		74:   "FENCED_LEADER_EPOCH",
 		75:   "UNKNOWN_LEADER_EPOCH",
 		79:   "MEMBER_ID_REQUIRED",
+		78:   "OFFSET_NOT_AVAILABLE",
 		82:   "FENCED_INSTANCE_ID",
 		86:   "GROUP_SUBSCRIBED_TO_TOPIC",
 		95:   "INVALID_UPDATE_VERSION",
@@ -202,6 +207,7 @@ var (
 		"FENCED_LEADER_EPOCH":              74,
 		"UNKNOWN_LEADER_EPOCH":             75,
 		"MEMBER_ID_REQUIRED":               79,
+		"OFFSET_NOT_AVAILABLE":             78,
 		"FENCED_INSTANCE_ID":               82,
 		"GROUP_SUBSCRIBED_TO_TOPIC":        86,
 		"INVALID_UPDATE_VERSION":           95,
@@ -3151,7 +3157,7 @@ const file_depot_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vproducer_id\x18\x03 \x01(\x03R\n" +
 	"producerId\x12%\n" +
-	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xc8\v\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch*\xe2\v\n" +
 	"\tErrorCode\x12\b\n" +
 	"\x04NONE\x10\x00\x12\x18\n" +
 	"\x14UNKNOWN_SERVER_ERROR\x10\x01\x12\x17\n" +
@@ -3197,7 +3203,8 @@ const file_depot_proto_rawDesc = "" +
 	"\x1cUNSUPPORTED_COMPRESSION_TYPE\x10L\x12\x17\n" +
 	"\x13FENCED_LEADER_EPOCH\x10J\x12\x18\n" +
 	"\x14UNKNOWN_LEADER_EPOCH\x10K\x12\x16\n" +
-	"\x12MEMBER_ID_REQUIRED\x10O\x12\x16\n" +
+	"\x12MEMBER_ID_REQUIRED\x10O\x12\x18\n" +
+	"\x14OFFSET_NOT_AVAILABLE\x10N\x12\x16\n" +
 	"\x12FENCED_INSTANCE_ID\x10R\x12\x1d\n" +
 	"\x19GROUP_SUBSCRIBED_TO_TOPIC\x10V\x12\x1a\n" +
 	"\x16INVALID_UPDATE_VERSION\x10_\x12\x16\n" +

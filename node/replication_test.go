@@ -92,6 +92,7 @@ func TestReplicationAcrossThreeNodes(t *testing.T) {
 
 	p0 := md.Partitions[0]
 	old, epoch := p0.Leader, p0.LeaderEpoch
+	acked := c.replicaStatus(old, "orders", 0).HighWatermark
 	require.NoError(t, killInProcess(c.nodes[old]))
 	delete(c.nodes, old)
 	var now *messages.PartitionMetadata
@@ -102,6 +103,12 @@ func TestReplicationAcrossThreeNodes(t *testing.T) {
 	require.Greater(t, now.LeaderEpoch, epoch)
 	require.NotContains(t, now.Isr, old, "a fenced node leaves the ISR at once")
 	require.Len(t, now.Isr, 2)
+	// The new leader's high watermark trails its predecessor's until its
+	// follower fetches; meanwhile the latest offset waits (KIP-207), so it
+	// is never below what was acknowledged.
+	latest, err := c.client().ListOffset(ctx, "orders", 0, client.LatestOffset)
+	require.NoError(t, err)
+	require.Equal(t, acked, latest)
 
 	produceAcked(t, c.client(), "orders", 3000, 3000, -1)
 	got := consumeAll(t, c.client(), "orders", 3)

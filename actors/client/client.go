@@ -169,6 +169,7 @@ func retriable(code messages.ErrorCode) bool {
 		messages.ErrorCode_NOT_ENOUGH_REPLICAS,
 		messages.ErrorCode_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 		messages.ErrorCode_KAFKA_STORAGE_ERROR,
+		messages.ErrorCode_OFFSET_NOT_AVAILABLE,
 		messages.ErrorCode_CORRUPT_MESSAGE:
 		return true
 	}
@@ -745,19 +746,30 @@ func (c *Client) CreateTopicReplicated(ctx context.Context, name string, partiti
 // REQUEST_TIMED_OUT, until the request timeout has passed; retry() is also
 // called before the change goes to another broker when one gave no answer.
 func (c *Client) adminChange(ctx context.Context, msg any, retry func()) (any, error) {
+	return c.askAgain(ctx, func() (any, error) { return c.adminRequest(ctx, msg, retry) }, func(code messages.ErrorCode) bool {
+		if code == messages.ErrorCode_NOT_CONTROLLER || code == messages.ErrorCode_REQUEST_TIMED_OUT {
+			retry()
+			return true
+		}
+		return false
+	})
+}
+
+// askAgain calls ask, and again after a backoff (50 ms, doubling up to a
+// second) while its answer's code is one again accepts, until the request
+// timeout has passed; the last answer is returned.
+func (c *Client) askAgain(ctx context.Context, ask func() (any, error), again func(messages.ErrorCode) bool) (any, error) {
 	deadline := time.Now().Add(c.cfg.requestTimeout)
 	backoff := 50 * time.Millisecond
 	for {
-		res, err := c.adminRequest(ctx, msg, retry)
+		res, err := ask()
 		if err != nil {
 			return nil, err
 		}
 		r, ok := res.(codedResponse)
-		if !ok || time.Now().Add(backoff).After(deadline) ||
-			(r.GetError() != messages.ErrorCode_NOT_CONTROLLER && r.GetError() != messages.ErrorCode_REQUEST_TIMED_OUT) {
+		if !ok || time.Now().Add(backoff).After(deadline) || !again(r.GetError()) {
 			return res, nil
 		}
-		retry()
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
@@ -901,8 +913,13 @@ const (
 // ListOffset returns the first offset whose timestamp (ms) is at or after
 // timestamp, or, for EarliestOffset (-2) and LatestOffset (-1), the log start
 // and end offsets. It returns -1 when no record is that recent.
+// A new leader answers OFFSET_NOT_AVAILABLE until its high watermark has
+// caught up (KIP-207); ListOffset asks again until the request timeout.
 func (c *Client) ListOffset(ctx context.Context, topic string, partition int32, timestamp int64) (int64, error) {
-	res, err := c.partitionRequest(ctx, topic, partition, &messages.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: timestamp})
+	req := &messages.ListOffsetsRequest{Topic: topic, Partition: partition, Timestamp: timestamp}
+	res, err := c.askAgain(ctx, func() (any, error) { return c.partitionRequest(ctx, topic, partition, req) }, func(code messages.ErrorCode) bool {
+		return code == messages.ErrorCode_OFFSET_NOT_AVAILABLE
+	})
 	if err != nil {
 		return 0, err
 	}

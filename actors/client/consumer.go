@@ -840,6 +840,10 @@ func (f *fetcher) resolve(ctx actor.Context, fp *fetchPart) {
 			f.cons.client.forget(fp.key.topic)
 			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
 			return
+		case r.GetError() == messages.ErrorCode_OFFSET_NOT_AVAILABLE:
+			// A new leader whose high watermark has yet to catch up.
+			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)
+			return
 		case r.GetError() != messages.ErrorCode_NONE:
 			f.cons.pushErr(fmt.Errorf("client: list offsets of %s-%d: %w", fp.key.topic, fp.key.partition, codeError(r.GetError(), r.GetErrorMessage())))
 			fp.retryAt = time.Now().Add(f.cons.cfg.retryBackoff)

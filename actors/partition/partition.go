@@ -1103,7 +1103,11 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 		resp.Error, resp.ErrorMessage = a.notLeader()
 		return
 	}
-	if offset, ok := a.core.ListOffset(m.Timestamp); ok {
+	if offset, ok, refusal := a.core.ListOffset(m.Timestamp); ok {
+		if refusal.Refused() {
+			resp.Error, resp.ErrorMessage = refusal.Code, a.refused(refusal.Message)
+			return
+		}
 		resp.Offset = offset
 		return
 	}
@@ -1114,7 +1118,14 @@ func (a *partitionActor) onListOffsets(ctx actor.Context, m *messages.ListOffset
 	case err != nil:
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 	default:
-		resp.Offset, resp.Timestamp = offset, ts
+		// A record past the high watermark is not readable yet.
+		offset, refusal := a.core.TimestampOffset(offset)
+		switch {
+		case refusal.Refused():
+			resp.Error, resp.ErrorMessage = refusal.Code, a.refused(refusal.Message)
+		case offset >= 0:
+			resp.Offset, resp.Timestamp = offset, ts
+		}
 	}
 }
 

@@ -292,15 +292,48 @@ func (p *Partition) DeleteRecordsOffset(offset int64) (int64, Refusal) {
 // ListOffset is the offset a ListOffsets request answers for the special
 // timestamps -2 (earliest: the log start offset) and -1 (latest: the high
 // watermark, what a consumer can read up to); ok is false for any other
-// timestamp, which the log's time index answers.
-func (p *Partition) ListOffset(timestamp int64) (offset int64, ok bool) {
+// timestamp, which the log's time index answers and TimestampOffset checks.
+// A leader refuses the latest offset with OFFSET_NOT_AVAILABLE while its
+// high watermark lags (see Lagging), as Kafka does since KIP-207.
+func (p *Partition) ListOffset(timestamp int64) (offset int64, ok bool, refusal Refusal) {
 	switch timestamp {
 	case -2:
-		return p.logStartOffset, true
+		return p.logStartOffset, true, Refusal{}
 	case -1:
-		return p.highWatermark, true
+		if p.Lagging() {
+			return 0, true, p.notAvailable()
+		}
+		return p.highWatermark, true, Refusal{}
 	}
-	return 0, false
+	return 0, false, Refusal{}
+}
+
+// TimestampOffset checks the offset the time index found for a ListOffsets
+// timestamp: one below the high watermark is the answer, and one at or past
+// it is not readable yet, so the answer is -1 (no record that recent), or,
+// while the high watermark lags, OFFSET_NOT_AVAILABLE: the records past it
+// may be acknowledged already.
+func (p *Partition) TimestampOffset(offset int64) (int64, Refusal) {
+	switch {
+	case offset < p.highWatermark:
+		return offset, Refusal{}
+	case p.Lagging():
+		return 0, p.notAvailable()
+	}
+	return -1, Refusal{}
+}
+
+// Lagging reports whether the partition leads others and its high
+// watermark has not reached the log end it had when it took over (or
+// opened its log): a follower's high watermark trails its leader's by a
+// fetch, and a restarted leader's starts at zero, so until its followers
+// fetch, what it holds may be below what was acknowledged before.
+func (p *Partition) Lagging() bool {
+	return p.repl.role == Leader && p.highWatermark < p.repl.leaderStart
+}
+
+func (p *Partition) notAvailable() Refusal {
+	return refuse(messages.ErrorCode_OFFSET_NOT_AVAILABLE, "high watermark %d lags the log end %d this leader started its epoch with", p.highWatermark, p.repl.leaderStart)
 }
 
 // FetchFrom says what a consumer's fetch from offset may read: below is the

@@ -309,7 +309,8 @@ func TestListOffset(t *testing.T) {
 	}{{-2, 5, true}, {-1, 20, true}, {0, 0, false}, {1_700_000_000_000, 0, false}} {
 		p := NewPartition(1 << 20)
 		p.Opened(5, 20, 0)
-		offset, ok := p.ListOffset(tc.timestamp)
+		offset, ok, refusal := p.ListOffset(tc.timestamp)
+		require.False(t, refusal.Refused())
 		require.Equal(t, tc.ok, ok, "timestamp %d", tc.timestamp)
 		require.Equal(t, tc.offset, offset, "timestamp %d", tc.timestamp)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
 
@@ -179,6 +180,47 @@ func TestLeaderHighWatermarkWaitsForTheISR(t *testing.T) {
 	require.Zero(t, p.FollowerFetch(9, 30, now), "nor one of a node that is not a replica")
 	require.Zero(t, p.FollowerFetch(2, 20, now), "the high watermark never moves down")
 	require.Equal(t, int64(30), p.HighWatermark())
+}
+
+// A leader whose high watermark lags the log end it took over with
+// refuses the latest offset, and a timestamp's offset past the high
+// watermark, with OFFSET_NOT_AVAILABLE (KIP-207) until its followers have
+// fetched; then it answers them, and a timestamp's offset past the high
+// watermark is -1.
+func TestNewLeaderOffsetsNotAvailableUntilTheHighWatermarkCatchesUp(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := NewPartition(1 << 20)
+	p.SetReplica(2, []int32{1, 2, 3})
+	p.Opened(0, 30, 30)
+	require.Equal(t, AssignNewEpoch, p.Assign(Assignment{Leader: 1, LeaderEpoch: 4, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}, now))
+	require.False(t, p.Lagging(), "a follower answers no ListOffsets")
+	p.LeaderHighWatermark(20)
+
+	require.Equal(t, AssignNewEpoch, p.Assign(Assignment{Leader: 2, LeaderEpoch: 5, Replicas: []int32{1, 2, 3}, ISR: []int32{2, 3}}, now))
+	require.True(t, p.Lagging())
+	_, ok, refusal := p.ListOffset(-1)
+	require.True(t, ok)
+	require.Equal(t, messages.ErrorCode_OFFSET_NOT_AVAILABLE, refusal.Code, refusal.Message)
+	offset, ok, refusal := p.ListOffset(-2)
+	require.True(t, ok)
+	require.False(t, refusal.Refused(), "the earliest offset does not wait")
+	require.Equal(t, int64(0), offset)
+	offset, refusal = p.TimestampOffset(10)
+	require.False(t, refusal.Refused())
+	require.Equal(t, int64(10), offset, "below the high watermark")
+	_, refusal = p.TimestampOffset(25)
+	require.Equal(t, messages.ErrorCode_OFFSET_NOT_AVAILABLE, refusal.Code)
+
+	p.FollowerFetch(3, 30, now)
+	require.False(t, p.Lagging())
+	offset, _, refusal = p.ListOffset(-1)
+	require.False(t, refusal.Refused())
+	require.Equal(t, int64(30), offset)
+	h := wire.Header{BaseOffset: 30, LastOffsetDelta: 9, ProducerID: -1}
+	p.Appended(&h, 100)
+	offset, refusal = p.TimestampOffset(35)
+	require.False(t, refusal.Refused())
+	require.Equal(t, int64(-1), offset, "not readable yet")
 }
 
 func TestISRShrinksAfterTheLagTimeAndExpandsOnceCaughtUp(t *testing.T) {
