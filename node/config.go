@@ -104,6 +104,12 @@ type Config struct {
 	// GroupMetadataInterval is how often a stable group checks its topics'
 	// partition counts. Default 5 s.
 	GroupMetadataInterval time.Duration
+	// GroupInitialRebalanceDelay is Kafka's group.initial.rebalance.delay.ms:
+	// how long the first rebalance of an empty group of Kafka's classic
+	// protocol waits for more members, so that consumers started together
+	// rebalance once. The zero value waits for none, for nodes in tests;
+	// DefaultConfig, and so `depot node`, has Kafka's 3 s.
+	GroupInitialRebalanceDelay time.Duration
 	// Controllers are the voters of the controller quorum, as Kafka's
 	// controller.quorum.voters: a node listed runs a voting replica of the
 	// metadata log, the others follow it as learners. Empty: a quorum of
@@ -133,7 +139,7 @@ type Config struct {
 // Config has no HTTP listener) and the balancer's defaults. LogDirs stays
 // empty, so that the log directories follow DataDir.
 func DefaultConfig() Config {
-	c := Config{HTTP: DefaultHTTP, KafkaListen: DefaultKafkaListen, Balance: disks.DefaultBalanceSettings()}.withDefaults()
+	c := Config{HTTP: DefaultHTTP, KafkaListen: DefaultKafkaListen, GroupInitialRebalanceDelay: group.DefaultInitialRebalanceDelay, Balance: disks.DefaultBalanceSettings()}.withDefaults()
 	c.LogDirs = nil
 	return c
 }
@@ -252,9 +258,9 @@ func (c Config) validate() error {
 	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > metadata.MaxPartitionsPerTopic {
 		errs = append(errs, fmt.Errorf("offsets.topic.num.partitions %d: must be between 1 and %d", c.OffsetsTopicPartitions, metadata.MaxPartitionsPerTopic))
 	}
-	if c.OffsetsTopicSegmentBytes < 0 || c.OffsetsCleanBytes < 0 || c.GroupMetadataInterval < 0 {
-		errs = append(errs, fmt.Errorf("offsets segment bytes %d, clean bytes %d and group metadata interval %v must not be negative",
-			c.OffsetsTopicSegmentBytes, c.OffsetsCleanBytes, c.GroupMetadataInterval))
+	if c.OffsetsTopicSegmentBytes < 0 || c.OffsetsCleanBytes < 0 || c.GroupMetadataInterval < 0 || c.GroupInitialRebalanceDelay < 0 {
+		errs = append(errs, fmt.Errorf("offsets segment bytes %d, clean bytes %d, group metadata interval %v and initial rebalance delay %v must not be negative",
+			c.OffsetsTopicSegmentBytes, c.OffsetsCleanBytes, c.GroupMetadataInterval, c.GroupInitialRebalanceDelay))
 	}
 	if c.TickInterval < 0 {
 		errs = append(errs, fmt.Errorf("tick interval %v is negative", c.TickInterval))

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/depot-dev/depot/actors/group"
 )
 
 func TestDefaultConfigIsWhatStartFillsIn(t *testing.T) {
@@ -20,7 +22,8 @@ func TestDefaultConfigIsWhatStartFillsIn(t *testing.T) {
 	filled.LogDirs = nil
 	require.Equal(t, d, filled, "Start changes nothing else in the defaults")
 
-	unset := Config{HTTP: DefaultHTTP, KafkaListen: DefaultKafkaListen, Balance: d.Balance}.withDefaults()
+	require.Equal(t, group.DefaultInitialRebalanceDelay, d.GroupInitialRebalanceDelay)
+	unset := Config{HTTP: DefaultHTTP, KafkaListen: DefaultKafkaListen, GroupInitialRebalanceDelay: d.GroupInitialRebalanceDelay, Balance: d.Balance}.withDefaults()
 	unset.LogDirs = nil
 	require.Equal(t, d, unset)
 }

@@ -275,9 +275,10 @@ func Start(cfg Config) (_ *Node, err error) {
 			topic.ConfigRetentionMs:  "-1",
 			topic.ConfigSegmentBytes: fmt.Sprint(cfg.OffsetsTopicSegmentBytes),
 		},
-		CleanBytes:       cfg.OffsetsCleanBytes,
-		MetadataInterval: cfg.GroupMetadataInterval,
-		Logger:           n.logger,
+		CleanBytes:            cfg.OffsetsCleanBytes,
+		MetadataInterval:      cfg.GroupMetadataInterval,
+		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
+		Logger:                n.logger,
 	}), actors.GroupCoordinatorName)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

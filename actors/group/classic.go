@@ -78,6 +78,9 @@ const (
 	timerJoin
 	// timerSync is the rebalance timeout of the sync phase.
 	timerSync
+	// timerInitialJoin is the wait of an empty group's first rebalance
+	// for more members (group.initial.rebalance.delay.ms).
+	timerInitialJoin
 )
 
 // classicTimer names one timer of a classic group.
@@ -184,20 +187,34 @@ type classicGroup struct {
 	static map[string]string
 	// awaitingSync are the members of the generation that have not synced.
 	awaitingSync map[string]bool
-	newMemberID  func(prefix string) string
-	effects      classicEffects
+	// initialDelay is group.initial.rebalance.delay.ms: how long the
+	// rebalance of an empty group waits for more members before it
+	// completes, again after each member that joins meanwhile, up to the
+	// rebalance timeout, so that consumers started together make one
+	// rebalance rather than one each. 0: none.
+	initialDelay time.Duration
+	// initialJoin is set while such a wait runs; memberAdded says that a
+	// member joined during its current delay, and initialLeft is how much
+	// of the rebalance timeout is left to extend it by.
+	initialJoin bool
+	memberAdded bool
+	initialLeft time.Duration
+	newMemberID func(prefix string) string
+	effects     classicEffects
 }
 
 // newClassicGroup returns an empty classic group that names new members
 // with newMemberID, given the client id (or group instance id) to start
-// the name with.
-func newClassicGroup(id string, newMemberID func(prefix string) string) *classicGroup {
+// the name with; initialDelay is group.initial.rebalance.delay.ms (see
+// classicGroup.initialDelay).
+func newClassicGroup(id string, initialDelay time.Duration, newMemberID func(prefix string) string) *classicGroup {
 	return &classicGroup{
 		id:           id,
 		members:      map[string]*classicMember{},
 		pending:      map[string]bool{},
 		static:       map[string]string{},
 		awaitingSync: map[string]bool{},
+		initialDelay: initialDelay,
 		newMemberID:  newMemberID,
 	}
 }
@@ -452,6 +469,7 @@ func (g *classicGroup) add(mem *classicMember, protocolType string, w waiter) *m
 		g.leader = mem.id
 	}
 	mem.joining = w
+	g.memberAdded = g.initialJoin
 	g.note("member %s joined (client %q, host %s, protocols %q)", mem.id, mem.clientID, mem.clientHost, protocolNames(mem.protocols))
 	g.rebalance(fmt.Sprintf("member %s joined", mem.id))
 	return nil
@@ -555,16 +573,27 @@ func (g *classicGroup) prepareRebalance(reason string) {
 	}
 	clear(g.awaitingSync)
 	g.stopTimer(classicTimer{kind: timerSync})
+	wasEmpty := g.state == groupEmpty
 	g.state = groupPreparingRebalance
-	g.setTimer(classicTimer{kind: timerJoin}, g.maxRebalanceTimeout())
 	g.note("preparing rebalance of generation %d: %s", g.generation, reason)
+	if wasEmpty && g.initialDelay > 0 {
+		// As Kafka's InitialDelayedJoin: the first delay is
+		// initialDelay, and the rest of the rebalance timeout is left
+		// for the delays that members joining meanwhile add.
+		g.initialJoin, g.memberAdded = true, false
+		g.initialLeft = max(g.maxRebalanceTimeout()-g.initialDelay, 0)
+		g.setTimer(classicTimer{kind: timerInitialJoin}, g.initialDelay)
+		return
+	}
+	g.setTimer(classicTimer{kind: timerJoin}, g.maxRebalanceTimeout())
 	g.tryCompleteJoin()
 }
 
 // tryCompleteJoin completes the join phase once every member, pending ones
-// included, has joined.
+// included, has joined, unless an empty group's first rebalance waits
+// for more (initialDelay).
 func (g *classicGroup) tryCompleteJoin() {
-	if g.state != groupPreparingRebalance || len(g.pending) > 0 {
+	if g.state != groupPreparingRebalance || len(g.pending) > 0 || g.initialJoin {
 		return
 	}
 	for _, mem := range g.members {
@@ -582,6 +611,8 @@ func (g *classicGroup) completeJoin() {
 		return
 	}
 	g.stopTimer(classicTimer{kind: timerJoin})
+	g.stopTimer(classicTimer{kind: timerInitialJoin})
+	g.initialJoin = false
 	for _, mem := range g.sortedMembers() {
 		if mem.joining == 0 && mem.instanceID == "" {
 			g.note("member %s did not join again within the rebalance timeout; removed", mem.id)
@@ -833,6 +864,18 @@ func (g *classicGroup) expire(t classicTimer) {
 		g.remove(mem, "its session expired")
 		g.memberGone(fmt.Sprintf("member %s session expired", t.member))
 	case timerJoin:
+		g.completeJoin()
+	case timerInitialJoin:
+		if !g.initialJoin {
+			return
+		}
+		if g.memberAdded && g.initialLeft > 0 {
+			delay := min(g.initialDelay, g.initialLeft)
+			g.initialLeft -= delay
+			g.memberAdded = false
+			g.setTimer(t, delay)
+			return
+		}
 		g.completeJoin()
 	case timerSync:
 		if (g.state != groupCompletingRebalance && g.state != groupStable) || len(g.awaitingSync) == 0 {

@@ -27,7 +27,7 @@ func newClassicHarness(t *testing.T) *classicHarness {
 	ids := 0
 	return &classicHarness{
 		t: t,
-		g: newClassicGroup("g", func(prefix string) string {
+		g: newClassicGroup("g", 0, func(prefix string) string {
 			ids++
 			return fmt.Sprintf("%s-%d", prefix, ids)
 		}),
@@ -592,4 +592,63 @@ func TestOffsetDeletions(t *testing.T) {
 			require.Equal(t, tc.wantDeleted, deleted)
 		})
 	}
+}
+
+// An empty group's first rebalance waits group.initial.rebalance.delay.ms
+// for more members, again after each that joins meanwhile, within the
+// rebalance timeout, so that members started together make one generation;
+// the next rebalance of a group with members does not wait.
+func TestClassicInitialRebalanceDelay(t *testing.T) {
+	h := newClassicHarness(t)
+	h.g.initialDelay = 3 * time.Second
+	initial := classicTimer{kind: timerInitialJoin}
+
+	a, wa := h.joinNew("a", "range")
+	require.NotContains(t, h.answers, wa, "the first member waits for others")
+	require.Equal(t, 3*time.Second, h.timers[initial])
+	require.NotContains(t, h.timers, classicTimer{kind: timerJoin})
+	b, wb := h.joinNew("b", "range")
+	require.NotContains(t, h.answers, wb, "both joined, but the delay has not passed")
+
+	// b joined during the delay: another delay, taken from the 17 s the
+	// rebalance timeout (20 s) leaves after the first.
+	h.expire(initial)
+	require.Equal(t, 3*time.Second, h.timers[initial])
+	require.NotContains(t, h.answers, wa)
+	h.expire(initial)
+	ra, rb := h.joinAnswer(wa), h.joinAnswer(wb)
+	require.Equal(t, int32(1), ra.Generation, "one generation for both")
+	require.Equal(t, int32(1), rb.Generation)
+	require.Len(t, ra.Members, 2, "the leader learns both members")
+	require.Equal(t, groupCompletingRebalance, h.g.state)
+
+	// With members, a rebalance completes once every member has joined.
+	h.sync(&messages.SyncGroupRequest{GroupId: "g", MemberId: a, Generation: 1, Assignments: assignment(map[string]string{a: "A", b: "B"})})
+	h.sync(&messages.SyncGroupRequest{GroupId: "g", MemberId: b, Generation: 1})
+	require.Equal(t, groupStable, h.g.state)
+	_, wc := h.joinNew("c", "range")
+	require.NotContains(t, h.timers, initial)
+	_, again := h.join(joinRequest(a, "a", "range"))
+	require.Nil(t, again)
+	_, again = h.join(joinRequest(b, "b", "range"))
+	require.Nil(t, again)
+	require.Equal(t, int32(2), h.joinAnswer(wc).Generation)
+}
+
+// The extensions of the initial delay end with the rebalance timeout:
+// members that keep joining do not hold the group back for ever.
+func TestClassicInitialRebalanceDelayBoundedByRebalanceTimeout(t *testing.T) {
+	h := newClassicHarness(t)
+	h.g.initialDelay = 8 * time.Second // the rebalance timeout, 20 s, leaves 12 s
+	initial := classicTimer{kind: timerInitialJoin}
+	_, first := h.joinNew("m0", "range")
+	var delays []time.Duration
+	for i := 1; h.timers[initial] > 0; i++ {
+		delays = append(delays, h.timers[initial])
+		h.joinNew(fmt.Sprintf("m%d", i), "range")
+		h.expire(initial)
+		require.Less(t, i, 10, "the delay never ends")
+	}
+	require.Equal(t, []time.Duration{8 * time.Second, 8 * time.Second, 4 * time.Second}, delays)
+	require.Equal(t, int32(1), h.joinAnswer(first).Generation)
 }

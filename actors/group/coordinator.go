@@ -31,6 +31,9 @@ const (
 	// DefaultGroupRequestTimeout bounds each request the coordinator and
 	// the groups send to other actors (metadata, offsets partitions).
 	DefaultGroupRequestTimeout = 10 * time.Second
+	// DefaultInitialRebalanceDelay is Kafka's
+	// group.initial.rebalance.delay.ms.
+	DefaultInitialRebalanceDelay = 3 * time.Second
 	// DefaultOffsetsSegmentBytes is the segment size of __consumer_offsets
 	// (Kafka's offsets.topic.segment.bytes).
 	DefaultOffsetsSegmentBytes = 100 << 20
@@ -96,6 +99,13 @@ type GroupsConfig struct {
 	// partition counts and rebalances when one changed. Default
 	// DefaultGroupMetadataInterval (5 s).
 	MetadataInterval time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long
+	// the first rebalance of an empty group of Kafka's classic protocol
+	// waits for more members, again after each that joins, up to the
+	// rebalance timeout. 0 (the zero value) waits for none; a node started
+	// from the command line uses Kafka's default,
+	// DefaultInitialRebalanceDelay.
+	InitialRebalanceDelay time.Duration
 	// RequestTimeout bounds requests to other actors. Default
 	// DefaultGroupRequestTimeout (10 s).
 	RequestTimeout time.Duration
@@ -693,12 +703,13 @@ func (c *groupCoordinator) child(ctx actor.Context, group string) (*actor.PID, e
 		return nil, errGroupStopping
 	}
 	props := newGroupProps(groupConfig{
-		id:               group,
-		metadata:         c.cfg.Metadata,
-		metadataInterval: c.cfg.MetadataInterval,
-		requestTimeout:   c.cfg.RequestTimeout,
-		now:              c.cfg.Now,
-		logger:           c.cfg.Logger.WithFields(logrus.Fields{"actor": "group", "group": group, "node": c.cfg.NodeID}),
+		id:                    group,
+		metadata:              c.cfg.Metadata,
+		metadataInterval:      c.cfg.MetadataInterval,
+		requestTimeout:        c.cfg.RequestTimeout,
+		initialRebalanceDelay: c.cfg.InitialRebalanceDelay,
+		now:                   c.cfg.Now,
+		logger:                c.cfg.Logger.WithFields(logrus.Fields{"actor": "group", "group": group, "node": c.cfg.NodeID}),
 	})
 	pid, err := ctx.SpawnNamed(props, actors.GroupChildName(group))
 	if err != nil {

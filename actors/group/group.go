@@ -67,8 +67,11 @@ type groupConfig struct {
 	metadata         *actor.PID
 	metadataInterval time.Duration
 	requestTimeout   time.Duration
-	now              func() time.Time
-	logger           *logrus.Entry
+	// initialRebalanceDelay is group.initial.rebalance.delay.ms for the
+	// group's Kafka classic members (see classicGroup.initialDelay).
+	initialRebalanceDelay time.Duration
+	now                   func() time.Time
+	logger                *logrus.Entry
 }
 
 // groupMember is one member of a group.
@@ -188,7 +191,7 @@ func newGroupProps(cfg groupConfig) *actor.Props {
 			static:  map[string]string{},
 			offsets: map[assign.TopicPartition]*messages.OffsetValue{},
 			writes:  map[uint64]func(messages.ErrorCode, string){},
-			classic: newClassicGroup(cfg.id, newMemberID),
+			classic: newClassicGroup(cfg.id, cfg.initialRebalanceDelay, newMemberID),
 			waiting: map[waiter]waitingRequest{},
 
 			classicTimers: map[classicTimer]runningTimer{},
@@ -264,7 +267,7 @@ func (g *groupActor) onUnloaded(ctx actor.Context) {
 	g.members, g.static = map[string]*groupMember{}, map[string]string{}
 	g.offsets = map[assign.TopicPartition]*messages.OffsetValue{}
 	g.state, g.generation, g.assignor, g.counts = groupEmpty, 0, "", nil
-	g.classic, g.classicKind = newClassicGroup(g.cfg.id, newMemberID), false
+	g.classic, g.classicKind = newClassicGroup(g.cfg.id, g.cfg.initialRebalanceDelay, newMemberID), false
 	g.logger.Info("group unloaded")
 	ctx.Poison(ctx.Self())
 }
@@ -1079,7 +1082,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 	finish := func() {
 		g.state, g.generation, g.assignor, g.counts = groupDead, 0, "", nil
 		g.stopClassicTimers()
-		g.classic, g.classicKind = newClassicGroup(g.cfg.id, newMemberID), false
+		g.classic, g.classicKind = newClassicGroup(g.cfg.id, g.cfg.initialRebalanceDelay, newMemberID), false
 		g.logger.Info("group deleted")
 		answer(ctx, sender, &messages.DeleteGroupResponse{})
 		g.report(ctx)
