@@ -25,12 +25,15 @@ const (
 )
 
 // OffsetKey is the key of a record of __consumer_offsets: one committed
-// offset of a group for one partition. The latest record with a key wins.
+// offset of a group for one partition, or, with members set (and no topic),
+// the membership of the group's Kafka classic generation, as Kafka's
+// GroupMetadata record. The latest record with a key wins.
 type OffsetKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
 	Partition     int32                  `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Members       bool                   `protobuf:"varint,4,opt,name=members,proto3" json:"members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -86,13 +89,23 @@ func (x *OffsetKey) GetPartition() int32 {
 	return 0
 }
 
+func (x *OffsetKey) GetMembers() bool {
+	if x != nil {
+		return x.Members
+	}
+	return false
+}
+
 // OffsetValue is the value of a record of __consumer_offsets. A record
-// with a null value is a tombstone: the offset is no longer committed.
+// with a null value is a tombstone: the offset is no longer committed, or
+// the group no longer has a generation to keep. The value of a members key
+// holds only classic.
 type OffsetValue struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Offset            int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	Metadata          string                 `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	CommitTimestampMs int64                  `protobuf:"varint,3,opt,name=commit_timestamp_ms,json=commitTimestampMs,proto3" json:"commit_timestamp_ms,omitempty"`
+	Classic           *ClassicGeneration     `protobuf:"bytes,4,opt,name=classic,proto3" json:"classic,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -148,6 +161,212 @@ func (x *OffsetValue) GetCommitTimestampMs() int64 {
 	return 0
 }
 
+func (x *OffsetValue) GetClassic() *ClassicGeneration {
+	if x != nil {
+		return x.Classic
+	}
+	return nil
+}
+
+// ClassicGeneration is a Kafka classic group's generation as its coordinator
+// stores it once the generation is synced or the group is empty, so that the
+// next coordinator of the group, after the lead of its offsets partition
+// moves, takes its members' heartbeats and commits without a rebalance.
+type ClassicGeneration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolType  string                 `protobuf:"bytes,1,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	Generation    int32                  `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Protocol      string                 `protobuf:"bytes,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Leader        string                 `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Members       []*ClassicMember       `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicGeneration) Reset() {
+	*x = ClassicGeneration{}
+	mi := &file_offsets_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicGeneration) ProtoMessage() {}
+
+func (x *ClassicGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_offsets_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicGeneration.ProtoReflect.Descriptor instead.
+func (*ClassicGeneration) Descriptor() ([]byte, []int) {
+	return file_offsets_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClassicGeneration) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *ClassicGeneration) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ClassicGeneration) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ClassicGeneration) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *ClassicGeneration) GetMembers() []*ClassicMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// ClassicMember is one member of a stored classic generation.
+type ClassicMember struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	MemberId           string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	GroupInstanceId    string                 `protobuf:"bytes,2,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	ClientId           string                 `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	ClientHost         string                 `protobuf:"bytes,4,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	SessionTimeoutMs   int32                  `protobuf:"varint,5,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	RebalanceTimeoutMs int32                  `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	Protocols          []*GroupProtocol       `protobuf:"bytes,7,rep,name=protocols,proto3" json:"protocols,omitempty"`
+	// topics are those its subscription names, partitions those its
+	// assignment gives, in a "consumer" group.
+	Topics        []string          `protobuf:"bytes,8,rep,name=topics,proto3" json:"topics,omitempty"`
+	Assignment    []byte            `protobuf:"bytes,9,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	Partitions    []*TopicPartition `protobuf:"bytes,10,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicMember) Reset() {
+	*x = ClassicMember{}
+	mi := &file_offsets_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicMember) ProtoMessage() {}
+
+func (x *ClassicMember) ProtoReflect() protoreflect.Message {
+	mi := &file_offsets_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicMember.ProtoReflect.Descriptor instead.
+func (*ClassicMember) Descriptor() ([]byte, []int) {
+	return file_offsets_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ClassicMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicMember) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+func (x *ClassicMember) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClassicMember) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *ClassicMember) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *ClassicMember) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *ClassicMember) GetProtocols() []*GroupProtocol {
+	if x != nil {
+		return x.Protocols
+	}
+	return nil
+}
+
+func (x *ClassicMember) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ClassicMember) GetAssignment() []byte {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *ClassicMember) GetPartitions() []*TopicPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 // DeleteRecordsRequest raises a partition's log start offset to offset and
 // deletes the segments wholly below it (Kafka's DeleteRecords). offset -1
 // means the high watermark.
@@ -162,7 +381,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_offsets_proto_msgTypes[2]
+	mi := &file_offsets_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -174,7 +393,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_offsets_proto_msgTypes[2]
+	mi := &file_offsets_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -187,7 +406,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_offsets_proto_rawDescGZIP(), []int{2}
+	return file_offsets_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeleteRecordsRequest) GetTopic() string {
@@ -223,7 +442,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_offsets_proto_msgTypes[3]
+	mi := &file_offsets_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +454,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_offsets_proto_msgTypes[3]
+	mi := &file_offsets_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +467,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_offsets_proto_rawDescGZIP(), []int{3}
+	return file_offsets_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteRecordsResponse) GetError() ErrorCode {
@@ -276,15 +495,42 @@ var File_offsets_proto protoreflect.FileDescriptor
 
 const file_offsets_proto_rawDesc = "" +
 	"\n" +
-	"\roffsets.proto\x12\x05depot\x1a\vdepot.proto\"U\n" +
+	"\roffsets.proto\x12\x05depot\x1a\vdepot.proto\x1a\fgroups.proto\"o\n" +
 	"\tOffsetKey\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x03 \x01(\x05R\tpartition\"q\n" +
+	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x18\n" +
+	"\amembers\x18\x04 \x01(\bR\amembers\"\xa5\x01\n" +
 	"\vOffsetValue\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x02 \x01(\tR\bmetadata\x12.\n" +
-	"\x13commit_timestamp_ms\x18\x03 \x01(\x03R\x11commitTimestampMs\"b\n" +
+	"\x13commit_timestamp_ms\x18\x03 \x01(\x03R\x11commitTimestampMs\x122\n" +
+	"\aclassic\x18\x04 \x01(\v2\x18.depot.ClassicGenerationR\aclassic\"\xbc\x01\n" +
+	"\x11ClassicGeneration\x12#\n" +
+	"\rprotocol_type\x18\x01 \x01(\tR\fprotocolType\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x05R\n" +
+	"generation\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12\x16\n" +
+	"\x06leader\x18\x04 \x01(\tR\x06leader\x12.\n" +
+	"\amembers\x18\x05 \x03(\v2\x14.depot.ClassicMemberR\amembers\"\x99\x03\n" +
+	"\rClassicMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
+	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vclient_host\x18\x04 \x01(\tR\n" +
+	"clientHost\x12,\n" +
+	"\x12session_timeout_ms\x18\x05 \x01(\x05R\x10sessionTimeoutMs\x120\n" +
+	"\x14rebalance_timeout_ms\x18\x06 \x01(\x05R\x12rebalanceTimeoutMs\x122\n" +
+	"\tprotocols\x18\a \x03(\v2\x14.depot.GroupProtocolR\tprotocols\x12\x16\n" +
+	"\x06topics\x18\b \x03(\tR\x06topics\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\t \x01(\fR\n" +
+	"assignment\x125\n" +
+	"\n" +
+	"partitions\x18\n" +
+	" \x03(\v2\x15.depot.TopicPartitionR\n" +
+	"partitions\"b\n" +
 	"\x14DeleteRecordsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -306,21 +552,29 @@ func file_offsets_proto_rawDescGZIP() []byte {
 	return file_offsets_proto_rawDescData
 }
 
-var file_offsets_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_offsets_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_offsets_proto_goTypes = []any{
 	(*OffsetKey)(nil),             // 0: depot.OffsetKey
 	(*OffsetValue)(nil),           // 1: depot.OffsetValue
-	(*DeleteRecordsRequest)(nil),  // 2: depot.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil), // 3: depot.DeleteRecordsResponse
-	(ErrorCode)(0),                // 4: depot.ErrorCode
+	(*ClassicGeneration)(nil),     // 2: depot.ClassicGeneration
+	(*ClassicMember)(nil),         // 3: depot.ClassicMember
+	(*DeleteRecordsRequest)(nil),  // 4: depot.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil), // 5: depot.DeleteRecordsResponse
+	(*GroupProtocol)(nil),         // 6: depot.GroupProtocol
+	(*TopicPartition)(nil),        // 7: depot.TopicPartition
+	(ErrorCode)(0),                // 8: depot.ErrorCode
 }
 var file_offsets_proto_depIdxs = []int32{
-	4, // 0: depot.DeleteRecordsResponse.error:type_name -> depot.ErrorCode
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 0: depot.OffsetValue.classic:type_name -> depot.ClassicGeneration
+	3, // 1: depot.ClassicGeneration.members:type_name -> depot.ClassicMember
+	6, // 2: depot.ClassicMember.protocols:type_name -> depot.GroupProtocol
+	7, // 3: depot.ClassicMember.partitions:type_name -> depot.TopicPartition
+	8, // 4: depot.DeleteRecordsResponse.error:type_name -> depot.ErrorCode
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_offsets_proto_init() }
@@ -329,13 +583,14 @@ func file_offsets_proto_init() {
 		return
 	}
 	file_depot_proto_init()
+	file_groups_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_offsets_proto_rawDesc), len(file_offsets_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -809,7 +809,9 @@ func TestKafkaGroupCoordinatorInCluster(t *testing.T) {
 	produceValues(t, cl, "spread", 0, 80)
 	w := newGroupWatch()
 	for _, name := range []string{"a", "b"} {
-		startGroupConsumer(t, seeds, "spread-group", "spread", name, kgo.CooperativeStickyBalancer(), w)
+		// Kafka's default session timeout: a client learns of its
+		// coordinator's move only once it has given up on the old one.
+		startGroupConsumer(t, seeds, "spread-group", "spread", name, kgo.CooperativeStickyBalancer(), w, kgo.SessionTimeout(45*time.Second))
 	}
 	waitFor(t, "two consumers to share the partitions and read every record", func() (bool, string) {
 		got, _ := w.distinct()
@@ -820,6 +822,58 @@ func TestKafkaGroupCoordinatorInCluster(t *testing.T) {
 		total := committedTotal(t, adm, "spread-group", "spread")
 		return total == 80, fmt.Sprint(total)
 	})
+
+	// The coordinator's node goes: the next leader of the group's offsets
+	// partition restores the stored generation, and the members, under the
+	// same member ids, heartbeat, commit and consume on with it, without a
+	// rebalance.
+	members := func() ([]string, string) {
+		described, err := adm.DescribeGroups(ctx, "spread-group")
+		if err != nil {
+			return nil, err.Error()
+		}
+		d := described["spread-group"]
+		if d.Err != nil || d.State != "Stable" {
+			return nil, fmt.Sprintf("%s: %v", d.State, d.Err)
+		}
+		var ids []string
+		for _, m := range d.Members {
+			ids = append(ids, m.MemberID)
+		}
+		slices.Sort(ids)
+		return ids, fmt.Sprint(ids)
+	}
+	var before []string
+	waitFor(t, "a stable group of two", func() (bool, string) {
+		var state string
+		before, state = members()
+		return len(before) == 2, state
+	})
+	require.NoError(t, killInProcess(c.nodes[coordinator]))
+	delete(c.nodes, coordinator)
+	left := kafkaClient(t, kgo.SeedBrokers(seedsBut(seeds, addrs[coordinator])...))
+	adm = kadm.NewClient(left)
+	produceValues(t, left, "spread", 80, 160)
+	waitFor(t, "the records produced after the move to be read and committed", func() (bool, string) {
+		got, again := w.distinct()
+		offsets, err := adm.FetchOffsets(ctx, "spread-group")
+		if err == nil {
+			err = offsets.Error()
+		}
+		if err != nil {
+			return false, fmt.Sprintf("%d consumed (%d again); committed offsets: %v", got, again, err)
+		}
+		var committed int64
+		offsets.Each(func(o kadm.OffsetResponse) { committed += max(o.At, 0) })
+		return got == 160 && committed == 160, fmt.Sprintf("%d consumed (%d again), %d committed", got, again, committed)
+	})
+	after, state := members()
+	require.Equal(t, before, after, "the same members, in the same generation, without a rebalance: %s", state)
+}
+
+// seedsBut is seeds without gone.
+func seedsBut(seeds []string, gone string) []string {
+	return slices.DeleteFunc(slices.Clone(seeds), func(s string) bool { return s == gone })
 }
 
 // A static member (group.instance.id) that restarts within its session

@@ -47,6 +47,7 @@ package group
 // (group.go). Not safe for concurrent use: its actor serialises access.
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -109,6 +110,12 @@ type classicEffects struct {
 	// notes are lines for the log, at Info: members joining, leaving and
 	// lapsing, generations.
 	notes []string
+	// store says that the group's generation is to be stored, as
+	// generation (nil: the group is empty, and its stored generation is
+	// to be deleted), so that the next coordinator of the group takes it
+	// over; only the latest counts.
+	store      bool
+	generation *messages.ClassicGeneration
 }
 
 // classicMember is one member of a classic group.
@@ -539,6 +546,7 @@ func (g *classicGroup) rejoinStatic(old *classicMember, m *messages.JoinGroupReq
 			// that a stable group would not hand out; it is told to keep
 			// the one it has.
 			g.touch(old)
+			g.storeGeneration()
 			resp := g.joinAnswer(old)
 			resp.Leader = leaderBefore
 			resp.SkipAssignment = g.leader == newID
@@ -623,6 +631,7 @@ func (g *classicGroup) completeJoin() {
 		g.generation++
 		g.state, g.protocol, g.leader = groupEmpty, "", ""
 		g.note("generation %d: the group is empty", g.generation)
+		g.storeGeneration()
 		return
 	}
 	if leader := g.members[g.leader]; leader == nil || leader.joining == 0 {
@@ -774,6 +783,7 @@ func (g *classicGroup) assign(assignments []*messages.SyncGroupAssignment) {
 		}
 	}
 	g.state = groupStable
+	g.storeGeneration()
 	for _, mem := range g.sortedMembers() {
 		if mem.syncing != 0 {
 			g.reply(mem.syncing, &messages.SyncGroupResponse{ProtocolType: g.protocolType, ProtocolName: g.protocol, Assignment: mem.assignment})
@@ -942,4 +952,91 @@ func (g *classicGroup) describe(resp *messages.DescribeGroupResponse) {
 			ProtocolMetadata: mem.metadata(g.protocol), MemberAssignment: mem.assignment,
 		})
 	}
+}
+
+// storeGeneration asks the driver to store the group's generation: its
+// members, or, for an empty group, none (see classicEffects.store).
+func (g *classicGroup) storeGeneration() {
+	g.effects.store = true
+	g.effects.generation = nil
+	if len(g.members) == 0 {
+		return
+	}
+	gen := &messages.ClassicGeneration{ProtocolType: g.protocolType, Generation: g.generation, Protocol: g.protocol, Leader: g.leader}
+	for _, mem := range g.sortedMembers() {
+		stored := &messages.ClassicMember{
+			MemberId: mem.id, GroupInstanceId: mem.instanceID, ClientId: mem.clientID, ClientHost: mem.clientHost,
+			SessionTimeoutMs: int32(mem.sessionTimeout.Milliseconds()), RebalanceTimeoutMs: int32(mem.rebalanceTimeout.Milliseconds()),
+			Protocols: mem.protocols, Topics: mem.topics, Assignment: mem.assignment,
+		}
+		for _, tp := range mem.partitions {
+			stored.Partitions = append(stored.Partitions, &messages.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		}
+		gen.Members = append(gen.Members, stored)
+	}
+	g.effects.generation = gen
+}
+
+// validateGeneration checks a stored generation read back: members with
+// ids, each once, and a group instance id at most once, timeouts within
+// the bounds a join may ask, and a leader among them.
+func validateGeneration(gen *messages.ClassicGeneration) error {
+	if gen.Generation < 0 {
+		return fmt.Errorf("generation %d", gen.Generation)
+	}
+	if len(gen.Members) == 0 {
+		return errors.New("no members")
+	}
+	ids, instances := map[string]bool{}, map[string]bool{}
+	for _, mem := range gen.Members {
+		session := time.Duration(mem.SessionTimeoutMs) * time.Millisecond
+		switch {
+		case mem.MemberId == "" || ids[mem.MemberId]:
+			return fmt.Errorf("member id %q empty or named twice", mem.MemberId)
+		case mem.GroupInstanceId != "" && instances[mem.GroupInstanceId]:
+			return fmt.Errorf("group instance %q named twice", mem.GroupInstanceId)
+		case session < MinSessionTimeout || session > MaxSessionTimeout:
+			return fmt.Errorf("member %q: session timeout %d ms", mem.MemberId, mem.SessionTimeoutMs)
+		case mem.RebalanceTimeoutMs <= 0:
+			return fmt.Errorf("member %q: rebalance timeout %d ms", mem.MemberId, mem.RebalanceTimeoutMs)
+		}
+		ids[mem.MemberId] = true
+		if mem.GroupInstanceId != "" {
+			instances[mem.GroupInstanceId] = true
+		}
+	}
+	if !ids[gen.Leader] {
+		return fmt.Errorf("leader %q is not a member", gen.Leader)
+	}
+	return nil
+}
+
+// restore takes a stored generation (validateGeneration's) into a group
+// that has no members yet, as Kafka's coordinator loads a group: it is
+// stable, and each member's session starts now, so that members keep
+// heartbeating and committing in their generation with the new
+// coordinator, and those gone meanwhile lapse.
+func (g *classicGroup) restore(gen *messages.ClassicGeneration) {
+	if g.active() {
+		return
+	}
+	g.protocolType, g.generation, g.protocol, g.leader = gen.ProtocolType, gen.Generation, gen.Protocol, gen.Leader
+	for _, stored := range gen.Members {
+		mem := &classicMember{
+			id: stored.MemberId, instanceID: stored.GroupInstanceId, clientID: stored.ClientId, clientHost: stored.ClientHost,
+			protocols: stored.Protocols, topics: stored.Topics, assignment: stored.Assignment,
+			sessionTimeout:   time.Duration(stored.SessionTimeoutMs) * time.Millisecond,
+			rebalanceTimeout: time.Duration(stored.RebalanceTimeoutMs) * time.Millisecond,
+		}
+		for _, tp := range stored.Partitions {
+			mem.partitions = append(mem.partitions, assign.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		}
+		g.members[mem.id] = mem
+		if mem.instanceID != "" {
+			g.static[mem.instanceID] = mem.id
+		}
+		g.touch(mem)
+	}
+	g.state = groupStable
+	g.note("generation %d restored: protocol %q, leader %s, %d members", g.generation, g.protocol, g.leader, len(g.members))
 }

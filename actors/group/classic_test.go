@@ -20,6 +20,9 @@ type classicHarness struct {
 	answers map[waiter]any
 	timers  map[classicTimer]time.Duration
 	notes   []string
+	// stores are the generations the group asked to store, nil for a
+	// deletion.
+	stores []*messages.ClassicGeneration
 }
 
 func newClassicHarness(t *testing.T) *classicHarness {
@@ -52,6 +55,9 @@ func (h *classicHarness) apply() {
 		}
 	}
 	h.notes = append(h.notes, e.notes...)
+	if e.store {
+		h.stores = append(h.stores, e.generation)
+	}
 }
 
 // joinRequest is a consumer's join, each protocol's metadata naming the
@@ -651,4 +657,45 @@ func TestClassicInitialRebalanceDelayBoundedByRebalanceTimeout(t *testing.T) {
 	}
 	require.Equal(t, []time.Duration{8 * time.Second, 8 * time.Second, 4 * time.Second}, delays)
 	require.Equal(t, int32(1), h.joinAnswer(first).Generation)
+}
+
+// A synced generation is stored with its members, and an empty group's
+// stored generation deleted; a new coordinator restores the stored one:
+// stable, its members heartbeating and committing in their generation
+// with their sessions running from the restore, and those that do not
+// heartbeat lapse.
+func TestClassicGenerationStoredAndRestored(t *testing.T) {
+	h := newClassicHarness(t)
+	a, wa := h.joinNew("a", "range")
+	require.Equal(t, int32(1), h.joinAnswer(wa).Generation)
+	require.Empty(t, h.stores, "nothing to store before the sync")
+	h.sync(&messages.SyncGroupRequest{GroupId: "g", MemberId: a, Generation: 1, Assignments: assignment(map[string]string{a: "A"})})
+	require.Len(t, h.stores, 1)
+	gen := h.stores[0]
+	require.NoError(t, validateGeneration(gen))
+	require.Equal(t, int32(1), gen.Generation)
+	require.Equal(t, a, gen.Leader)
+	require.Len(t, gen.Members, 1)
+	require.Equal(t, []byte("A"), gen.Members[0].Assignment)
+
+	moved := newClassicHarness(t)
+	moved.g.restore(gen)
+	moved.apply()
+	require.Equal(t, groupStable, moved.g.state)
+	require.Contains(t, moved.timers, sessionTimer(a), "its session runs from the restore")
+	require.Equal(t, messages.ErrorCode_NONE, moved.heartbeat(a, 1))
+	require.Equal(t, messages.ErrorCode_ILLEGAL_GENERATION, moved.heartbeat(a, 0))
+	mem, code, _ := moved.g.validateCommit(a, "", 1)
+	require.Equal(t, messages.ErrorCode_NONE, code)
+	require.Equal(t, a, mem.id)
+	sw, resp := moved.sync(&messages.SyncGroupRequest{GroupId: "g", MemberId: a, Generation: 1})
+	require.Nil(t, moved.answers[sw])
+	require.Equal(t, "A", string(resp.Assignment), "a stable group's sync hands out the stored assignment")
+
+	// Its session lapses: the group is empty, and the stored generation
+	// goes.
+	moved.expire(sessionTimer(a))
+	require.Equal(t, groupEmpty, moved.g.state)
+	require.Equal(t, int32(2), moved.g.generation)
+	require.Equal(t, []*messages.ClassicGeneration{nil}, moved.stores)
 }

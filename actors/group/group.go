@@ -174,6 +174,9 @@ type groupActor struct {
 	// empty group is described as the protocol it last had.
 	classic     *classicGroup
 	classicKind bool
+	// classicStored is set while __consumer_offsets holds a generation of
+	// the classic group (see classicEffects.store).
+	classicStored bool
 	// waiting are the classic group's requests that wait for an answer,
 	// by waiter; classicTimers its timers that run.
 	waiting       map[waiter]waitingRequest
@@ -243,6 +246,12 @@ func (g *groupActor) onLoaded(ctx actor.Context, m *groupLoaded) {
 	}
 	g.mode = modeServing
 	for k, v := range m.offsets {
+		if k.members {
+			g.classicStored = true
+			g.classic.restore(v.Classic)
+			g.applyClassic(ctx)
+			continue
+		}
 		g.offsets[assign.TopicPartition{Topic: k.topic, Partition: k.partition}] = v
 	}
 	stash := g.stash
@@ -1075,6 +1084,10 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 	}
 	sender := ctx.Sender()
 	req := &appendOffsets{group: g.cfg.id}
+	if g.classicStored {
+		req.keys = append(req.keys, membersKey(g.cfg.id))
+		req.values = append(req.values, nil)
+	}
 	for _, o := range g.sortedOffsets() {
 		req.keys = append(req.keys, &messages.OffsetKey{Group: g.cfg.id, Topic: o.Topic, Partition: o.Partition})
 		req.values = append(req.values, nil)

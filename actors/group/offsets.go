@@ -82,11 +82,18 @@ func OffsetsPartitionFor(group string, partitions int32) int32 {
 	return h % partitions
 }
 
-// offsetKey identifies one committed offset.
+// offsetKey identifies one committed offset, or, with members set, a
+// group's stored classic generation.
 type offsetKey struct {
 	group     string
 	topic     string
 	partition int32
+	members   bool
+}
+
+// membersKey is the key of group's stored classic generation.
+func membersKey(group string) *messages.OffsetKey {
+	return &messages.OffsetKey{Group: group, Members: true}
 }
 
 // EncodeOffsetRecord appends the key and value of the record for a commit
@@ -123,7 +130,10 @@ func DecodeOffsetRecord(key, value []byte) (*messages.OffsetKey, *messages.Offse
 	if err := proto.Unmarshal(key, k); err != nil {
 		return nil, nil, fmt.Errorf("%w: key: %w", ErrBadOffsetRecord, err)
 	}
-	if k.Group == "" || k.Topic == "" || k.Partition < 0 {
+	switch {
+	case k.Members && (k.Group == "" || k.Topic != "" || k.Partition != 0):
+		return nil, nil, fmt.Errorf("%w: members key %q/%q/%d", ErrBadOffsetRecord, k.Group, k.Topic, k.Partition)
+	case !k.Members && (k.Group == "" || k.Topic == "" || k.Partition < 0):
 		return nil, nil, fmt.Errorf("%w: key %q/%q/%d", ErrBadOffsetRecord, k.Group, k.Topic, k.Partition)
 	}
 	if value == nil {
@@ -132,6 +142,16 @@ func DecodeOffsetRecord(key, value []byte) (*messages.OffsetKey, *messages.Offse
 	v := &messages.OffsetValue{}
 	if err := proto.Unmarshal(value, v); err != nil {
 		return nil, nil, fmt.Errorf("%w: value: %w", ErrBadOffsetRecord, err)
+	}
+	switch {
+	case k.Members && v.Classic == nil:
+		return nil, nil, fmt.Errorf("%w: members of group %q without a generation", ErrBadOffsetRecord, k.Group)
+	case k.Members:
+		if err := validateGeneration(v.Classic); err != nil {
+			return nil, nil, fmt.Errorf("%w: members of group %q: %w", ErrBadOffsetRecord, k.Group, err)
+		}
+	case v.Classic != nil:
+		return nil, nil, fmt.Errorf("%w: offset of %q/%q/%d with a generation", ErrBadOffsetRecord, k.Group, k.Topic, k.Partition)
 	}
 	return k, v, nil
 }
@@ -158,7 +178,7 @@ func newOffsetsState() *offsetsState {
 // apply records that a record of size bytes wrote value (nil: tombstone)
 // for key.
 func (s *offsetsState) apply(key *messages.OffsetKey, value *messages.OffsetValue, size int64) {
-	k := offsetKey{group: key.Group, topic: key.Topic, partition: key.Partition}
+	k := offsetKey{group: key.Group, topic: key.Topic, partition: key.Partition, members: key.Members}
 	if old, ok := s.latest[k]; ok {
 		s.superseded += old.bytes
 	}
@@ -196,8 +216,8 @@ func (s *offsetsState) groups() []string {
 	return out
 }
 
-// snapshot returns the live keys in order (group, topic, partition) with
-// their values, for the cleaner to write again.
+// snapshot returns the live keys in order (group, its members first, then
+// topic and partition) with their values, for the cleaner to write again.
 func (s *offsetsState) snapshot() ([]*messages.OffsetKey, []*messages.OffsetValue) {
 	keys := make([]offsetKey, 0, len(s.latest))
 	for k := range s.latest {
@@ -208,6 +228,9 @@ func (s *offsetsState) snapshot() ([]*messages.OffsetKey, []*messages.OffsetValu
 		if a.group != b.group {
 			return a.group < b.group
 		}
+		if a.members != b.members {
+			return a.members
+		}
 		if a.topic != b.topic {
 			return a.topic < b.topic
 		}
@@ -216,7 +239,7 @@ func (s *offsetsState) snapshot() ([]*messages.OffsetKey, []*messages.OffsetValu
 	ks := make([]*messages.OffsetKey, len(keys))
 	vs := make([]*messages.OffsetValue, len(keys))
 	for i, k := range keys {
-		ks[i] = &messages.OffsetKey{Group: k.group, Topic: k.topic, Partition: k.partition}
+		ks[i] = &messages.OffsetKey{Group: k.group, Topic: k.topic, Partition: k.partition, Members: k.members}
 		vs[i] = s.latest[k].value
 	}
 	return ks, vs

@@ -117,6 +117,30 @@ func TestOffsetRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// testGeneration is a stored generation of two consumers.
+func testGeneration() *messages.ClassicGeneration {
+	return &messages.ClassicGeneration{ProtocolType: ConsumerProtocolType, Generation: 4, Protocol: "range", Leader: "a-1", Members: []*messages.ClassicMember{
+		{MemberId: "a-1", ClientId: "a", ClientHost: "/127.0.0.1", SessionTimeoutMs: 10000, RebalanceTimeoutMs: 20000,
+			Protocols: []*messages.GroupProtocol{{Name: "range", Metadata: []byte("a/range")}}, Topics: []string{"t"}, Assignment: []byte("A"),
+			Partitions: []*messages.TopicPartition{{Topic: "t", Partition: 0}}},
+		{MemberId: "b-2", GroupInstanceId: "b", ClientId: "b", SessionTimeoutMs: 45000, RebalanceTimeoutMs: 60000,
+			Protocols: []*messages.GroupProtocol{{Name: "range", Metadata: []byte("b/range")}}, Topics: []string{"t"}, Assignment: []byte("B")},
+	}}
+}
+
+// A group's stored generation travels under its members key.
+func TestGenerationRecordRoundTrip(t *testing.T) {
+	for _, value := range []*messages.OffsetValue{{Classic: testGeneration()}, nil} {
+		k, v, err := EncodeOffsetRecord(nil, nil, membersKey("g"), value)
+		require.NoError(t, err)
+		gotKey, gotValue, err := DecodeOffsetRecord(k, v)
+		require.NoError(t, err)
+		require.True(t, gotKey.Members)
+		require.Equal(t, "g", gotKey.Group)
+		require.True(t, proto.Equal(value, gotValue))
+	}
+}
+
 func TestDecodeOffsetRecordBadInput(t *testing.T) {
 	good, _, err := EncodeOffsetRecord(nil, nil, &messages.OffsetKey{Group: "g", Topic: "t"}, nil)
 	require.NoError(t, err)
@@ -133,12 +157,44 @@ func TestDecodeOffsetRecordBadInput(t *testing.T) {
 		{"key without group", noGroup, nil},
 		{"negative partition", negative, nil},
 		{"garbage value", good, []byte{0x08}},
+		{"members key with a topic", encodeKey(t, &messages.OffsetKey{Group: "g", Topic: "t", Members: true}), nil},
+		{"members key without a group", encodeKey(t, &messages.OffsetKey{Members: true}), nil},
+		{"members without a generation", encodeKey(t, membersKey("g")), encodeValue(t, &messages.OffsetValue{Offset: 3})},
+		{"an offset with a generation", good, encodeValue(t, &messages.OffsetValue{Offset: 3, Classic: testGeneration()})},
+		{"a generation without members", encodeKey(t, membersKey("g")), encodeValue(t, &messages.OffsetValue{Classic: &messages.ClassicGeneration{Generation: 1}})},
+		{"a leader that is not a member", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Leader = "c-3" })},
+		{"a member named twice", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Members[1].MemberId = "a-1" })},
+		{"a member without an id", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Members[1].MemberId = "" })},
+		{"a session out of bounds", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Members[0].SessionTimeoutMs = 0 })},
+		{"no rebalance timeout", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Members[0].RebalanceTimeoutMs = -1 })},
+		{"a negative generation", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Generation = -1 })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := DecodeOffsetRecord(tc.key, tc.value)
 			require.ErrorIs(t, err, ErrBadOffsetRecord)
 		})
 	}
+}
+
+func encodeKey(t *testing.T, key *messages.OffsetKey) []byte {
+	t.Helper()
+	k, _, err := EncodeOffsetRecord(nil, nil, key, nil)
+	require.NoError(t, err)
+	return k
+}
+
+func encodeValue(t *testing.T, value *messages.OffsetValue) []byte {
+	t.Helper()
+	_, v, err := EncodeOffsetRecord(nil, nil, &messages.OffsetKey{Group: "g", Topic: "t"}, value)
+	require.NoError(t, err)
+	return v
+}
+
+// encodeGeneration is testGeneration, edited, as a record's value.
+func encodeGeneration(t *testing.T, edit func(*messages.ClassicGeneration)) []byte {
+	gen := testGeneration()
+	edit(gen)
+	return encodeValue(t, &messages.OffsetValue{Classic: gen})
 }
 
 func TestOffsetsStateSupersededAndSnapshot(t *testing.T) {
@@ -157,7 +213,7 @@ func TestOffsetsStateSupersededAndSnapshot(t *testing.T) {
 	require.Equal(t, []string{"g", "h"}, s.groups())
 	g := s.group("g")
 	require.Len(t, g, 1)
-	require.Equal(t, int64(3), g[offsetKey{"g", "t", 0}].Offset)
+	require.Equal(t, int64(3), g[offsetKey{group: "g", topic: "t"}].Offset)
 
 	keys, values := s.snapshot()
 	require.Len(t, keys, 2)
@@ -165,6 +221,22 @@ func TestOffsetsStateSupersededAndSnapshot(t *testing.T) {
 	require.Equal(t, int64(3), values[0].Offset)
 	require.Equal(t, "h", keys[1].Group)
 	require.Equal(t, int64(4), values[1].Offset)
+
+	// A group's stored generation is one more key of it, which its next
+	// generation supersedes, and which the snapshot writes first.
+	s.apply(membersKey("h"), &messages.OffsetValue{Classic: testGeneration()}, 30)
+	s.apply(membersKey("h"), &messages.OffsetValue{Classic: testGeneration()}, 31)
+	require.Equal(t, int64(65), s.superseded)
+	require.Len(t, s.group("h"), 2)
+	keys, values = s.snapshot()
+	require.Len(t, keys, 3)
+	require.True(t, keys[1].Members)
+	require.Equal(t, "h", keys[1].Group)
+	require.NotNil(t, values[1].Classic)
+	require.False(t, keys[2].Members)
+	s.apply(membersKey("h"), nil, 5)
+	require.Equal(t, []string{"g", "h"}, s.groups(), "h keeps its offset")
+	require.Len(t, s.group("h"), 1)
 }
 
 func TestDecodeOffsetBatches(t *testing.T) {
@@ -191,7 +263,8 @@ func TestDecodeOffsetBatches(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), next, "the torn last batch is left for the next fetch")
 	require.Zero(t, bad)
-	require.Equal(t, map[offsetKey]*messages.OffsetValue{{"g", "t", 1}: s.latest[offsetKey{"g", "t", 1}].value}, s.group("g"))
+	k := offsetKey{group: "g", topic: "t", partition: 1}
+	require.Equal(t, map[offsetKey]*messages.OffsetValue{k: s.latest[k].value}, s.group("g"))
 
 	s = newOffsetsState()
 	next, bad, err = decodeOffsetBatches(s, data, 0)
@@ -205,6 +278,8 @@ func FuzzDecodeOffsetRecord(f *testing.F) {
 	f.Add(k, v, false)
 	f.Add(k, []byte(nil), true)
 	f.Add([]byte{0xff}, []byte{0x08}, false)
+	k, v, _ = EncodeOffsetRecord(nil, nil, membersKey("g"), &messages.OffsetValue{Classic: testGeneration()})
+	f.Add(k, v, false)
 	actortest.AddSeedFiles(f, "FuzzDecodeOffsetRecord", func(b []byte) { f.Add(b, b, false) })
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {
 		if tombstone {
