@@ -26,8 +26,8 @@ const (
 
 // OffsetKey is the key of a record of __consumer_offsets: one committed
 // offset of a group for one partition, or, with members set (and no topic),
-// the membership of the group's Kafka classic generation, as Kafka's
-// GroupMetadata record. The latest record with a key wins.
+// the membership of the group's generation, as Kafka's GroupMetadata
+// record. The latest record with a key wins.
 type OffsetKey struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -99,13 +99,14 @@ func (x *OffsetKey) GetMembers() bool {
 // OffsetValue is the value of a record of __consumer_offsets. A record
 // with a null value is a tombstone: the offset is no longer committed, or
 // the group no longer has a generation to keep. The value of a members key
-// holds only classic.
+// holds only one of classic and depot, as the group's protocol is.
 type OffsetValue struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Offset            int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
 	Metadata          string                 `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	CommitTimestampMs int64                  `protobuf:"varint,3,opt,name=commit_timestamp_ms,json=commitTimestampMs,proto3" json:"commit_timestamp_ms,omitempty"`
 	Classic           *ClassicGeneration     `protobuf:"bytes,4,opt,name=classic,proto3" json:"classic,omitempty"`
+	Depot             *DepotGeneration       `protobuf:"bytes,5,opt,name=depot,proto3" json:"depot,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -168,6 +169,212 @@ func (x *OffsetValue) GetClassic() *ClassicGeneration {
 	return nil
 }
 
+func (x *OffsetValue) GetDepot() *DepotGeneration {
+	if x != nil {
+		return x.Depot
+	}
+	return nil
+}
+
+// DepotGeneration is a generation of a group of Depot's own protocol,
+// assigned by its coordinator, stored once assigned (see ClassicGeneration).
+type DepotGeneration struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation int32                  `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Assignor   string                 `protobuf:"bytes,2,opt,name=assignor,proto3" json:"assignor,omitempty"`
+	// partition_counts are the partition counts of the members' topics the
+	// assignment was computed from.
+	PartitionCounts map[string]int32 `protobuf:"bytes,3,rep,name=partition_counts,json=partitionCounts,proto3" json:"partition_counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Members         []*DepotMember   `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DepotGeneration) Reset() {
+	*x = DepotGeneration{}
+	mi := &file_offsets_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DepotGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DepotGeneration) ProtoMessage() {}
+
+func (x *DepotGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_offsets_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DepotGeneration.ProtoReflect.Descriptor instead.
+func (*DepotGeneration) Descriptor() ([]byte, []int) {
+	return file_offsets_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *DepotGeneration) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *DepotGeneration) GetAssignor() string {
+	if x != nil {
+		return x.Assignor
+	}
+	return ""
+}
+
+func (x *DepotGeneration) GetPartitionCounts() map[string]int32 {
+	if x != nil {
+		return x.PartitionCounts
+	}
+	return nil
+}
+
+func (x *DepotGeneration) GetMembers() []*DepotMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// DepotMember is one member of a stored generation of Depot's protocol.
+type DepotMember struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MemberId        string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	GroupInstanceId string                 `protobuf:"bytes,2,opt,name=group_instance_id,json=groupInstanceId,proto3" json:"group_instance_id,omitempty"`
+	ClientId        string                 `protobuf:"bytes,3,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Topics          []string               `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	Assignors       []string               `protobuf:"bytes,5,rep,name=assignors,proto3" json:"assignors,omitempty"`
+	// owned are the partitions it said it owned when it last joined.
+	Owned              []*TopicPartition `protobuf:"bytes,6,rep,name=owned,proto3" json:"owned,omitempty"`
+	SessionTimeoutMs   int32             `protobuf:"varint,7,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	RebalanceTimeoutMs int32             `protobuf:"varint,8,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	Assignment         []*TopicPartition `protobuf:"bytes,9,rep,name=assignment,proto3" json:"assignment,omitempty"`
+	AssignedGeneration int32             `protobuf:"varint,10,opt,name=assigned_generation,json=assignedGeneration,proto3" json:"assigned_generation,omitempty"`
+	// must_rejoin: it got the first phase of a cooperative rebalance.
+	MustRejoin    bool `protobuf:"varint,11,opt,name=must_rejoin,json=mustRejoin,proto3" json:"must_rejoin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DepotMember) Reset() {
+	*x = DepotMember{}
+	mi := &file_offsets_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DepotMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DepotMember) ProtoMessage() {}
+
+func (x *DepotMember) ProtoReflect() protoreflect.Message {
+	mi := &file_offsets_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DepotMember.ProtoReflect.Descriptor instead.
+func (*DepotMember) Descriptor() ([]byte, []int) {
+	return file_offsets_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DepotMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *DepotMember) GetGroupInstanceId() string {
+	if x != nil {
+		return x.GroupInstanceId
+	}
+	return ""
+}
+
+func (x *DepotMember) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *DepotMember) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *DepotMember) GetAssignors() []string {
+	if x != nil {
+		return x.Assignors
+	}
+	return nil
+}
+
+func (x *DepotMember) GetOwned() []*TopicPartition {
+	if x != nil {
+		return x.Owned
+	}
+	return nil
+}
+
+func (x *DepotMember) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *DepotMember) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *DepotMember) GetAssignment() []*TopicPartition {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+func (x *DepotMember) GetAssignedGeneration() int32 {
+	if x != nil {
+		return x.AssignedGeneration
+	}
+	return 0
+}
+
+func (x *DepotMember) GetMustRejoin() bool {
+	if x != nil {
+		return x.MustRejoin
+	}
+	return false
+}
+
 // ClassicGeneration is a Kafka classic group's generation as its coordinator
 // stores it once the generation is synced or the group is empty, so that the
 // next coordinator of the group, after the lead of its offsets partition
@@ -185,7 +392,7 @@ type ClassicGeneration struct {
 
 func (x *ClassicGeneration) Reset() {
 	*x = ClassicGeneration{}
-	mi := &file_offsets_proto_msgTypes[2]
+	mi := &file_offsets_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +404,7 @@ func (x *ClassicGeneration) String() string {
 func (*ClassicGeneration) ProtoMessage() {}
 
 func (x *ClassicGeneration) ProtoReflect() protoreflect.Message {
-	mi := &file_offsets_proto_msgTypes[2]
+	mi := &file_offsets_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +417,7 @@ func (x *ClassicGeneration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassicGeneration.ProtoReflect.Descriptor instead.
 func (*ClassicGeneration) Descriptor() ([]byte, []int) {
-	return file_offsets_proto_rawDescGZIP(), []int{2}
+	return file_offsets_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ClassicGeneration) GetProtocolType() string {
@@ -269,7 +476,7 @@ type ClassicMember struct {
 
 func (x *ClassicMember) Reset() {
 	*x = ClassicMember{}
-	mi := &file_offsets_proto_msgTypes[3]
+	mi := &file_offsets_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -281,7 +488,7 @@ func (x *ClassicMember) String() string {
 func (*ClassicMember) ProtoMessage() {}
 
 func (x *ClassicMember) ProtoReflect() protoreflect.Message {
-	mi := &file_offsets_proto_msgTypes[3]
+	mi := &file_offsets_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -294,7 +501,7 @@ func (x *ClassicMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassicMember.ProtoReflect.Descriptor instead.
 func (*ClassicMember) Descriptor() ([]byte, []int) {
-	return file_offsets_proto_rawDescGZIP(), []int{3}
+	return file_offsets_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ClassicMember) GetMemberId() string {
@@ -381,7 +588,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_offsets_proto_msgTypes[4]
+	mi := &file_offsets_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +600,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_offsets_proto_msgTypes[4]
+	mi := &file_offsets_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +613,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_offsets_proto_rawDescGZIP(), []int{4}
+	return file_offsets_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteRecordsRequest) GetTopic() string {
@@ -442,7 +649,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_offsets_proto_msgTypes[5]
+	mi := &file_offsets_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +661,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_offsets_proto_msgTypes[5]
+	mi := &file_offsets_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +674,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_offsets_proto_rawDescGZIP(), []int{5}
+	return file_offsets_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteRecordsResponse) GetError() ErrorCode {
@@ -500,12 +707,39 @@ const file_offsets_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12\x18\n" +
-	"\amembers\x18\x04 \x01(\bR\amembers\"\xa5\x01\n" +
+	"\amembers\x18\x04 \x01(\bR\amembers\"\xd3\x01\n" +
 	"\vOffsetValue\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12\x1a\n" +
 	"\bmetadata\x18\x02 \x01(\tR\bmetadata\x12.\n" +
 	"\x13commit_timestamp_ms\x18\x03 \x01(\x03R\x11commitTimestampMs\x122\n" +
-	"\aclassic\x18\x04 \x01(\v2\x18.depot.ClassicGenerationR\aclassic\"\xbc\x01\n" +
+	"\aclassic\x18\x04 \x01(\v2\x18.depot.ClassicGenerationR\aclassic\x12,\n" +
+	"\x05depot\x18\x05 \x01(\v2\x16.depot.DepotGenerationR\x05depot\"\x97\x02\n" +
+	"\x0fDepotGeneration\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x05R\n" +
+	"generation\x12\x1a\n" +
+	"\bassignor\x18\x02 \x01(\tR\bassignor\x12V\n" +
+	"\x10partition_counts\x18\x03 \x03(\v2+.depot.DepotGeneration.PartitionCountsEntryR\x0fpartitionCounts\x12,\n" +
+	"\amembers\x18\x04 \x03(\v2\x12.depot.DepotMemberR\amembers\x1aB\n" +
+	"\x14PartitionCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"\xbf\x03\n" +
+	"\vDepotMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12*\n" +
+	"\x11group_instance_id\x18\x02 \x01(\tR\x0fgroupInstanceId\x12\x1b\n" +
+	"\tclient_id\x18\x03 \x01(\tR\bclientId\x12\x16\n" +
+	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x1c\n" +
+	"\tassignors\x18\x05 \x03(\tR\tassignors\x12+\n" +
+	"\x05owned\x18\x06 \x03(\v2\x15.depot.TopicPartitionR\x05owned\x12,\n" +
+	"\x12session_timeout_ms\x18\a \x01(\x05R\x10sessionTimeoutMs\x120\n" +
+	"\x14rebalance_timeout_ms\x18\b \x01(\x05R\x12rebalanceTimeoutMs\x125\n" +
+	"\n" +
+	"assignment\x18\t \x03(\v2\x15.depot.TopicPartitionR\n" +
+	"assignment\x12/\n" +
+	"\x13assigned_generation\x18\n" +
+	" \x01(\x05R\x12assignedGeneration\x12\x1f\n" +
+	"\vmust_rejoin\x18\v \x01(\bR\n" +
+	"mustRejoin\"\xbc\x01\n" +
 	"\x11ClassicGeneration\x12#\n" +
 	"\rprotocol_type\x18\x01 \x01(\tR\fprotocolType\x12\x1e\n" +
 	"\n" +
@@ -552,29 +786,37 @@ func file_offsets_proto_rawDescGZIP() []byte {
 	return file_offsets_proto_rawDescData
 }
 
-var file_offsets_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_offsets_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_offsets_proto_goTypes = []any{
 	(*OffsetKey)(nil),             // 0: depot.OffsetKey
 	(*OffsetValue)(nil),           // 1: depot.OffsetValue
-	(*ClassicGeneration)(nil),     // 2: depot.ClassicGeneration
-	(*ClassicMember)(nil),         // 3: depot.ClassicMember
-	(*DeleteRecordsRequest)(nil),  // 4: depot.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil), // 5: depot.DeleteRecordsResponse
-	(*GroupProtocol)(nil),         // 6: depot.GroupProtocol
-	(*TopicPartition)(nil),        // 7: depot.TopicPartition
-	(ErrorCode)(0),                // 8: depot.ErrorCode
+	(*DepotGeneration)(nil),       // 2: depot.DepotGeneration
+	(*DepotMember)(nil),           // 3: depot.DepotMember
+	(*ClassicGeneration)(nil),     // 4: depot.ClassicGeneration
+	(*ClassicMember)(nil),         // 5: depot.ClassicMember
+	(*DeleteRecordsRequest)(nil),  // 6: depot.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil), // 7: depot.DeleteRecordsResponse
+	nil,                           // 8: depot.DepotGeneration.PartitionCountsEntry
+	(*TopicPartition)(nil),        // 9: depot.TopicPartition
+	(*GroupProtocol)(nil),         // 10: depot.GroupProtocol
+	(ErrorCode)(0),                // 11: depot.ErrorCode
 }
 var file_offsets_proto_depIdxs = []int32{
-	2, // 0: depot.OffsetValue.classic:type_name -> depot.ClassicGeneration
-	3, // 1: depot.ClassicGeneration.members:type_name -> depot.ClassicMember
-	6, // 2: depot.ClassicMember.protocols:type_name -> depot.GroupProtocol
-	7, // 3: depot.ClassicMember.partitions:type_name -> depot.TopicPartition
-	8, // 4: depot.DeleteRecordsResponse.error:type_name -> depot.ErrorCode
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4,  // 0: depot.OffsetValue.classic:type_name -> depot.ClassicGeneration
+	2,  // 1: depot.OffsetValue.depot:type_name -> depot.DepotGeneration
+	8,  // 2: depot.DepotGeneration.partition_counts:type_name -> depot.DepotGeneration.PartitionCountsEntry
+	3,  // 3: depot.DepotGeneration.members:type_name -> depot.DepotMember
+	9,  // 4: depot.DepotMember.owned:type_name -> depot.TopicPartition
+	9,  // 5: depot.DepotMember.assignment:type_name -> depot.TopicPartition
+	5,  // 6: depot.ClassicGeneration.members:type_name -> depot.ClassicMember
+	10, // 7: depot.ClassicMember.protocols:type_name -> depot.GroupProtocol
+	9,  // 8: depot.ClassicMember.partitions:type_name -> depot.TopicPartition
+	11, // 9: depot.DeleteRecordsResponse.error:type_name -> depot.ErrorCode
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_offsets_proto_init() }
@@ -590,7 +832,7 @@ func file_offsets_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_offsets_proto_rawDesc), len(file_offsets_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

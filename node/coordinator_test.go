@@ -57,8 +57,9 @@ func TestOffsetsTopicOnOneNode(t *testing.T) {
 // Three nodes, a group that read half of a topic and committed: when the
 // node that leads the group's partition of __consumer_offsets is killed,
 // another replica of it leads, its node coordinates the group with every
-// committed offset, and the member finds it, joins it again and goes on
-// from those offsets: nothing committed is read again, nothing is missed.
+// committed offset and its stored generation, and the member finds it and
+// goes on, in its generation, without joining again: nothing committed is
+// read again, nothing is missed.
 // The group is one whose coordinator leads none of the topic's
 // partitions, so that what is tested is the coordinator's move alone.
 func TestGroupCoordinatorFailover(t *testing.T) {
@@ -129,6 +130,8 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	}
 	require.Equal(t, int64(before.distinct()), sum, "the commit covers every record read")
 	firstMember := member.MemberID()
+	d := request[*messages.DescribeGroupResponse](t, c.nodes[old.Leader], c.nodes[old.Leader].Groups(), &messages.DescribeGroupRequest{GroupId: groupID})
+	generation := d.Generation
 
 	require.NoError(t, killInProcess(c.nodes[old.Leader]))
 	delete(c.nodes, old.Leader)
@@ -150,12 +153,11 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, committed, got)
 
-	// The member, whose coordinator is gone, finds the new one, joins it as
-	// a new member (the group's membership lived in the old one's memory)
-	// and reads on from the committed offsets.
+	// The member, whose coordinator is gone, finds the new one, which
+	// knows it, and reads on from the committed offsets.
 	after := newSeen()
 	require.NoError(t, poll(ctx, member, after, func() bool {
-		if member.MemberID() == firstMember || len(member.Assigned()) != len(events.Partitions) {
+		if len(member.Assigned()) != len(events.Partitions) {
 			return false
 		}
 		after.mu.Lock()
@@ -174,8 +176,10 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	for v := range before.count {
 		require.Zero(t, after.count[v], "committed record %s read again", v)
 	}
-	d := request[*messages.DescribeGroupResponse](t, c.nodes[now.Leader], c.nodes[now.Leader].Groups(), &messages.DescribeGroupRequest{GroupId: groupID})
+	d = request[*messages.DescribeGroupResponse](t, c.nodes[now.Leader], c.nodes[now.Leader].Groups(), &messages.DescribeGroupRequest{GroupId: groupID})
 	require.Equal(t, messages.ErrorCode_NONE, d.Error, d.ErrorMessage)
 	require.Len(t, d.Members, 1)
-	require.Equal(t, member.MemberID(), d.Members[0].MemberId)
+	require.Equal(t, firstMember, member.MemberID(), "the same member")
+	require.Equal(t, firstMember, d.Members[0].MemberId)
+	require.Equal(t, generation, d.Generation, "in the same generation: no rebalance")
 }

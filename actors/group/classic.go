@@ -47,7 +47,6 @@ package group
 // (group.go). Not safe for concurrent use: its actor serialises access.
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -977,41 +976,7 @@ func (g *classicGroup) storeGeneration() {
 	g.effects.generation = gen
 }
 
-// validateGeneration checks a stored generation read back: members with
-// ids, each once, and a group instance id at most once, timeouts within
-// the bounds a join may ask, and a leader among them.
-func validateGeneration(gen *messages.ClassicGeneration) error {
-	if gen.Generation < 0 {
-		return fmt.Errorf("generation %d", gen.Generation)
-	}
-	if len(gen.Members) == 0 {
-		return errors.New("no members")
-	}
-	ids, instances := map[string]bool{}, map[string]bool{}
-	for _, mem := range gen.Members {
-		session := time.Duration(mem.SessionTimeoutMs) * time.Millisecond
-		switch {
-		case mem.MemberId == "" || ids[mem.MemberId]:
-			return fmt.Errorf("member id %q empty or named twice", mem.MemberId)
-		case mem.GroupInstanceId != "" && instances[mem.GroupInstanceId]:
-			return fmt.Errorf("group instance %q named twice", mem.GroupInstanceId)
-		case session < MinSessionTimeout || session > MaxSessionTimeout:
-			return fmt.Errorf("member %q: session timeout %d ms", mem.MemberId, mem.SessionTimeoutMs)
-		case mem.RebalanceTimeoutMs <= 0:
-			return fmt.Errorf("member %q: rebalance timeout %d ms", mem.MemberId, mem.RebalanceTimeoutMs)
-		}
-		ids[mem.MemberId] = true
-		if mem.GroupInstanceId != "" {
-			instances[mem.GroupInstanceId] = true
-		}
-	}
-	if !ids[gen.Leader] {
-		return fmt.Errorf("leader %q is not a member", gen.Leader)
-	}
-	return nil
-}
-
-// restore takes a stored generation (validateGeneration's) into a group
+// restore takes a stored generation (validateClassicGeneration's) into a group
 // that has no members yet, as Kafka's coordinator loads a group: it is
 // stable, and each member's session starts now, so that members keep
 // heartbeating and committing in their generation with the new

@@ -672,7 +672,7 @@ func TestClassicGenerationStoredAndRestored(t *testing.T) {
 	h.sync(&messages.SyncGroupRequest{GroupId: "g", MemberId: a, Generation: 1, Assignments: assignment(map[string]string{a: "A"})})
 	require.Len(t, h.stores, 1)
 	gen := h.stores[0]
-	require.NoError(t, validateGeneration(gen))
+	require.NoError(t, validateClassicGeneration(gen))
 	require.Equal(t, int32(1), gen.Generation)
 	require.Equal(t, a, gen.Leader)
 	require.Len(t, gen.Members, 1)

@@ -174,9 +174,9 @@ type groupActor struct {
 	// empty group is described as the protocol it last had.
 	classic     *classicGroup
 	classicKind bool
-	// classicStored is set while __consumer_offsets holds a generation of
-	// the classic group (see classicEffects.store).
-	classicStored bool
+	// generationStored is set while __consumer_offsets holds a generation
+	// of the group, of either protocol (see generations.go).
+	generationStored bool
 	// waiting are the classic group's requests that wait for an answer,
 	// by waiter; classicTimers its timers that run.
 	waiting       map[waiter]waitingRequest
@@ -247,9 +247,13 @@ func (g *groupActor) onLoaded(ctx actor.Context, m *groupLoaded) {
 	g.mode = modeServing
 	for k, v := range m.offsets {
 		if k.members {
-			g.classicStored = true
-			g.classic.restore(v.Classic)
-			g.applyClassic(ctx)
+			g.generationStored = true
+			if v.Classic != nil {
+				g.classic.restore(v.Classic)
+				g.applyClassic(ctx)
+			} else {
+				g.restoreDepot(v.Depot)
+			}
 			continue
 		}
 		g.offsets[assign.TopicPartition{Topic: k.topic, Partition: k.partition}] = v
@@ -520,6 +524,7 @@ func (g *groupActor) onJoin(ctx actor.Context, m *messages.JoinGroupRequest) {
 			mem.clientID = m.ClientId
 			mem.sessionTimeout, mem.rebalanceTimeout = settings.session, settings.rebalance
 			g.startSession(mem)
+			g.storeDepot(ctx)
 			ctx.Respond(g.joinResponse(mem))
 			return
 		}
@@ -674,6 +679,7 @@ func (g *groupActor) completeRebalance(ctx actor.Context) {
 		g.generation++
 		g.state, g.assignor, g.counts = groupEmpty, "", nil
 		g.logger.WithField("generation", g.generation).Info("group empty")
+		g.storeDepot(ctx)
 		return
 	}
 	g.state = groupCompletingRebalance
@@ -760,6 +766,7 @@ func (g *groupActor) assign(ctx actor.Context, counts map[string]int32) {
 		}
 		g.generation++
 		g.state, g.assignor, g.counts = groupEmpty, "", nil
+		g.storeDepot(ctx)
 		return
 	}
 	plan := assignor.Assign(in, counts)
@@ -785,6 +792,7 @@ func (g *groupActor) assign(ctx actor.Context, counts map[string]int32) {
 		g.startSession(mem)
 	}
 	g.logger.WithFields(logrus.Fields{"generation": g.generation, "assignor": name, "members": len(members), "revoking": len(revoking)}).Info("rebalance completed")
+	g.storeDepot(ctx)
 }
 
 // removeMember drops a member, answering its waiting join.
@@ -1084,7 +1092,7 @@ func (g *groupActor) onDelete(ctx actor.Context) {
 	}
 	sender := ctx.Sender()
 	req := &appendOffsets{group: g.cfg.id}
-	if g.classicStored {
+	if g.generationStored {
 		req.keys = append(req.keys, membersKey(g.cfg.id))
 		req.values = append(req.values, nil)
 	}

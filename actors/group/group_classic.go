@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors/assign"
 	"github.com/depot-dev/depot/messages"
@@ -52,30 +51,12 @@ func (g *groupActor) applyClassic(ctx actor.Context) {
 		g.classicKind = true
 	}
 	if e.store {
-		g.storeClassic(ctx, e.generation)
-	}
-}
-
-// storeClassic writes the classic group's generation (nil: deletes the
-// one stored) to __consumer_offsets, after the writes before it. A write
-// that fails is logged and costs only a rebalance should the group's
-// coordinator move before the next generation is stored: its members
-// then join again.
-func (g *groupActor) storeClassic(ctx actor.Context, gen *messages.ClassicGeneration) {
-	if gen == nil && !g.classicStored {
-		return
-	}
-	req := &appendOffsets{group: g.cfg.id, keys: []*messages.OffsetKey{membersKey(g.cfg.id)}, values: []*messages.OffsetValue{nil}}
-	if gen != nil {
-		req.values[0] = &messages.OffsetValue{Classic: gen}
-	}
-	g.write(ctx, req, func(code messages.ErrorCode, text string) {
-		if code != messages.ErrorCode_NONE {
-			g.logger.WithFields(logrus.Fields{"generation": gen.GetGeneration(), "error": code.String()}).Warn("classic generation not stored: " + text)
-			return
+		var value *messages.OffsetValue
+		if e.generation != nil {
+			value = &messages.OffsetValue{Classic: e.generation}
 		}
-		g.classicStored = gen != nil
-	})
+		g.storeGeneration(ctx, value)
+	}
 }
 
 // stopClassicTimers stops every timer of the classic group.

@@ -144,13 +144,11 @@ func DecodeOffsetRecord(key, value []byte) (*messages.OffsetKey, *messages.Offse
 		return nil, nil, fmt.Errorf("%w: value: %w", ErrBadOffsetRecord, err)
 	}
 	switch {
-	case k.Members && v.Classic == nil:
-		return nil, nil, fmt.Errorf("%w: members of group %q without a generation", ErrBadOffsetRecord, k.Group)
 	case k.Members:
-		if err := validateGeneration(v.Classic); err != nil {
+		if err := validateStoredGeneration(v); err != nil {
 			return nil, nil, fmt.Errorf("%w: members of group %q: %w", ErrBadOffsetRecord, k.Group, err)
 		}
-	case v.Classic != nil:
+	case v.Classic != nil || v.Depot != nil:
 		return nil, nil, fmt.Errorf("%w: offset of %q/%q/%d with a generation", ErrBadOffsetRecord, k.Group, k.Topic, k.Partition)
 	}
 	return k, v, nil

@@ -128,9 +128,17 @@ func testGeneration() *messages.ClassicGeneration {
 	}}
 }
 
+// testDepotGeneration is a stored generation of Depot's protocol.
+func testDepotGeneration() *messages.DepotGeneration {
+	return &messages.DepotGeneration{Generation: 3, Assignor: "range", PartitionCounts: map[string]int32{"t": 2}, Members: []*messages.DepotMember{
+		{MemberId: "a-1", ClientId: "a", Topics: []string{"t"}, Assignors: []string{"range"}, SessionTimeoutMs: 10000, RebalanceTimeoutMs: 60000,
+			Assignment: []*messages.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}}, AssignedGeneration: 3},
+	}}
+}
+
 // A group's stored generation travels under its members key.
 func TestGenerationRecordRoundTrip(t *testing.T) {
-	for _, value := range []*messages.OffsetValue{{Classic: testGeneration()}, nil} {
+	for _, value := range []*messages.OffsetValue{{Classic: testGeneration()}, {Depot: testDepotGeneration()}, nil} {
 		k, v, err := EncodeOffsetRecord(nil, nil, membersKey("g"), value)
 		require.NoError(t, err)
 		gotKey, gotValue, err := DecodeOffsetRecord(k, v)
@@ -168,6 +176,11 @@ func TestDecodeOffsetRecordBadInput(t *testing.T) {
 		{"a session out of bounds", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Members[0].SessionTimeoutMs = 0 })},
 		{"no rebalance timeout", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Members[0].RebalanceTimeoutMs = -1 })},
 		{"a negative generation", encodeKey(t, membersKey("g")), encodeGeneration(t, func(g *messages.ClassicGeneration) { g.Generation = -1 })},
+		{"both protocols' generations", encodeKey(t, membersKey("g")), encodeValue(t, &messages.OffsetValue{Classic: testGeneration(), Depot: testDepotGeneration()})},
+		{"an offset with Depot's generation", good, encodeValue(t, &messages.OffsetValue{Depot: testDepotGeneration()})},
+		{"Depot's generation without members", encodeKey(t, membersKey("g")), encodeValue(t, &messages.OffsetValue{Depot: &messages.DepotGeneration{Generation: 1}})},
+		{"Depot's member named twice", encodeKey(t, membersKey("g")), encodeDepotGeneration(t, func(g *messages.DepotGeneration) { g.Members = append(g.Members, g.Members[0]) })},
+		{"Depot's member without a session", encodeKey(t, membersKey("g")), encodeDepotGeneration(t, func(g *messages.DepotGeneration) { g.Members[0].SessionTimeoutMs = 0 })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := DecodeOffsetRecord(tc.key, tc.value)
@@ -195,6 +208,13 @@ func encodeGeneration(t *testing.T, edit func(*messages.ClassicGeneration)) []by
 	gen := testGeneration()
 	edit(gen)
 	return encodeValue(t, &messages.OffsetValue{Classic: gen})
+}
+
+// encodeDepotGeneration is testDepotGeneration, edited, as a record's value.
+func encodeDepotGeneration(t *testing.T, edit func(*messages.DepotGeneration)) []byte {
+	gen := testDepotGeneration()
+	edit(gen)
+	return encodeValue(t, &messages.OffsetValue{Depot: gen})
 }
 
 func TestOffsetsStateSupersededAndSnapshot(t *testing.T) {
@@ -279,6 +299,8 @@ func FuzzDecodeOffsetRecord(f *testing.F) {
 	f.Add(k, []byte(nil), true)
 	f.Add([]byte{0xff}, []byte{0x08}, false)
 	k, v, _ = EncodeOffsetRecord(nil, nil, membersKey("g"), &messages.OffsetValue{Classic: testGeneration()})
+	f.Add(k, v, false)
+	_, v, _ = EncodeOffsetRecord(nil, nil, membersKey("g"), &messages.OffsetValue{Depot: testDepotGeneration()})
 	f.Add(k, v, false)
 	actortest.AddSeedFiles(f, "FuzzDecodeOffsetRecord", func(b []byte) { f.Add(b, b, false) })
 	f.Fuzz(func(t *testing.T, key, value []byte, tombstone bool) {

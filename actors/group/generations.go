@@ -1,0 +1,169 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/sirupsen/logrus"
+
+	"github.com/depot-dev/depot/actors/assign"
+	"github.com/depot-dev/depot/messages"
+)
+
+// A group's generation is stored in __consumer_offsets under its members
+// key once it is assigned, and deleted once the group is empty, as Kafka's
+// GroupMetadata record is: the next coordinator of the group, after the
+// lead of its offsets partition moves, restores it, and the members go on
+// heartbeating and committing in their generation without a rebalance.
+
+// storeGeneration writes the group's generation (value nil: deletes the
+// one stored) after the writes before it. A write that fails is logged
+// and costs only a rebalance should the group's coordinator move before
+// the next generation is stored: its members then join again.
+func (g *groupActor) storeGeneration(ctx actor.Context, value *messages.OffsetValue) {
+	if value == nil && !g.generationStored {
+		return
+	}
+	req := &appendOffsets{group: g.cfg.id, keys: []*messages.OffsetKey{membersKey(g.cfg.id)}, values: []*messages.OffsetValue{value}}
+	g.write(ctx, req, func(code messages.ErrorCode, text string) {
+		if code != messages.ErrorCode_NONE {
+			g.logger.WithField("error", code.String()).Warn("group generation not stored: " + text)
+			return
+		}
+		g.generationStored = value != nil
+	})
+}
+
+// storeDepot stores the generation of Depot's protocol the group has, or
+// deletes the stored one when the group is empty.
+func (g *groupActor) storeDepot(ctx actor.Context) {
+	if len(g.members) == 0 {
+		g.storeGeneration(ctx, nil)
+		return
+	}
+	gen := &messages.DepotGeneration{Generation: g.generation, Assignor: g.assignor, PartitionCounts: maps.Clone(g.counts)}
+	for _, mem := range g.sortedMembers() {
+		gen.Members = append(gen.Members, &messages.DepotMember{
+			MemberId: mem.id, GroupInstanceId: mem.instanceID, ClientId: mem.clientID,
+			Topics: mem.topics, Assignors: mem.assignors, Owned: toMessagePartitions(mem.owned),
+			SessionTimeoutMs: int32(mem.sessionTimeout.Milliseconds()), RebalanceTimeoutMs: int32(mem.rebalanceTimeout.Milliseconds()),
+			Assignment: toMessagePartitions(mem.assignment), AssignedGeneration: mem.assignedGeneration, MustRejoin: mem.mustRejoin,
+		})
+	}
+	g.storeGeneration(ctx, &messages.OffsetValue{Depot: gen})
+}
+
+// restoreDepot takes a stored generation (validateDepotGeneration's) into
+// a group without members: it is stable, and each member's session starts
+// now, so that those gone meanwhile lapse.
+func (g *groupActor) restoreDepot(gen *messages.DepotGeneration) {
+	if len(g.members) > 0 {
+		return
+	}
+	g.generation, g.assignor, g.counts = gen.Generation, gen.Assignor, maps.Clone(gen.PartitionCounts)
+	for _, stored := range gen.Members {
+		mem := &groupMember{
+			id: stored.MemberId, instanceID: stored.GroupInstanceId, clientID: stored.ClientId,
+			topics: stored.Topics, assignors: stored.Assignors, owned: fromMessagePartitions(stored.Owned),
+			sessionTimeout:     time.Duration(stored.SessionTimeoutMs) * time.Millisecond,
+			rebalanceTimeout:   time.Duration(stored.RebalanceTimeoutMs) * time.Millisecond,
+			assignment:         fromMessagePartitions(stored.Assignment),
+			assignedGeneration: stored.AssignedGeneration,
+			mustRejoin:         stored.MustRejoin,
+		}
+		g.members[mem.id] = mem
+		if mem.instanceID != "" {
+			g.static[mem.instanceID] = mem.id
+		}
+		g.startSession(mem)
+	}
+	g.state = groupStable
+	g.logger.WithFields(logrus.Fields{"generation": g.generation, "assignor": g.assignor, "members": len(g.members)}).Info("generation restored")
+}
+
+func fromMessagePartitions(tps []*messages.TopicPartition) []assign.TopicPartition {
+	if len(tps) == 0 {
+		return nil
+	}
+	out := make([]assign.TopicPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = assign.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+	}
+	return out
+}
+
+// validateStoredGeneration checks the value of a members key read back:
+// exactly one generation, valid for its protocol.
+func validateStoredGeneration(v *messages.OffsetValue) error {
+	switch {
+	case (v.Classic == nil) == (v.Depot == nil):
+		return errors.New("not exactly one generation")
+	case v.Classic != nil:
+		return validateClassicGeneration(v.Classic)
+	}
+	return validateDepotGeneration(v.Depot)
+}
+
+// validateDepotGeneration checks a stored generation of Depot's protocol:
+// members with ids, each once, a group instance id at most once, and
+// timeouts within the bounds a join may ask.
+func validateDepotGeneration(gen *messages.DepotGeneration) error {
+	if gen.Generation < 0 {
+		return fmt.Errorf("generation %d", gen.Generation)
+	}
+	if len(gen.Members) == 0 {
+		return errors.New("no members")
+	}
+	ids, instances := map[string]bool{}, map[string]bool{}
+	for _, mem := range gen.Members {
+		if err := validateStoredMember(mem.MemberId, mem.GroupInstanceId, mem.SessionTimeoutMs, mem.RebalanceTimeoutMs, ids, instances); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateStoredMember checks one stored member against those before it,
+// whose ids and group instance ids it adds to ids and instances.
+func validateStoredMember(id, instance string, sessionMs, rebalanceMs int32, ids, instances map[string]bool) error {
+	session := time.Duration(sessionMs) * time.Millisecond
+	switch {
+	case id == "" || ids[id]:
+		return fmt.Errorf("member id %q empty or named twice", id)
+	case instance != "" && instances[instance]:
+		return fmt.Errorf("group instance %q named twice", instance)
+	case session < MinSessionTimeout || session > MaxSessionTimeout:
+		return fmt.Errorf("member %q: session timeout %d ms", id, sessionMs)
+	case rebalanceMs <= 0:
+		return fmt.Errorf("member %q: rebalance timeout %d ms", id, rebalanceMs)
+	}
+	ids[id] = true
+	if instance != "" {
+		instances[instance] = true
+	}
+	return nil
+}
+
+// validateClassicGeneration checks a stored classic generation: members
+// as validateStoredMember checks them, and a leader among them.
+func validateClassicGeneration(gen *messages.ClassicGeneration) error {
+	if gen.Generation < 0 {
+		return fmt.Errorf("generation %d", gen.Generation)
+	}
+	if len(gen.Members) == 0 {
+		return errors.New("no members")
+	}
+	ids, instances := map[string]bool{}, map[string]bool{}
+	for _, mem := range gen.Members {
+		if err := validateStoredMember(mem.MemberId, mem.GroupInstanceId, mem.SessionTimeoutMs, mem.RebalanceTimeoutMs, ids, instances); err != nil {
+			return err
+		}
+	}
+	if !ids[gen.Leader] {
+		return fmt.Errorf("leader %q is not a member", gen.Leader)
+	}
+	return nil
+}
