@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +56,10 @@ func (s *fdSampler) end() int {
 // manyPartitions is what runManyPartitions saw.
 type manyPartitions struct {
 	created, written, restarted, readBack time.Duration
+	// ready is how long the restarted node took to answer metadata,
+	// readable how long until every record was read back, and stopped
+	// how long its clean stop (SIGTERM) took, each from its own start.
+	ready, readable, stopped time.Duration
 	// mostBefore and mostAfter are the most descriptors the node had
 	// open before the kill, and after the restart.
 	mostBefore, mostAfter int
@@ -64,7 +69,8 @@ type manyPartitions struct {
 // maxOpenFiles, creates topics of perTopic partitions each, writes a
 // record to every partition (acks=all), kills the node with SIGKILL,
 // restarts it and reads every record back, sampling the node's open
-// descriptors all along.
+// descriptors all along; then stops it with SIGTERM, which must end in a
+// clean exit.
 func runManyPartitions(t testing.TB, topics, perTopic, maxOpenFiles int) manyPartitions {
 	t.Helper()
 	var run manyPartitions
@@ -124,10 +130,12 @@ func runManyPartitions(t testing.TB, topics, perTopic, maxOpenFiles int) manyPar
 	run.mostBefore = fds.end()
 
 	proc.kill(t)
+	restarted := time.Now()
 	proc = startNodeProcess(t, dataDir, listen, flags...)
 	fds = sampleDescriptors(proc.cmd.Process.Pid)
 	waitReady(t, c, proc)
 	run.restarted = time.Since(started)
+	run.ready = time.Since(restarted)
 
 	// A consumer a topic: one of many thousands of partitions spends its
 	// time on its own bookkeeping.
@@ -154,7 +162,15 @@ func runManyPartitions(t testing.TB, topics, perTopic, maxOpenFiles int) manyPar
 		require.Equal(t, fmt.Sprintf("%s/%d", at.topic, at.partition), value)
 	}
 	run.readBack = time.Since(started)
+	run.readable = time.Since(restarted)
 	run.mostAfter = fds.end()
+
+	t.Logf("after the kill: ready in %v, every record read back in %v", run.ready.Round(time.Millisecond), run.readable.Round(time.Millisecond))
+	stopping := time.Now()
+	require.NoError(t, proc.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, proc.cmd.Wait(), "the node's clean stop failed:\n%s", proc.stderr.String())
+	run.stopped = time.Since(stopping)
+	require.NotContains(t, proc.stderr.String(), "unclean stop")
 	return run
 }
 
@@ -170,9 +186,10 @@ func TestManyPartitionsBoundedFiles(t *testing.T) {
 	}
 	const maxOpenFiles, margin = 200, 50
 	run := runManyPartitions(t, 1, 5000, maxOpenFiles)
-	t.Logf("created in %v, written by %v, restarted by %v, read back by %v; most descriptors open: %d before the kill, %d after",
+	t.Logf("created in %v, written by %v, restarted by %v, read back by %v; after the kill, ready in %v, all read back in %v; clean stop in %v; most descriptors open: %d before the kill, %d after",
 		run.created.Round(time.Millisecond), run.written.Round(time.Millisecond), run.restarted.Round(time.Millisecond),
-		run.readBack.Round(time.Millisecond), run.mostBefore, run.mostAfter)
+		run.readBack.Round(time.Millisecond), run.ready.Round(time.Millisecond), run.readable.Round(time.Millisecond),
+		run.stopped.Round(time.Millisecond), run.mostBefore, run.mostAfter)
 	require.LessOrEqual(t, run.mostBefore, maxOpenFiles+margin)
 	require.LessOrEqual(t, run.mostAfter, maxOpenFiles+margin)
 }
@@ -189,6 +206,9 @@ func BenchmarkManyPartitions(b *testing.B) {
 	b.ReportMetric((run.written - run.created).Seconds(), "s-write")
 	b.ReportMetric((run.restarted - run.written).Seconds(), "s-restart")
 	b.ReportMetric((run.readBack - run.restarted).Seconds(), "s-read")
+	b.ReportMetric(run.ready.Seconds(), "s-ready-after-kill")
+	b.ReportMetric(run.readable.Seconds(), "s-readable-after-kill")
+	b.ReportMetric(run.stopped.Seconds(), "s-clean-stop")
 	b.ReportMetric(float64(max(run.mostBefore, run.mostAfter)), "max-fds")
 	require.LessOrEqual(b, run.mostBefore, maxOpenFiles+margin)
 	require.LessOrEqual(b, run.mostAfter, maxOpenFiles+margin)

@@ -54,7 +54,11 @@ type PartitionManagerConfig struct {
 	// Metrics take the partitions' and fetchers' figures; nil records
 	// none.
 	Metrics *Metrics
-	Logger  *logrus.Entry
+	// BackgroundOpens is how many logs of the partitions started in the
+	// background (StartPartitionsRequest.background) the manager has
+	// opening at a time, after its answer. Default 4.
+	BackgroundOpens int
+	Logger          *logrus.Entry
 	// gatherParked, when set, is called as each gather parks (see
 	// gather). Tests use it to act on a fetch that waits.
 	gatherParked func()
@@ -88,6 +92,27 @@ type partitionManager struct {
 	// outboxes answer other nodes' followers: a node that is gone must
 	// not stall the produces of this one.
 	outboxes *actors.Outboxes
+	// dormant are the partitions started in the background whose logs
+	// are not open yet (see wakeDormant).
+	dormant dormantPartitions
+}
+
+// dormantPartitions are the partitions started in the background whose
+// logs are not open yet: the manager asks them to open, a few at a time,
+// in the order they started; each that opens on its first request meanwhile
+// is crossed off.
+type dormantPartitions struct {
+	waiting map[disk.TopicPartition]bool
+	// queue holds them in start order, from next on; an entry no longer
+	// waiting is skipped.
+	queue []disk.TopicPartition
+	next  int
+	// opening are those asked to open, by actor id.
+	opening map[string]disk.TopicPartition
+	// since is when the first of them started, for the log line once all
+	// are open; total counts them.
+	since time.Time
+	total int
 }
 
 // pendingStop is a StopPartitionsRequest waiting for its partitions to stop.
@@ -105,6 +130,9 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 	if cfg.PlacementTimeout <= 0 {
 		cfg.PlacementTimeout = 10 * time.Second
 	}
+	if cfg.BackgroundOpens <= 0 {
+		cfg.BackgroundOpens = 4
+	}
 	supervisor := actor.NewOneForOneStrategy(3, time.Minute, func(reason any) actor.Directive {
 		logger.WithField("reason", fmt.Sprint(reason)).Error("partition actor failed; restarting it")
 		return actor.RestartDirective
@@ -117,6 +145,7 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 			states: map[disk.TopicPartition]*messages.PartitionState{}, fetchers: map[int32]*fetcherRef{},
 			gathers:  newGathers(),
 			outboxes: outboxes,
+			dormant:  dormantPartitions{waiting: map[disk.TopicPartition]bool{}, opening: map[string]disk.TopicPartition{}},
 		}
 	}, logger, actor.WithSupervisor(supervisor))
 }
@@ -127,6 +156,10 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onStart(ctx, msg)
 	case *messages.StopPartitionsRequest:
 		m.onStop(ctx, msg)
+	case *StopAllPartitions:
+		m.onStopAll(ctx)
+	case *logOpened:
+		m.onLogOpened(ctx, msg)
 	case *messages.ProduceRequests:
 		m.produces.route(ctx, msg, m.children, m.stopping)
 	case *messages.ProduceResponse:
@@ -231,7 +264,8 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		}
 	}
 	if len(unplaced) == 0 {
-		ctx.Respond(m.spawn(ctx, cfg, placed, nil))
+		ctx.Respond(m.spawn(ctx, cfg, placed, nil, req.Background))
+		m.wakeDormant(ctx)
 		return
 	}
 	for _, p := range unplaced {
@@ -260,7 +294,8 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		for i, p := range unplaced {
 			chosen[i] = inDir(p, dirs[i], m.cfg.DirIDs[dirs[i]])
 		}
-		ctx.Respond(m.spawn(ctx, cfg, placed, chosen))
+		ctx.Respond(m.spawn(ctx, cfg, placed, chosen, req.Background))
+		m.wakeDormant(ctx)
 	}
 	future := ctx.RequestFuture(m.cfg.Placement, choose, m.cfg.PlacementTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
@@ -311,11 +346,15 @@ func dirName(p *messages.PartitionAssignment) string {
 }
 
 // spawn starts the partitions of placed and chosen, in the directories
-// they name by path, and answers with chosen.
-func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment) *messages.StartPartitionsResponse {
+// they name by path, and answers with chosen. In the background, those
+// alone in their partition leave their logs closed until first used or
+// woken (see wakeDormant); those with other replicas open theirs at once.
+func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment, background bool) *messages.StartPartitionsResponse {
 	for _, p := range append(placed, chosen...) {
 		tp := disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		checkpoints := m.cfg.Checkpoints[p.LogDir]
+		state := m.startState(p)
+		dormant := background && !replicated(state)
 		props := NewPartitionProps(PartitionConfig{
 			Topic:          p.Topic,
 			Partition:      p.Partition,
@@ -330,9 +369,10 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			Flusher:        disks.FlusherOf(m.cfg.LogDirs[p.LogDir]),
 			TickInterval:   m.cfg.TickInterval,
 			NodeID:         m.cfg.NodeID,
-			State:          m.startState(p),
+			State:          state,
 			Controller:     m.cfg.Controller,
 			ReplicaLagMax:  m.cfg.ReplicaLagMax,
+			Background:     dormant,
 			Metrics:        m.cfg.Metrics,
 			Logger:         m.cfg.Logger,
 		})
@@ -346,8 +386,69 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			return &messages.StartPartitionsResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: fmt.Sprintf("%s: %v", tp, err)}
 		}
 		m.children[tp] = pid
+		if dormant {
+			m.dormant.add(tp)
+		}
 	}
+	m.cfg.Metrics.setDormant(len(m.dormant.waiting))
 	return &messages.StartPartitionsResponse{Assigned: chosen}
+}
+
+// add puts tp at the end of the queue.
+func (d *dormantPartitions) add(tp disk.TopicPartition) {
+	if len(d.waiting) == 0 {
+		d.since, d.total = time.Now(), 0
+	}
+	d.total++
+	d.waiting[tp] = true
+	d.queue = append(d.queue, tp)
+}
+
+// opened crosses tp off, whether it was asked to open or opened on a
+// request; pid is its actor.
+func (d *dormantPartitions) opened(tp disk.TopicPartition, pid *actor.PID) {
+	delete(d.waiting, tp)
+	if pid != nil {
+		delete(d.opening, pid.Id)
+	}
+}
+
+// wakeDormant asks the next dormant partitions to open their logs, up to
+// BackgroundOpens at a time: after a restart, every partition is readable
+// a while after the node answers, and one asked for meanwhile opens first.
+func (m *partitionManager) wakeDormant(ctx actor.Context) {
+	d := &m.dormant
+	for len(d.opening) < m.cfg.BackgroundOpens && d.next < len(d.queue) {
+		tp := d.queue[d.next]
+		d.next++
+		pid := m.children[tp]
+		switch {
+		case !d.waiting[tp]:
+		case pid == nil:
+			delete(d.waiting, tp)
+		default:
+			d.opening[pid.Id] = tp
+			ctx.Send(pid, &openLog{})
+		}
+	}
+	if d.next == len(d.queue) {
+		d.queue, d.next = nil, 0
+	}
+	m.cfg.Metrics.setDormant(len(d.waiting))
+	if len(d.waiting) == 0 && d.total > 0 {
+		m.logger.WithFields(logrus.Fields{"partitions": d.total, "took": time.Since(d.since).Round(time.Millisecond)}).Info("partitions started in the background are open")
+		d.total = 0
+	}
+}
+
+// onLogOpened crosses off a partition that opened its log, and asks the
+// next one to.
+func (m *partitionManager) onLogOpened(ctx actor.Context, msg *logOpened) {
+	if !m.dormant.waiting[msg.tp] {
+		return
+	}
+	m.dormant.opened(msg.tp, m.children[msg.tp])
+	m.wakeDormant(ctx)
 }
 
 // onUpdateConfigs hands a topic's new configs to each of its partitions
@@ -378,11 +479,37 @@ func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartition
 			ctx.Send(pid, &deletePartition{movedAway: req.MovedAway})
 			delete(m.states, key)
 		}
-		m.onUnfollow(ctx, &unfollow{tp: key})
-		ctx.Poison(pid)
-		delete(m.children, key)
-		p.waiting[pid.Id] = true
+		m.stopChild(ctx, key, pid, p)
 	}
+	if len(p.waiting) == 0 {
+		ctx.Respond(&messages.StopPartitionsResponse{})
+		return
+	}
+	m.pendingStops = append(m.pendingStops, p)
+}
+
+// stopChild stops the partition tp, whose actor is pid, for p.
+func (m *partitionManager) stopChild(ctx actor.Context, tp disk.TopicPartition, pid *actor.PID, p *pendingStop) {
+	m.onUnfollow(ctx, &unfollow{tp: tp})
+	ctx.Poison(pid)
+	delete(m.children, tp)
+	m.dormant.opened(tp, pid)
+	p.waiting[pid.Id] = true
+}
+
+// StopAllPartitions asks the partition manager to stop every partition of
+// the node, as a clean stop does: each answers what it holds, syncs and
+// closes its log and sends its log dir its final report, and one that has
+// not opened its log has nothing to do. The manager answers with a
+// StopPartitionsResponse once all have stopped. Local only.
+type StopAllPartitions struct{}
+
+func (m *partitionManager) onStopAll(ctx actor.Context) {
+	p := &pendingStop{sender: ctx.Sender(), waiting: map[string]bool{}}
+	for tp, pid := range m.children {
+		m.stopChild(ctx, tp, pid, p)
+	}
+	m.wakeDormant(ctx)
 	if len(p.waiting) == 0 {
 		ctx.Respond(&messages.StopPartitionsResponse{})
 		return
@@ -398,6 +525,10 @@ func (m *partitionManager) onTerminated(ctx actor.Context, t *actor.Terminated) 
 			delete(m.children, tp)
 			m.onUnfollow(ctx, &unfollow{tp: tp})
 		}
+	}
+	if _, ok := m.dormant.opening[t.Who.Id]; ok {
+		delete(m.dormant.opening, t.Who.Id)
+		m.wakeDormant(ctx)
 	}
 	kept := m.pendingStops[:0]
 	for _, p := range m.pendingStops {

@@ -79,6 +79,12 @@ type PartitionConfig struct {
 	// ReplicaLagMax is replica.lag.time.max.ms; DefaultReplicaLagMax when
 	// zero.
 	ReplicaLagMax time.Duration
+	// Background leaves the log closed as the actor starts: it opens (and
+	// recovers) on the partition's first request, which waits for it, or
+	// on an openLog from the manager, and the actor then tells its parent
+	// (logOpened). Default false: the log opens as the actor starts. An
+	// incarnation restarted after a failure opens at once.
+	Background bool
 	// Now is the partition's clock, and its log's (disk.Options.Now):
 	// segment.ms, retention.ms and flush.ms, a move's throttle and
 	// duration. Default time.Now.
@@ -101,6 +107,15 @@ type deletePartition struct{ movedAway bool }
 
 // partitionTick drives retention, roll by age and reports.
 type partitionTick struct{}
+
+// openLog asks a partition started in the background to open its log now
+// (see PartitionConfig.Background). It answers its parent with logOpened,
+// at once when the log is open already.
+type openLog struct{}
+
+// logOpened tells the manager that a partition started in the background
+// has opened its log, or failed to and is offline.
+type logOpened struct{ tp disk.TopicPartition }
 
 // reconfigure gives a partition its topic's configs after a change.
 type reconfigure struct{ config topic.Config }
@@ -267,7 +282,11 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 			logger:   home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
 			behavior: actor.NewBehavior(),
 		}
-		a.behavior.Become(a.leading)
+		if home.Background {
+			a.behavior.Become(a.dormant)
+		} else {
+			a.behavior.Become(a.leading)
+		}
 		return a
 	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
 }
@@ -402,8 +421,75 @@ func (a *partitionActor) common(ctx actor.Context) {
 	}
 }
 
+// dormant is the behaviour of a partition started in the background
+// whose log is not open yet (see PartitionConfig.Background). It keeps
+// what it is told of its state, its configs and its log dir's room; a
+// state that gives it other replicas opens the log at once, as does
+// openLog; any other message opens it and is then handled as by an open
+// partition, so that a request waits for the recovery instead of failing.
+// Stopping, it has nothing to close, and its log dir keeps the
+// checkpoints it read for it.
+func (a *partitionActor) dormant(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.timers = scheduler.NewTimerScheduler(ctx)
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
+	case actor.AutoReceiveMessage, actor.SystemMessage:
+	case *openLog:
+		a.wake(ctx)
+	case *messages.PartitionState:
+		if old := a.cfg.State; old != nil && newerState(old, m) {
+			return
+		}
+		a.cfg.State, a.home.State = m, m
+		if replicated(m) {
+			a.wake(ctx)
+		}
+	case *reconfigure:
+		a.onReconfigure(m.config)
+	case *disks.DirSpace:
+		a.onDirSpace(m)
+	case *disks.GoOffline:
+		a.logErr = errors.New(m.Reason)
+		a.home.Background = false
+		a.behavior.Become(a.leading)
+		if a.cfg.State != nil {
+			a.onPartitionState(ctx, a.cfg.State)
+		}
+		ctx.Send(ctx.Parent(), &logOpened{tp: a.tp})
+		a.logger.WithField("reason", m.Reason).Error("partition offline")
+	default:
+		a.wake(ctx)
+		a.behavior.Receive(ctx)
+	}
+}
+
+// replicated reports whether s gives the partition more than one replica:
+// a leader with followers, or a follower, which start with their node.
+func replicated(s *messages.PartitionState) bool {
+	return len(s.GetReplicas()) > 1 || len(s.GetAddingReplicas()) > 0
+}
+
+// wake opens the log of a dormant partition, which takes its role, and
+// tells the manager.
+func (a *partitionActor) wake(ctx actor.Context) {
+	a.open(ctx)
+	ctx.Send(ctx.Parent(), &logOpened{tp: a.tp})
+}
+
 func (a *partitionActor) onStarted(ctx actor.Context) {
 	a.timers = scheduler.NewTimerScheduler(ctx)
+	a.open(ctx)
+}
+
+// open opens (and recovers) the partition's log, starts its ticks, rebuilds
+// its producer state, reports to its log dir and takes the role its state
+// gives it. A log that cannot open leaves the partition offline: every
+// request is answered with KAFKA_STORAGE_ERROR.
+func (a *partitionActor) open(ctx actor.Context) {
+	// An incarnation restarted after a failure opens at once.
+	a.home.Background = false
+	a.behavior.Become(a.leading)
 	interval := a.cfg.TickInterval
 	if interval <= 0 {
 		interval = partitionTickInterval
