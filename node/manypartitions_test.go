@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/messages"
 )
 
 // fdSampler counts the open descriptors of a process (/proc/PID/fd) every
@@ -212,4 +217,88 @@ func BenchmarkManyPartitions(b *testing.B) {
 	b.ReportMetric(float64(max(run.mostBefore, run.mostAfter)), "max-fds")
 	require.LessOrEqual(b, run.mostBefore, maxOpenFiles+margin)
 	require.LessOrEqual(b, run.mostAfter, maxOpenFiles+margin)
+}
+
+// idlePartitionBytes is the most heap an idle partition may cost its node,
+// beyond the index entries of its active segment: its actor, mailbox, log,
+// segments and metadata.
+const idlePartitionBytes = 10 << 10
+
+// TestIdlePartitionMemory creates 10,000 partitions on a node, writes a
+// record to each and measures the node's heap per partition, once idle;
+// then stops the node cleanly and restarts it, and measures again once
+// every partition has opened in the background. Each stays under
+// idlePartitionBytes. DEPOT_TEST_HEAP_PROFILE names a file to write the
+// heap profile of the restarted node to.
+func TestIdlePartitionMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 10,000 partitions and restarts their node")
+	}
+	const topics, perTopic = 10, 1000
+	cfg := testConfig(t, t.TempDir())
+	cfg.HTTP = ""
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	n := startNode(t, cfg)
+	empty := heap()
+	for i := range topics {
+		created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: fmt.Sprintf("idle-%d", i), Partitions: perTopic})
+		require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
+	}
+	records := batchOf(t, "idle")
+	var wg sync.WaitGroup
+	errs := make(chan error, topics)
+	for i := range topics {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("idle-%d", i)
+			for p := range int32(perTopic) {
+				pid := actor.NewPID(n.Address(), actors.PartitionActorName(name, p))
+				resp, err := actors.Request[*messages.ProduceResponse](context.Background(), n.System().Root, pid,
+					&messages.ProduceRequest{Topic: name, Partition: p, Acks: 1, Records: records}, requestTimeout)
+				if err == nil && resp.Error != messages.ErrorCode_NONE {
+					err = fmt.Errorf("%s-%d: %s", name, p, resp.ErrorMessage)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	const partitions = topics * perTopic
+	idle := perPartition(heap(), empty, partitions)
+	require.NoError(t, n.Stop())
+
+	base := heap()
+	n = startNode(t, cfg)
+	require.Eventually(t, func() bool { return n.UnopenedPartitions() == 0 }, 5*time.Minute, 10*time.Millisecond)
+	restarted := perPartition(heap(), base, partitions)
+	if path := os.Getenv("DEPOT_TEST_HEAP_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		require.NoError(t, err)
+		require.NoError(t, pprof.WriteHeapProfile(f))
+		require.NoError(t, f.Close())
+	}
+	t.Logf("heap per idle partition: %d bytes once written to, %d after a restart (a node with none: %d bytes)", idle, restarted, empty-before)
+	require.Less(t, idle, int64(idlePartitionBytes))
+	require.Less(t, restarted, int64(idlePartitionBytes))
+}
+
+// perPartition is the heap the partitions of a node cost each, from the
+// heap with them and without.
+func perPartition(with, without uint64, partitions int) int64 {
+	return (int64(with) - int64(without)) / int64(partitions)
 }

@@ -70,9 +70,11 @@ type Node struct {
 	registry      *prometheus.Registry
 	// files is the cache every partition log opens its segment files
 	// through.
-	files     *disk.FileCache
-	stopped   bool
-	stoppedCh chan struct{}
+	files *disk.FileCache
+	// partitionMetrics are the figures of the node's partitions.
+	partitionMetrics *partition.Metrics
+	stopped          bool
+	stoppedCh        chan struct{}
 	// locations maps each partition found on disk at start-up to the log
 	// directory holding it, once interrupted moves are resolved.
 	locations map[disk.TopicPartition]string
@@ -176,6 +178,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 
 	n.registry = prometheus.NewRegistry()
+	n.partitionMetrics = partition.NewMetrics(n.registry)
 	n.files = disk.NewFileCache(cfg.MaxOpenFiles)
 	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
 		FS:              cfg.FS,
@@ -190,7 +193,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Controller:      actor.NewPID(n.address, actors.MetadataActorName),
 		ReplicaLagMax:   cfg.ReplicaLagMax,
 		ReplicaThrottle: replicaThrottle(cfg.Balance),
-		Metrics:         partition.NewMetrics(n.registry),
+		Metrics:         n.partitionMetrics,
 		Logger:          n.logger,
 	}), actors.PartitionManagerName)
 	if err != nil {
@@ -708,6 +711,11 @@ func (n *Node) Faults() *depotremote.Faults { return n.transport.Faults() }
 // OpenFiles describes the node's file cache: the segment files its
 // partitions have open, and how many descriptors they hold.
 func (n *Node) OpenFiles() disk.FileCacheStats { return n.files.Stats() }
+
+// UnopenedPartitions is the number of the node's partitions whose logs
+// have not opened yet since it started: 0 once every partition is
+// readable without a wait (see Start).
+func (n *Node) UnopenedPartitions() int { return n.partitionMetrics.Unopened() }
 
 // Placement is the node's placement actor.
 func (n *Node) Placement() *actor.PID { return n.placement }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are a node's figures of its partitions, each one series for all
@@ -119,4 +120,17 @@ func (m *Metrics) setDormant(n int) {
 	if m != nil {
 		m.dormant.Set(float64(n))
 	}
+}
+
+// Unopened is the number of partitions started in the background whose
+// logs are not open yet (depot_partitions_unopened); 0 for a nil Metrics.
+func (m *Metrics) Unopened() int {
+	if m == nil {
+		return 0
+	}
+	var out dto.Metric
+	if err := m.dormant.Write(&out); err != nil {
+		return 0
+	}
+	return int(out.GetGauge().GetValue())
 }

@@ -212,7 +212,6 @@ type partitionActor struct {
 	// allowance is the room the log dir allows the log.
 	allowance dirAllowance
 	core      *state.Partition
-	logger    *logrus.Entry
 	timers    *scheduler.TimerScheduler
 	// stopTick stops the partitionTicks.
 	stopTick scheduler.CancelFunc
@@ -279,7 +278,6 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 			home:     home,
 			tp:       disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
 			core:     state.NewPartition(home.Config.MaxMessageBytes),
-			logger:   home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
 			behavior: actor.NewBehavior(),
 		}
 		if home.Background {
@@ -288,7 +286,14 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 			a.behavior.Become(a.leading)
 		}
 		return a
-	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
+	}, cfg.Logger) // a panic's line names the actor, and so the partition
+}
+
+// logger is the partition's logger, with its topic, partition and log
+// dir. It is made for each line, which are few (lifecycle, failures),
+// rather than kept: a node holds many idle partitions.
+func (a *partitionActor) logger() *logrus.Entry {
+	return a.cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": a.cfg.Topic, "partition": a.cfg.Partition, "dir": a.cfg.LogDir})
 }
 
 // PartitionDir is the directory of a partition's log in a log directory.
@@ -417,7 +422,7 @@ func (a *partitionActor) common(ctx actor.Context) {
 	case *actor.Stopped, *actor.Restart, *actor.ReceiveTimeout:
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
-		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+		a.logger().WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
 	}
 }
 
@@ -457,7 +462,7 @@ func (a *partitionActor) dormant(ctx actor.Context) {
 			a.onPartitionState(ctx, a.cfg.State)
 		}
 		ctx.Send(ctx.Parent(), &logOpened{tp: a.tp})
-		a.logger.WithField("reason", m.Reason).Error("partition offline")
+		a.logger().WithField("reason", m.Reason).Error("partition offline")
 	default:
 		a.wake(ctx)
 		a.behavior.Receive(ctx)
@@ -500,7 +505,7 @@ func (a *partitionActor) open(ctx actor.Context) {
 	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), a.logOptions(a.cfg.RecoveryPoint, a.cfg.LogStartOffset))
 	if err != nil {
 		a.logErr = err
-		a.logger.WithError(err).Error("cannot open partition log; partition offline")
+		a.logger().WithError(err).Error("cannot open partition log; partition offline")
 		return
 	}
 	a.log = log
@@ -511,7 +516,7 @@ func (a *partitionActor) open(ctx actor.Context) {
 		a.core.Recovered(&h)
 		return nil
 	}); err != nil {
-		a.logger.WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
+		a.logger().WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
 	}
 	fields := logrus.Fields{
 		"start_offset": log.StartOffset(),
@@ -522,9 +527,9 @@ func (a *partitionActor) open(ctx actor.Context) {
 	if rec := log.Recovery(); rec.Recovered() {
 		a.recovered = &rec
 		fields["segments_validated"], fields["bytes_validated"], fields["bytes_truncated"] = rec.SegmentsValidated, rec.BytesValidated, rec.BytesTruncated
-		a.logger.WithFields(fields).Info("partition log recovered")
-	} else {
-		a.logger.WithFields(fields).Debug("partition log opened")
+		a.logger().WithFields(fields).Info("partition log recovered")
+	} else if a.cfg.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		a.logger().WithFields(fields).Debug("partition log opened")
 	}
 	a.report(ctx, false)
 	if a.cfg.State != nil {
@@ -547,10 +552,10 @@ func (a *partitionActor) onReconfigure(config topic.Config) {
 			continue
 		}
 		if err := log.SetConfig(config.Log); err != nil {
-			a.logger.WithError(err).Warn("topic configs not applied to the log")
+			a.logger().WithError(err).Warn("topic configs not applied to the log")
 		}
 	}
-	a.logger.Debug("topic configs applied")
+	a.logger().Debug("topic configs applied")
 }
 
 // futureLog is the log a move in flight copies into, nil without one.
@@ -577,7 +582,7 @@ func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Op
 		LogStartOffset: logStartOffset,
 		LeaderEpoch:    a.leaderEpochCap(),
 		Now:            a.cfg.Now,
-		Logger:         a.logger,
+		Logger:         a.cfg.Logger,
 		Files:          a.cfg.Files,
 	}
 }
@@ -759,14 +764,14 @@ func (a *partitionActor) appendError(ctx actor.Context, err error) (messages.Err
 		errors.Is(err, wire.ErrLeaderEpoch):
 		return messages.ErrorCode_CORRUPT_MESSAGE, a.refused(messages.ErrorText(err))
 	case errors.As(err, &corrupt):
-		a.logger.WithError(err).Error("log corrupt")
+		a.logger().WithError(err).Error("log corrupt")
 		return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 	}
 	if errors.Is(err, disk.ErrNoSpace) {
 		a.dirFailed(ctx, err)
 		return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(a.dirFull)
 	}
-	a.logger.WithError(err).Error("append failed")
+	a.logger().WithError(err).Error("append failed")
 	a.dirFailed(ctx, err)
 	return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 }
@@ -817,7 +822,7 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 	a.answerParked(ctx)
 	a.runDeferred(ctx)
 	a.releaseLog(ctx, log, releaseClose)
-	a.logger.WithField("reason", m.Reason).Error("partition offline")
+	a.logger().WithField("reason", m.Reason).Error("partition offline")
 }
 
 // startFlush starts the group commit of the acks=all batches parked so
@@ -864,7 +869,7 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 // is not run again).
 func (a *partitionActor) onDeadLetter(ctx actor.Context) {
 	if run := a.flushing; run != nil && !run.flush.Claimed() {
-		a.logger.Warn("the log dir's flusher is gone; the partition syncs its own files")
+		a.logger().Warn("the log dir's flusher is gone; the partition syncs its own files")
 		go run.flush.Run(ctx.ActorSystem().Root)
 	}
 }
@@ -948,12 +953,12 @@ func (a *partitionActor) releaseLog(ctx actor.Context, log *disk.Log, release lo
 		_ = log.Close()
 	case releaseRemove:
 		if err := log.Delete(); err != nil {
-			a.logger.WithError(err).Error("deleting partition log failed")
+			a.logger().WithError(err).Error("deleting partition log failed")
 		}
 		if a.cfg.LogDirActor != nil {
 			ctx.Send(a.cfg.LogDirActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
 		}
-		a.logger.Info("partition deleted")
+		a.logger().Info("partition deleted")
 	}
 }
 
@@ -979,9 +984,9 @@ func (a *partitionActor) flushParkedNow(ctx actor.Context) {
 // the directory offline, as Kafka does on a failed fsync.
 func (a *partitionActor) flushFailed(ctx actor.Context, err error) {
 	if errors.Is(err, disk.ErrNoSpace) {
-		a.logger.WithError(err).Warn("flush found the file system full; acks=all answered with a retriable error")
+		a.logger().WithError(err).Warn("flush found the file system full; acks=all answered with a retriable error")
 	} else {
-		a.logger.WithError(err).Error("fsync failed")
+		a.logger().WithError(err).Error("fsync failed")
 	}
 	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), err)
 	a.dirFailed(ctx, err)
@@ -1144,7 +1149,7 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	case err != nil:
 		a.cfg.Transport.PutFrame(buf)
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
-		a.logger.WithError(err).Error("read failed")
+		a.logger().WithError(err).Error("read failed")
 		return resp, nil, true
 	case len(frame) == remote.FetchRecordsReserve:
 		a.cfg.Transport.PutFrame(buf)
@@ -1236,7 +1241,7 @@ func (a *partitionActor) deleteRecords(ctx actor.Context, offset int64) *message
 		return resp
 	}
 	if err := a.log.DeleteBefore(offset); err != nil {
-		a.logger.WithError(err).Error("delete records failed")
+		a.logger().WithError(err).Error("delete records failed")
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 		a.dirFailed(ctx, err)
 		return resp
@@ -1277,7 +1282,7 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	}
 	a.expireStash(ctx)
 	if err := a.log.MaybeRoll(); err != nil {
-		a.logger.WithError(err).Error("roll failed")
+		a.logger().WithError(err).Error("roll failed")
 	}
 	if a.flushing != nil {
 		a.after.retention = true
@@ -1315,11 +1320,11 @@ func (a *partitionActor) applyRetention(ctx actor.Context) {
 	}
 	deleted, err := a.log.ApplyRetention()
 	if err != nil {
-		a.logger.WithError(err).Error("retention failed")
+		a.logger().WithError(err).Error("retention failed")
 	}
 	a.core.StartMoved(a.log.StartOffset())
 	if deleted > 0 {
-		a.logger.WithFields(logrus.Fields{"segments": deleted, "start_offset": a.core.LogStartOffset()}).Info("retention deleted segments")
+		a.logger().WithFields(logrus.Fields{"segments": deleted, "start_offset": a.core.LogStartOffset()}).Info("retention deleted segments")
 	}
 	a.report(ctx, false)
 }
@@ -1391,7 +1396,7 @@ func (a *partitionActor) closeLog(ctx actor.Context) {
 	a.flushParkedNow(ctx)
 	a.answerParked(ctx)
 	if err := a.log.Close(); err != nil {
-		a.logger.WithError(err).Error("closing partition log failed")
+		a.logger().WithError(err).Error("closing partition log failed")
 		a.log = nil
 		return
 	}
