@@ -39,7 +39,9 @@ type PartitionManagerConfig struct {
 	// Checkpoints maps each log directory's path to the checkpoints read at
 	// start-up; a partition's entry is used when it is first started.
 	Checkpoints map[string]disks.Checkpoints
-	// TickInterval is passed to partitions (retention, roll, reports).
+	// TickInterval is how often the manager ticks its partitions with
+	// open logs (retention, roll, reports), all from one timer; default
+	// 10 s.
 	TickInterval time.Duration
 	// Controller takes the leaders' ISR changes: the node's metadata
 	// actor. ReplicaLagMax is replica.lag.time.max.ms (see
@@ -81,7 +83,9 @@ type partitionManager struct {
 	stopping     bool // the manager itself is stopping, and its children with it
 	produces     produceGathers
 	stopTick     scheduler.CancelFunc
-	logger       *logrus.Entry
+	// stopPartitionsTick stops the ticks of the partitions.
+	stopPartitionsTick scheduler.CancelFunc
+	logger             *logrus.Entry
 
 	// states are the newest partition states the metadata gave, kept for
 	// partitions that start after them.
@@ -211,13 +215,15 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	case *disks.LogDirRemoved:
 		delete(m.cfg.LogDirs, msg.Path)
 		delete(m.cfg.DirIDs, msg.Path)
+	case *partitionsTick:
+		m.onPartitionsTick(ctx)
 	case *actor.Started:
-		m.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
+		m.startTicks(ctx)
 	case *actor.Stopping:
 		m.stopping = true
-		m.stopGatherTick()
+		m.stopTicks()
 	case *actor.Restarting:
-		m.stopGatherTick() // the new incarnation starts its own
+		m.stopTicks() // the new incarnation starts its own
 	case *actor.Stopped:
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
@@ -225,11 +231,37 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	}
 }
 
-// stopGatherTick stops the ticks that expire produce gathers.
-func (m *partitionManager) stopGatherTick() {
-	if m.stopTick != nil {
-		m.stopTick()
-		m.stopTick = nil
+// partitionsTick makes the manager tick its partitions.
+type partitionsTick struct{}
+
+// startTicks starts the ticks that expire produce gathers, and those of
+// the partitions.
+func (m *partitionManager) startTicks(ctx actor.Context) {
+	timers := scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+	m.stopTick = timers.SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
+	interval := m.cfg.TickInterval
+	if interval <= 0 {
+		interval = partitionTickInterval
+	}
+	m.stopPartitionsTick = timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionsTick{})
+}
+
+// stopTicks stops the manager's ticks.
+func (m *partitionManager) stopTicks() {
+	for _, stop := range []*scheduler.CancelFunc{&m.stopTick, &m.stopPartitionsTick} {
+		if *stop != nil {
+			(*stop)()
+			*stop = nil
+		}
+	}
+}
+
+// onPartitionsTick ticks every partition whose log is open.
+func (m *partitionManager) onPartitionsTick(ctx actor.Context) {
+	for tp, pid := range m.children {
+		if !m.dormant.waiting[tp] {
+			ctx.Send(pid, &partitionTick{})
+		}
 	}
 }
 
@@ -368,6 +400,7 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			LogDirActor:    m.cfg.LogDirs[p.LogDir],
 			Flusher:        disks.FlusherOf(m.cfg.LogDirs[p.LogDir]),
 			TickInterval:   m.cfg.TickInterval,
+			TickedByParent: true,
 			NodeID:         m.cfg.NodeID,
 			State:          state,
 			Controller:     m.cfg.Controller,

@@ -68,6 +68,12 @@ type PartitionConfig struct {
 	Flusher *actor.PID
 	// TickInterval overrides partitionTickInterval when positive.
 	TickInterval time.Duration
+	// TickedByParent: the partition's parent sends it its partitionTicks,
+	// and it keeps no timer of its own, as the partition manager does for
+	// its children (one timer for all, where a node holds many idle
+	// partitions). Default false: the partition ticks itself every
+	// TickInterval.
+	TickedByParent bool
 	// NodeID is the node the replica is on; State is the metadata's state
 	// of the partition when the replica starts (nil: the replica is alone,
 	// as in tests of one partition).
@@ -109,8 +115,8 @@ type deletePartition struct{ movedAway bool }
 type partitionTick struct{}
 
 // openLog asks a partition started in the background to open its log now
-// (see PartitionConfig.Background). It answers its parent with logOpened,
-// at once when the log is open already.
+// (see PartitionConfig.Background); one open already has told its parent
+// so (logOpened).
 type openLog struct{}
 
 // logOpened tells the manager that a partition started in the background
@@ -418,8 +424,11 @@ func (a *partitionActor) common(ctx actor.Context) {
 	case *actor.Stopping:
 		a.onStopping(ctx)
 	case *actor.Restarting:
+		a.stopTicks()
 		a.closeLog(ctx)
 	case *actor.Stopped, *actor.Restart, *actor.ReceiveTimeout:
+	case *openLog:
+		// Opened since the manager asked, and the manager was told.
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
 		a.logger().WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
@@ -438,17 +447,17 @@ func (a *partitionActor) dormant(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.timers = scheduler.NewTimerScheduler(ctx)
-	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout, *partitionTick:
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	case *openLog:
-		a.wake(ctx)
+		a.open(ctx)
 	case *messages.PartitionState:
 		if old := a.cfg.State; old != nil && newerState(old, m) {
 			return
 		}
 		a.cfg.State, a.home.State = m, m
 		if replicated(m) {
-			a.wake(ctx)
+			a.open(ctx)
 		}
 	case *reconfigure:
 		a.onReconfigure(m.config)
@@ -461,10 +470,12 @@ func (a *partitionActor) dormant(ctx actor.Context) {
 		if a.cfg.State != nil {
 			a.onPartitionState(ctx, a.cfg.State)
 		}
-		ctx.Send(ctx.Parent(), &logOpened{tp: a.tp})
+		if parent := ctx.Parent(); parent != nil {
+			ctx.Send(parent, &logOpened{tp: a.tp})
+		}
 		a.logger().WithField("reason", m.Reason).Error("partition offline")
 	default:
-		a.wake(ctx)
+		a.open(ctx)
 		a.behavior.Receive(ctx)
 	}
 }
@@ -475,13 +486,6 @@ func replicated(s *messages.PartitionState) bool {
 	return len(s.GetReplicas()) > 1 || len(s.GetAddingReplicas()) > 0
 }
 
-// wake opens the log of a dormant partition, which takes its role, and
-// tells the manager.
-func (a *partitionActor) wake(ctx actor.Context) {
-	a.open(ctx)
-	ctx.Send(ctx.Parent(), &logOpened{tp: a.tp})
-}
-
 func (a *partitionActor) onStarted(ctx actor.Context) {
 	a.timers = scheduler.NewTimerScheduler(ctx)
 	a.open(ctx)
@@ -489,17 +493,24 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 
 // open opens (and recovers) the partition's log, starts its ticks, rebuilds
 // its producer state, reports to its log dir and takes the role its state
-// gives it. A log that cannot open leaves the partition offline: every
+// gives it, and then tells its parent (logOpened), which may have been
+// waiting for it since a start in the background, whatever incarnation
+// opens it. A log that cannot open leaves the partition offline: every
 // request is answered with KAFKA_STORAGE_ERROR.
 func (a *partitionActor) open(ctx actor.Context) {
+	if parent := ctx.Parent(); parent != nil {
+		defer ctx.Send(parent, &logOpened{tp: a.tp})
+	}
 	// An incarnation restarted after a failure opens at once.
 	a.home.Background = false
 	a.behavior.Become(a.leading)
-	interval := a.cfg.TickInterval
-	if interval <= 0 {
-		interval = partitionTickInterval
+	if !a.cfg.TickedByParent {
+		interval := a.cfg.TickInterval
+		if interval <= 0 {
+			interval = partitionTickInterval
+		}
+		a.stopTick = a.timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionTick{})
 	}
-	a.stopTick = a.timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionTick{})
 
 	started := a.now()
 	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), a.logOptions(a.cfg.RecoveryPoint, a.cfg.LogStartOffset))
@@ -1375,11 +1386,18 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 }
 
 func (a *partitionActor) onStopping(ctx actor.Context) {
+	a.stopTicks()
+	a.closeLog(ctx)
+}
+
+// stopTicks stops the partition's own ticks and a leader's ISR ticks: an
+// incarnation restarted after a failure starts its own.
+func (a *partitionActor) stopTicks() {
 	if a.stopTick != nil {
 		a.stopTick()
+		a.stopTick = nil
 	}
 	a.stopISRTicks()
-	a.closeLog(ctx)
 }
 
 // closeLog answers what is parked, closes the log cleanly (it syncs) and
