@@ -58,7 +58,8 @@ type PartitionManagerConfig struct {
 	Metrics *Metrics
 	// BackgroundOpens is how many logs of the partitions started in the
 	// background (StartPartitionsRequest.background) the manager has
-	// opening at a time, after its answer. Default 4.
+	// opening at a time, after its answer. Default 64: a recovery ends in
+	// fsyncs, which overlap.
 	BackgroundOpens int
 	Logger          *logrus.Entry
 	// gatherParked, when set, is called as each gather parks (see
@@ -99,6 +100,9 @@ type partitionManager struct {
 	// dormant are the partitions started in the background whose logs
 	// are not open yet (see wakeDormant).
 	dormant dormantPartitions
+	// flushers are the flushers of the log dirs, by path, one PID each
+	// for all the dir's partitions (see flusherOf).
+	flushers map[string]*actor.PID
 }
 
 // dormantPartitions are the partitions started in the background whose
@@ -135,7 +139,7 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 		cfg.PlacementTimeout = 10 * time.Second
 	}
 	if cfg.BackgroundOpens <= 0 {
-		cfg.BackgroundOpens = 4
+		cfg.BackgroundOpens = 64
 	}
 	supervisor := actor.NewOneForOneStrategy(3, time.Minute, func(reason any) actor.Directive {
 		logger.WithField("reason", fmt.Sprint(reason)).Error("partition actor failed; restarting it")
@@ -212,9 +216,11 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	case *disks.LogDirAdded:
 		m.cfg.LogDirs[msg.Path] = msg.PID
 		m.cfg.DirIDs[msg.Path] = msg.ID
+		delete(m.flushers, msg.Path)
 	case *disks.LogDirRemoved:
 		delete(m.cfg.LogDirs, msg.Path)
 		delete(m.cfg.DirIDs, msg.Path)
+		delete(m.flushers, msg.Path)
 	case *partitionsTick:
 		m.onPartitionsTick(ctx)
 	case *actor.Started:
@@ -398,7 +404,7 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			LogStartOffset: checkpoints.LogStart[tp],
 			Transport:      m.cfg.Transport,
 			LogDirActor:    m.cfg.LogDirs[p.LogDir],
-			Flusher:        disks.FlusherOf(m.cfg.LogDirs[p.LogDir]),
+			Flusher:        m.flusherOf(p.LogDir),
 			TickInterval:   m.cfg.TickInterval,
 			TickedByParent: true,
 			NodeID:         m.cfg.NodeID,
@@ -414,6 +420,9 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 		// deleted and created again).
 		delete(checkpoints.RecoveryPoints, tp)
 		delete(checkpoints.LogStart, tp)
+		if len(checkpoints.RecoveryPoints) == 0 && len(checkpoints.LogStart) == 0 {
+			delete(m.cfg.Checkpoints, p.LogDir) // its maps' room goes with it
+		}
 		pid, err := ctx.SpawnNamed(props, disk.PartitionDirName(tp))
 		if err != nil {
 			return &messages.StartPartitionsResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: fmt.Sprintf("%s: %v", tp, err)}
@@ -425,6 +434,22 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 	}
 	m.cfg.Metrics.setDormant(len(m.dormant.waiting))
 	return &messages.StartPartitionsResponse{Assigned: chosen}
+}
+
+// flusherOf is the flusher of the log dir at path (disks.FlusherOf), nil
+// for a dir the manager does not know.
+func (m *partitionManager) flusherOf(path string) *actor.PID {
+	if pid, ok := m.flushers[path]; ok {
+		return pid
+	}
+	pid := disks.FlusherOf(m.cfg.LogDirs[path])
+	if pid != nil {
+		if m.flushers == nil {
+			m.flushers = map[string]*actor.PID{}
+		}
+		m.flushers[path] = pid
+	}
+	return pid
 }
 
 // add puts tp at the end of the queue.

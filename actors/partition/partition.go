@@ -205,7 +205,10 @@ type parkedFetch struct {
 // parked requests to answer) and the actor does the I/O (the disk.Log, the
 // sends, the timers). Not shared: all access is through its mailbox.
 type partitionActor struct {
-	cfg    PartitionConfig
+	// cfg is home: what the actor changes of its config (a move's new
+	// dir, configs, the newest state) is what the next incarnation starts
+	// from.
+	cfg    *PartitionConfig
 	tp     disk.TopicPartition
 	log    *disk.Log
 	logErr error // why the log is not open, when log is nil
@@ -280,7 +283,7 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 	home := &cfg
 	return actors.Props(func() actor.Actor {
 		a := &partitionActor{
-			cfg:      *home,
+			cfg:      home,
 			home:     home,
 			tp:       disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
 			core:     state.NewPartition(home.Config.MaxMessageBytes),
@@ -455,7 +458,7 @@ func (a *partitionActor) dormant(ctx actor.Context) {
 		if old := a.cfg.State; old != nil && newerState(old, m) {
 			return
 		}
-		a.cfg.State, a.home.State = m, m
+		a.cfg.State = m
 		if replicated(m) {
 			a.open(ctx)
 		}
