@@ -567,7 +567,8 @@ func (m *partitionManager) onStopAll(ctx actor.Context) {
 	for tp, pid := range m.children {
 		m.stopChild(ctx, tp, pid, p)
 	}
-	m.wakeDormant(ctx)
+	m.dormant.queue, m.dormant.next, m.dormant.total = nil, 0, 0
+	m.cfg.Metrics.setDormant(0)
 	if len(p.waiting) == 0 {
 		ctx.Respond(&messages.StopPartitionsResponse{})
 		return
