@@ -64,7 +64,7 @@ func quietLevels(l slog.Level) logrus.Level {
 }
 
 // LogPanics is receiver middleware that logs a panic inside an actor at
-// Error with its stack, then lets it continue to the supervisor (protoactor
+// Error with its stack and its actor's id, then lets it continue to the supervisor (protoactor
 // itself logs it without a stack, at a low level).
 func LogPanics(logger *logrus.Entry) actor.ReceiverMiddleware {
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
@@ -72,6 +72,7 @@ func LogPanics(logger *logrus.Entry) actor.ReceiverMiddleware {
 			defer func() {
 				if r := recover(); r != nil {
 					logger.WithFields(logrus.Fields{
+						"pid":     c.Self().GetId(),
 						"panic":   fmt.Sprint(r),
 						"message": fmt.Sprintf("%T", envelope.Message),
 						"stack":   string(debug.Stack()),

@@ -128,8 +128,13 @@ func (o *Options) setDefaults() {
 		o.Files = NewFileCache(0)
 	}
 	if o.Logger == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		o.Logger = logrus.NewEntry(l)
+		o.Logger = discardLogger
 	}
 }
+
+// discardLogger is the logger of the logs given none: it writes nothing.
+var discardLogger = func() *logrus.Entry {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return logrus.NewEntry(l)
+}()

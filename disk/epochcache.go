@@ -168,7 +168,7 @@ func (l *Log) assignEpoch(epoch int32, startOffset int64) error {
 		}
 	}
 	if changed {
-		l.logger.WithFields(logrus.Fields{"epoch": epoch, "start_offset": startOffset}).Info("leader epoch assigned")
+		l.logger().WithFields(logrus.Fields{"epoch": epoch, "start_offset": startOffset}).Info("leader epoch assigned")
 	}
 	l.SetLeaderEpoch(epoch)
 	return nil
@@ -232,7 +232,7 @@ func (l *Log) saveEpochs(entries []EpochEntry) error {
 func (l *Log) updateEpochs(entries []EpochEntry) error {
 	err := l.saveEpochs(entries)
 	if errors.Is(err, ErrNoSpace) {
-		l.logger.WithError(err).Warn("no room to rewrite the leader-epoch checkpoint; the next append rewrites it first")
+		l.logger().WithError(err).Warn("no room to rewrite the leader-epoch checkpoint; the next append rewrites it first")
 		l.epochs = entries
 		l.epochsStale = true
 		return nil

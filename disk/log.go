@@ -33,7 +33,8 @@ type Log struct {
 	dir    string
 	config Config
 	now    func() time.Time
-	logger *logrus.Entry
+	// logBase is Options.Logger: each line adds the log's dir (see logger).
+	logBase *logrus.Entry
 
 	segments      []*segment // by base offset; never empty while open
 	startOffset   int64
@@ -112,6 +113,11 @@ type SegmentInfo struct {
 	Path         string // of the .log
 }
 
+// logger is the log's logger, with its dir. It is made for each line,
+// which are few (rolls, recovery, failures), rather than kept: a node holds
+// many idle logs.
+func (l *Log) logger() *logrus.Entry { return l.logBase.WithField("dir", l.dir) }
+
 func (l *Log) active() *segment { return l.segments[len(l.segments)-1] }
 
 // Config is the log's configuration.
@@ -154,7 +160,7 @@ func (l *Log) checkWrite() error {
 func (l *Log) fail(err error) error {
 	if err != nil && l.failed == nil {
 		l.failed = err
-		l.logger.WithError(err).Error("log failed")
+		l.logger().WithError(err).Error("log failed")
 	}
 	return err
 }
@@ -468,7 +474,7 @@ func (l *Log) rollQuietly() error {
 
 func (l *Log) logRoll() {
 	seg := l.active()
-	l.logger.WithFields(logrus.Fields{"segment": seg.path, "base_offset": seg.baseOffset}).Info("rolled segment")
+	l.logger().WithFields(logrus.Fields{"segment": seg.path, "base_offset": seg.baseOffset}).Info("rolled segment")
 }
 
 // seal writes out the index entries of a segment that stops being active.
@@ -1139,7 +1145,7 @@ func (l *Log) truncateFully(offset int64) error {
 	l.segments = append(l.segments[:0], seg)
 	l.startOffset = offset
 	l.recoveryPoint = offset
-	l.logger.WithField("offset", offset).Info("log emptied")
+	l.logger().WithField("offset", offset).Info("log emptied")
 	return l.syncDir()
 }
 
@@ -1219,7 +1225,7 @@ func (l *Log) deleteBelowStart() error {
 	}
 	if err := l.roll(); err != nil {
 		if errors.Is(err, ErrNoSpace) {
-			l.logger.WithError(err).Warn("no room to roll the active segment below the log start offset; it stays until a later roll")
+			l.logger().WithError(err).Warn("no room to roll the active segment below the log start offset; it stays until a later roll")
 			return nil
 		}
 		return err
@@ -1274,7 +1280,7 @@ func (l *Log) ApplyRetention() (int, error) {
 		}
 	}
 	if n > 0 {
-		l.logger.WithField("segments", n).Info("retention deleted segments")
+		l.logger().WithField("segments", n).Info("retention deleted segments")
 	}
 	if err := l.dropOldest(n); err != nil {
 		return n, err

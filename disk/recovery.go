@@ -91,7 +91,7 @@ func Open(fs FS, dir string, opts Options) (*Log, error) {
 		config:      opts.Config,
 		leaderEpoch: opts.LeaderEpoch,
 		now:         opts.Now,
-		logger:      opts.Logger.WithField("dir", dir),
+		logBase:     opts.Logger,
 	}
 	l.lastFlushTime = l.now().UnixMilli()
 	checkpointed, rebuild, err := l.readEpochs()
@@ -135,7 +135,7 @@ func (l *Log) abandonIndexes(cause error) error {
 		if !s.indexesDirty {
 			continue
 		}
-		l.logger.WithField("segment", s.path).Warn("recovery: no room to rebuild the indexes; removing them")
+		l.logger().WithField("segment", s.path).Warn("recovery: no room to rebuild the indexes; removing them")
 		for _, ext := range []string{indexExt, timeIndexExt} {
 			if err := l.fs.Remove(segmentPath(l.dir, s.baseOffset, ext)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("disk: %v; removing the indexes being rebuilt: %w", cause, err)
@@ -237,7 +237,7 @@ func (l *Log) load(opts Options) error {
 			return err
 		}
 		if !intact || seg.nextOffset != nextBase {
-			l.logger.WithFields(logrus.Fields{"segment": seg.path, "next_offset": seg.nextOffset, "dropped": len(bases) - i - 1}).
+			l.logger().WithFields(logrus.Fields{"segment": seg.path, "next_offset": seg.nextOffset, "dropped": len(bases) - i - 1}).
 				Warn("recovery: deleting the segments after a cut segment")
 			if err := l.removeBases(bases[i+1:]); err != nil {
 				return err
@@ -264,7 +264,7 @@ func (l *Log) load(opts Options) error {
 	l.startOffset = max(opts.LogStartOffset, l.segments[0].baseOffset)
 	l.recoveryPoint = min(opts.RecoveryPoint, l.EndOffset())
 	if opts.LogStartOffset > l.EndOffset() {
-		l.logger.WithFields(logrus.Fields{"log_start_offset": opts.LogStartOffset, "end_offset": l.EndOffset()}).
+		l.logger().WithFields(logrus.Fields{"log_start_offset": opts.LogStartOffset, "end_offset": l.EndOffset()}).
 			Warn("recovery: log ends before its start offset; emptying it")
 		if err := l.truncateFully(opts.LogStartOffset); err != nil {
 			return err
@@ -305,7 +305,7 @@ func (l *Log) readEpochs() ([]EpochEntry, bool, error) {
 	var ce *CorruptionError
 	switch {
 	case errors.As(err, &ce):
-		l.logger.WithFields(logrus.Fields{"file": epochCheckpointPath(l.dir), "error": err.Error()}).
+		l.logger().WithFields(logrus.Fields{"file": epochCheckpointPath(l.dir), "error": err.Error()}).
 			Warn("recovery: leader-epoch checkpoint unreadable; rebuilding it from the batch headers")
 	case err != nil:
 		return nil, false, err
@@ -332,13 +332,13 @@ func (l *Log) recoverEpochs(opts Options, checkpointed []EpochEntry, rebuild boo
 		entries, err = l.epochsFromHeaders()
 		var ce *CorruptionError
 		if errors.As(err, &ce) {
-			l.logger.WithFields(logrus.Fields{"file": file, "error": err.Error()}).
+			l.logger().WithFields(logrus.Fields{"file": file, "error": err.Error()}).
 				Warn("recovery: a damaged batch header stopped the rebuilding of the leader-epoch cache; later epochs are missing from it")
 		} else if err != nil {
 			return err
 		}
 		if len(entries) > 0 {
-			l.logger.WithFields(logrus.Fields{"file": file, "epochs": len(entries)}).
+			l.logger().WithFields(logrus.Fields{"file": file, "epochs": len(entries)}).
 				Warn("recovery: leader-epoch cache rebuilt from the batch headers")
 		}
 	}
@@ -357,7 +357,7 @@ func (l *Log) recoverEpochs(opts Options, checkpointed []EpochEntry, rebuild boo
 		return nil
 	}
 	if !rebuild {
-		l.logger.WithFields(logrus.Fields{"file": file, "end_offset": end, "start_offset": l.startOffset, "epochs": len(entries)}).
+		l.logger().WithFields(logrus.Fields{"file": file, "end_offset": end, "start_offset": l.startOffset, "epochs": len(entries)}).
 			Info("recovery: leader epochs outside the log dropped")
 	}
 	if err := writeEpochCheckpoint(l.fs, l.dir, entries); err != nil {
@@ -397,7 +397,7 @@ func (l *Log) listSegments() ([]int64, error) {
 		}
 	}
 	for _, name := range stray {
-		l.logger.WithField("file", name).Info("recovery: removing stray file")
+		l.logger().WithField("file", name).Info("recovery: removing stray file")
 		if err := l.fs.Remove(l.dir + "/" + name); err != nil {
 			return nil, fmt.Errorf("disk: remove stray file: %w", err)
 		}
@@ -466,7 +466,7 @@ func (l *Log) loadIndexes(seg *segment) error {
 	if reason == "" {
 		return nil
 	}
-	l.logger.WithFields(logrus.Fields{"segment": seg.path, "reason": reason}).Warn("recovery: rebuilding indexes")
+	l.logger().WithFields(logrus.Fields{"segment": seg.path, "reason": reason}).Warn("recovery: rebuilding indexes")
 	next := seg.nextOffset
 	if _, err := l.recoverSegment(seg, true); err != nil {
 		return err
@@ -518,15 +518,15 @@ func (l *Log) validate(seg *segment, fileSize int64, trusted bool, floor int64) 
 		if derr != nil {
 			fields := logrus.Fields{"segment": seg.path, "position": position, "error": derr.Error()}
 			if floor >= 0 && (seg.nextOffset < floor || position == start) {
-				l.logger.WithFields(fields).Warn("recovery: damaged batch below the recovery point; validating the segment from its start")
+				l.logger().WithFields(fields).Warn("recovery: damaged batch below the recovery point; validating the segment from its start")
 				return false, true, nil
 			}
 			if trusted {
-				l.logger.WithFields(fields).Warn("recovery: damaged batch below the recovery point; reads of it will fail")
+				l.logger().WithFields(fields).Warn("recovery: damaged batch below the recovery point; reads of it will fail")
 				seg.size = fileSize
 				return false, false, nil
 			}
-			l.logger.WithFields(fields).Warn("recovery: truncating torn or corrupt tail")
+			l.logger().WithFields(fields).Warn("recovery: truncating torn or corrupt tail")
 			l.recovery.BytesTruncated += fileSize - position
 			if err := seg.log.Truncate(position); err != nil {
 				return false, false, fmt.Errorf("disk: truncate %s: %w", seg.path, err)
@@ -582,7 +582,7 @@ func (l *Log) openIndexes(seg *segment) string {
 func (l *Log) openLast(seg *segment, recoveryPoint int64) (intact bool, err error) {
 	fields := logrus.Fields{"segment": seg.path, "recovery_point": recoveryPoint}
 	if reason := l.openIndexes(seg); reason != "" {
-		l.logger.WithFields(fields).WithField("reason", reason).Warn("recovery: rebuilding indexes of the last segment")
+		l.logger().WithFields(fields).WithField("reason", reason).Warn("recovery: rebuilding indexes of the last segment")
 		return l.recoverSegment(seg, false)
 	}
 	from, _ := seg.index.Last()
@@ -596,20 +596,20 @@ func (l *Log) openLast(seg *segment, recoveryPoint int64) (intact bool, err erro
 	te, hasTime := seg.timeIndex.Last()
 	switch {
 	case tail.end < recoveryPoint:
-		l.logger.WithFields(fields).WithField("end_offset", tail.end).
+		l.logger().WithFields(fields).WithField("end_offset", tail.end).
 			Warn("recovery: the log ends before its recovery point; the checkpoint is stale, validating the last segment")
 		return l.recoverSegment(seg, false)
 	case tail.damaged || tail.end > recoveryPoint:
 		return l.recoverAbove(seg, recoveryPoint)
 	case hasTime && te.Offset >= tail.end:
-		l.logger.WithFields(fields).WithField("reason", fmt.Sprintf("time index entry (%d, %d) is past the segment", te.Timestamp, te.Offset)).
+		l.logger().WithFields(fields).WithField("reason", fmt.Sprintf("time index entry (%d, %d) is past the segment", te.Timestamp, te.Offset)).
 			Warn("recovery: rebuilding indexes of the last segment")
 		return l.recoverSegment(seg, false)
 	}
 	// Closed cleanly: the state comes from the indexes and the tail headers.
 	first, err := seg.readHeader(l.header[:], 0, seg.baseOffset)
 	if err != nil {
-		l.logger.WithFields(fields).WithError(err).Warn("recovery: first batch damaged; validating the last segment")
+		l.logger().WithFields(fields).WithError(err).Warn("recovery: first batch damaged; validating the last segment")
 		return l.recoverSegment(seg, false)
 	}
 	seg.reset()
@@ -625,7 +625,7 @@ func (l *Log) openLast(seg *segment, recoveryPoint int64) (intact bool, err erro
 		// The batches after the entry hold a larger timestamp at a lower
 		// offset: the entry is not theirs, and the next one would go
 		// before it.
-		l.logger.WithFields(fields).WithField("reason", fmt.Sprintf("time index entry (%d, %d) is past the largest timestamp (%d at %d)", te.Timestamp, te.Offset, seg.maxTimestamp, seg.offsetOfMaxTimestamp)).
+		l.logger().WithFields(fields).WithField("reason", fmt.Sprintf("time index entry (%d, %d) is past the largest timestamp (%d at %d)", te.Timestamp, te.Offset, seg.maxTimestamp, seg.offsetOfMaxTimestamp)).
 			Warn("recovery: rebuilding indexes of the last segment")
 		return l.recoverSegment(seg, false)
 	}
@@ -641,7 +641,7 @@ func (l *Log) openLast(seg *segment, recoveryPoint int64) (intact bool, err erro
 func (l *Log) recoverAbove(seg *segment, recoveryPoint int64) (intact bool, err error) {
 	if seg.index == nil || seg.timeIndex == nil {
 		if reason := l.openIndexes(seg); reason != "" {
-			l.logger.WithFields(logrus.Fields{"segment": seg.path, "reason": reason}).Warn("recovery: rebuilding indexes")
+			l.logger().WithFields(logrus.Fields{"segment": seg.path, "reason": reason}).Warn("recovery: rebuilding indexes")
 			return l.recoverSegment(seg, false)
 		}
 	}

@@ -40,6 +40,11 @@ import (
 // actor.
 const startTimeout = 30 * time.Second
 
+// stopPartitionsTimeout bounds the wait for every partition to close its
+// log at a clean stop: each syncs what it has not, and a node may hold tens
+// of thousands.
+const stopPartitionsTimeout = 5 * time.Minute
+
 // Node is a running Depot node.
 type Node struct {
 	cfg       Config
@@ -65,9 +70,11 @@ type Node struct {
 	registry      *prometheus.Registry
 	// files is the cache every partition log opens its segment files
 	// through.
-	files     *disk.FileCache
-	stopped   bool
-	stoppedCh chan struct{}
+	files *disk.FileCache
+	// partitionMetrics are the figures of the node's partitions.
+	partitionMetrics *partition.Metrics
+	stopped          bool
+	stoppedCh        chan struct{}
 	// locations maps each partition found on disk at start-up to the log
 	// directory holding it, once interrupted moves are resolved.
 	locations map[disk.TopicPartition]string
@@ -78,8 +85,12 @@ type Node struct {
 	props map[string]disks.MetaProperties
 }
 
-// Start starts a node with cfg and returns once it serves: every topic in
-// its metadata has its partitions open.
+// Start starts a node with cfg and returns once it serves: every partition
+// in its metadata has its actor, and those with other replicas have their
+// logs open. The others open their logs (recovering them after an unclean
+// stop) in the background, a few at a time, and each on its first request,
+// which waits for it (the metric depot_partitions_unopened counts those
+// left).
 func Start(cfg Config) (_ *Node, err error) {
 	named := len(cfg.LogDirs) > 0
 	cfg = cfg.withDefaults()
@@ -167,6 +178,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 
 	n.registry = prometheus.NewRegistry()
+	n.partitionMetrics = partition.NewMetrics(n.registry)
 	n.files = disk.NewFileCache(cfg.MaxOpenFiles)
 	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
 		FS:              cfg.FS,
@@ -181,7 +193,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Controller:      actor.NewPID(n.address, actors.MetadataActorName),
 		ReplicaLagMax:   cfg.ReplicaLagMax,
 		ReplicaThrottle: replicaThrottle(cfg.Balance),
-		Metrics:         partition.NewMetrics(n.registry),
+		Metrics:         n.partitionMetrics,
 		Logger:          n.logger,
 	}), actors.PartitionManagerName)
 	if err != nil {
@@ -484,9 +496,9 @@ func (n *Node) startRemote() (err error) {
 	return nil
 }
 
-// startPartitions opens every partition the metadata places on this node,
+// startPartitions starts every partition the metadata places on this node,
 // each where its copy is found on disk, else in the directory the metadata
-// names, else in one the node chooses; and then records in the metadata
+// names, else in one the node chooses, in the background (see Start); and then records in the metadata
 // every directory that differs from what it held (a partition created or
 // moved before a crash let the controller record it, or named by a path in
 // records written before directory ids).
@@ -499,7 +511,7 @@ func (n *Node) startPartitions() error {
 	count := 0
 	var moved []*messages.PartitionAssignment
 	for _, t := range md.Topics {
-		req := &messages.StartPartitionsRequest{Configs: t.Configs}
+		req := &messages.StartPartitionsRequest{Configs: t.Configs, Background: true}
 		for _, p := range t.Partitions {
 			dir, holds := replicaDir(p, n.cfg.NodeID)
 			if !holds {
@@ -701,6 +713,11 @@ func (n *Node) Faults() *depotremote.Faults { return n.transport.Faults() }
 // partitions have open, and how many descriptors they hold.
 func (n *Node) OpenFiles() disk.FileCacheStats { return n.files.Stats() }
 
+// UnopenedPartitions is the number of the node's partitions whose logs
+// have not opened yet since it started: 0 once every partition is
+// readable without a wait (see Start).
+func (n *Node) UnopenedPartitions() int { return n.partitionMetrics.Unopened() }
+
 // Placement is the node's placement actor.
 func (n *Node) Placement() *actor.PID { return n.placement }
 
@@ -756,10 +773,13 @@ func (n *Node) Stop() error {
 		_ = root.StopFuture(n.placement).Wait()
 	}
 	if n.manager != nil {
-		// Stopping the manager stops every partition first; each sends its
-		// final report to its log directory before it is gone.
-		if err := root.StopFuture(n.manager).Wait(); err != nil {
+		// Every partition stops first; each sends its final report to its
+		// log directory before it is gone.
+		if _, err := root.RequestFuture(n.manager, &partition.StopAllPartitions{}, stopPartitionsTimeout).Result(); err != nil {
 			errs = append(errs, fmt.Errorf("stopping partitions: %w", err))
+		}
+		if err := root.StopFuture(n.manager).Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the partition manager: %w", err))
 		}
 	}
 	n.mu.Lock()

@@ -275,7 +275,7 @@ func TestFetchFramesOnlyLargeRecords(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.Append(small)
 	require.NoError(t, err)
-	a := &partitionActor{log: l, cfg: PartitionConfig{Transport: remote.NewTransport()}, core: state.NewPartition(topic.DefaultMaxMessageBytes)}
+	a := &partitionActor{log: l, cfg: &PartitionConfig{Transport: remote.NewTransport()}, core: state.NewPartition(topic.DefaultMaxMessageBytes)}
 	a.core.Opened(l.StartOffset(), l.EndOffset(), l.RecoveryPoint())
 	req := &messages.FetchRequest{Topic: "orders", MaxBytes: 1 << 20}
 

@@ -39,7 +39,9 @@ type PartitionManagerConfig struct {
 	// Checkpoints maps each log directory's path to the checkpoints read at
 	// start-up; a partition's entry is used when it is first started.
 	Checkpoints map[string]disks.Checkpoints
-	// TickInterval is passed to partitions (retention, roll, reports).
+	// TickInterval is how often the manager ticks its partitions with
+	// open logs (retention, roll, reports), all from one timer; default
+	// 10 s.
 	TickInterval time.Duration
 	// Controller takes the leaders' ISR changes: the node's metadata
 	// actor. ReplicaLagMax is replica.lag.time.max.ms (see
@@ -54,7 +56,12 @@ type PartitionManagerConfig struct {
 	// Metrics take the partitions' and fetchers' figures; nil records
 	// none.
 	Metrics *Metrics
-	Logger  *logrus.Entry
+	// BackgroundOpens is how many logs of the partitions started in the
+	// background (StartPartitionsRequest.background) the manager has
+	// opening at a time, after its answer. Default 64: a recovery ends in
+	// fsyncs, which overlap.
+	BackgroundOpens int
+	Logger          *logrus.Entry
 	// gatherParked, when set, is called as each gather parks (see
 	// gather). Tests use it to act on a fetch that waits.
 	gatherParked func()
@@ -77,7 +84,9 @@ type partitionManager struct {
 	stopping     bool // the manager itself is stopping, and its children with it
 	produces     produceGathers
 	stopTick     scheduler.CancelFunc
-	logger       *logrus.Entry
+	// stopPartitionsTick stops the ticks of the partitions.
+	stopPartitionsTick scheduler.CancelFunc
+	logger             *logrus.Entry
 
 	// states are the newest partition states the metadata gave, kept for
 	// partitions that start after them.
@@ -88,6 +97,30 @@ type partitionManager struct {
 	// outboxes answer other nodes' followers: a node that is gone must
 	// not stall the produces of this one.
 	outboxes *actors.Outboxes
+	// dormant are the partitions started in the background whose logs
+	// are not open yet (see wakeDormant).
+	dormant dormantPartitions
+	// flushers are the flushers of the log dirs, by path, one PID each
+	// for all the dir's partitions (see flusherOf).
+	flushers map[string]*actor.PID
+}
+
+// dormantPartitions are the partitions started in the background whose
+// logs are not open yet: the manager asks them to open, a few at a time,
+// in the order they started; each that opens on its first request meanwhile
+// is crossed off.
+type dormantPartitions struct {
+	waiting map[disk.TopicPartition]bool
+	// queue holds them in start order, from next on; an entry no longer
+	// waiting is skipped.
+	queue []disk.TopicPartition
+	next  int
+	// opening are those asked to open, by actor id.
+	opening map[string]disk.TopicPartition
+	// since is when the first of them started, for the log line once all
+	// are open; total counts them.
+	since time.Time
+	total int
 }
 
 // pendingStop is a StopPartitionsRequest waiting for its partitions to stop.
@@ -105,6 +138,9 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 	if cfg.PlacementTimeout <= 0 {
 		cfg.PlacementTimeout = 10 * time.Second
 	}
+	if cfg.BackgroundOpens <= 0 {
+		cfg.BackgroundOpens = 64
+	}
 	supervisor := actor.NewOneForOneStrategy(3, time.Minute, func(reason any) actor.Directive {
 		logger.WithField("reason", fmt.Sprint(reason)).Error("partition actor failed; restarting it")
 		return actor.RestartDirective
@@ -117,6 +153,7 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 			states: map[disk.TopicPartition]*messages.PartitionState{}, fetchers: map[int32]*fetcherRef{},
 			gathers:  newGathers(),
 			outboxes: outboxes,
+			dormant:  dormantPartitions{waiting: map[disk.TopicPartition]bool{}, opening: map[string]disk.TopicPartition{}},
 		}
 	}, logger, actor.WithSupervisor(supervisor))
 }
@@ -127,6 +164,10 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onStart(ctx, msg)
 	case *messages.StopPartitionsRequest:
 		m.onStop(ctx, msg)
+	case *StopAllPartitions:
+		m.onStopAll(ctx)
+	case *logOpened:
+		m.onLogOpened(ctx, msg)
 	case *messages.ProduceRequests:
 		m.produces.route(ctx, msg, m.children, m.stopping)
 	case *messages.ProduceResponse:
@@ -175,16 +216,20 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	case *disks.LogDirAdded:
 		m.cfg.LogDirs[msg.Path] = msg.PID
 		m.cfg.DirIDs[msg.Path] = msg.ID
+		delete(m.flushers, msg.Path)
 	case *disks.LogDirRemoved:
 		delete(m.cfg.LogDirs, msg.Path)
 		delete(m.cfg.DirIDs, msg.Path)
+		delete(m.flushers, msg.Path)
+	case *partitionsTick:
+		m.onPartitionsTick(ctx)
 	case *actor.Started:
-		m.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
+		m.startTicks(ctx)
 	case *actor.Stopping:
 		m.stopping = true
-		m.stopGatherTick()
+		m.stopTicks()
 	case *actor.Restarting:
-		m.stopGatherTick() // the new incarnation starts its own
+		m.stopTicks() // the new incarnation starts its own
 	case *actor.Stopped:
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
@@ -192,11 +237,37 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	}
 }
 
-// stopGatherTick stops the ticks that expire produce gathers.
-func (m *partitionManager) stopGatherTick() {
-	if m.stopTick != nil {
-		m.stopTick()
-		m.stopTick = nil
+// partitionsTick makes the manager tick its partitions.
+type partitionsTick struct{}
+
+// startTicks starts the ticks that expire produce gathers, and those of
+// the partitions.
+func (m *partitionManager) startTicks(ctx actor.Context) {
+	timers := scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+	m.stopTick = timers.SendRepeatedly(gatherTickInterval, gatherTickInterval, ctx.Self(), &gatherTick{})
+	interval := m.cfg.TickInterval
+	if interval <= 0 {
+		interval = partitionTickInterval
+	}
+	m.stopPartitionsTick = timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionsTick{})
+}
+
+// stopTicks stops the manager's ticks.
+func (m *partitionManager) stopTicks() {
+	for _, stop := range []*scheduler.CancelFunc{&m.stopTick, &m.stopPartitionsTick} {
+		if *stop != nil {
+			(*stop)()
+			*stop = nil
+		}
+	}
+}
+
+// onPartitionsTick ticks every partition whose log is open.
+func (m *partitionManager) onPartitionsTick(ctx actor.Context) {
+	for tp, pid := range m.children {
+		if !m.dormant.waiting[tp] {
+			ctx.Send(pid, &partitionTick{})
+		}
 	}
 }
 
@@ -231,7 +302,8 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		}
 	}
 	if len(unplaced) == 0 {
-		ctx.Respond(m.spawn(ctx, cfg, placed, nil))
+		ctx.Respond(m.spawn(ctx, cfg, placed, nil, req.Background))
+		m.wakeDormant(ctx)
 		return
 	}
 	for _, p := range unplaced {
@@ -260,7 +332,8 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		for i, p := range unplaced {
 			chosen[i] = inDir(p, dirs[i], m.cfg.DirIDs[dirs[i]])
 		}
-		ctx.Respond(m.spawn(ctx, cfg, placed, chosen))
+		ctx.Respond(m.spawn(ctx, cfg, placed, chosen, req.Background))
+		m.wakeDormant(ctx)
 	}
 	future := ctx.RequestFuture(m.cfg.Placement, choose, m.cfg.PlacementTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
@@ -311,11 +384,15 @@ func dirName(p *messages.PartitionAssignment) string {
 }
 
 // spawn starts the partitions of placed and chosen, in the directories
-// they name by path, and answers with chosen.
-func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment) *messages.StartPartitionsResponse {
+// they name by path, and answers with chosen. In the background, those
+// alone in their partition leave their logs closed until first used or
+// woken (see wakeDormant); those with other replicas open theirs at once.
+func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment, background bool) *messages.StartPartitionsResponse {
 	for _, p := range append(placed, chosen...) {
 		tp := disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		checkpoints := m.cfg.Checkpoints[p.LogDir]
+		state := m.startState(p)
+		dormant := background && !replicated(state)
 		props := NewPartitionProps(PartitionConfig{
 			Topic:          p.Topic,
 			Partition:      p.Partition,
@@ -327,12 +404,14 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			LogStartOffset: checkpoints.LogStart[tp],
 			Transport:      m.cfg.Transport,
 			LogDirActor:    m.cfg.LogDirs[p.LogDir],
-			Flusher:        disks.FlusherOf(m.cfg.LogDirs[p.LogDir]),
+			Flusher:        m.flusherOf(p.LogDir),
 			TickInterval:   m.cfg.TickInterval,
+			TickedByParent: true,
 			NodeID:         m.cfg.NodeID,
-			State:          m.startState(p),
+			State:          state,
 			Controller:     m.cfg.Controller,
 			ReplicaLagMax:  m.cfg.ReplicaLagMax,
+			Background:     dormant,
 			Metrics:        m.cfg.Metrics,
 			Logger:         m.cfg.Logger,
 		})
@@ -341,13 +420,93 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 		// deleted and created again).
 		delete(checkpoints.RecoveryPoints, tp)
 		delete(checkpoints.LogStart, tp)
+		if len(checkpoints.RecoveryPoints) == 0 && len(checkpoints.LogStart) == 0 {
+			delete(m.cfg.Checkpoints, p.LogDir) // its maps' room goes with it
+		}
 		pid, err := ctx.SpawnNamed(props, disk.PartitionDirName(tp))
 		if err != nil {
 			return &messages.StartPartitionsResponse{Error: messages.ErrorCode_UNKNOWN_SERVER_ERROR, ErrorMessage: fmt.Sprintf("%s: %v", tp, err)}
 		}
 		m.children[tp] = pid
+		if dormant {
+			m.dormant.add(tp)
+		}
 	}
+	m.cfg.Metrics.setDormant(len(m.dormant.waiting))
 	return &messages.StartPartitionsResponse{Assigned: chosen}
+}
+
+// flusherOf is the flusher of the log dir at path (disks.FlusherOf), nil
+// for a dir the manager does not know.
+func (m *partitionManager) flusherOf(path string) *actor.PID {
+	if pid, ok := m.flushers[path]; ok {
+		return pid
+	}
+	pid := disks.FlusherOf(m.cfg.LogDirs[path])
+	if pid != nil {
+		if m.flushers == nil {
+			m.flushers = map[string]*actor.PID{}
+		}
+		m.flushers[path] = pid
+	}
+	return pid
+}
+
+// add puts tp at the end of the queue.
+func (d *dormantPartitions) add(tp disk.TopicPartition) {
+	if len(d.waiting) == 0 {
+		d.since, d.total = time.Now(), 0
+	}
+	d.total++
+	d.waiting[tp] = true
+	d.queue = append(d.queue, tp)
+}
+
+// opened crosses tp off, whether it was asked to open or opened on a
+// request; pid is its actor.
+func (d *dormantPartitions) opened(tp disk.TopicPartition, pid *actor.PID) {
+	delete(d.waiting, tp)
+	if pid != nil {
+		delete(d.opening, pid.Id)
+	}
+}
+
+// wakeDormant asks the next dormant partitions to open their logs, up to
+// BackgroundOpens at a time: after a restart, every partition is readable
+// a while after the node answers, and one asked for meanwhile opens first.
+func (m *partitionManager) wakeDormant(ctx actor.Context) {
+	d := &m.dormant
+	for len(d.opening) < m.cfg.BackgroundOpens && d.next < len(d.queue) {
+		tp := d.queue[d.next]
+		d.next++
+		pid := m.children[tp]
+		switch {
+		case !d.waiting[tp]:
+		case pid == nil:
+			delete(d.waiting, tp)
+		default:
+			d.opening[pid.Id] = tp
+			ctx.Send(pid, &openLog{})
+		}
+	}
+	if d.next == len(d.queue) {
+		d.queue, d.next = nil, 0
+	}
+	m.cfg.Metrics.setDormant(len(d.waiting))
+	if len(d.waiting) == 0 && d.total > 0 {
+		m.logger.WithFields(logrus.Fields{"partitions": d.total, "took": time.Since(d.since).Round(time.Millisecond)}).Info("partitions started in the background are open")
+		d.total = 0
+	}
+}
+
+// onLogOpened crosses off a partition that opened its log, and asks the
+// next one to.
+func (m *partitionManager) onLogOpened(ctx actor.Context, msg *logOpened) {
+	if !m.dormant.waiting[msg.tp] {
+		return
+	}
+	m.dormant.opened(msg.tp, m.children[msg.tp])
+	m.wakeDormant(ctx)
 }
 
 // onUpdateConfigs hands a topic's new configs to each of its partitions
@@ -378,11 +537,38 @@ func (m *partitionManager) onStop(ctx actor.Context, req *messages.StopPartition
 			ctx.Send(pid, &deletePartition{movedAway: req.MovedAway})
 			delete(m.states, key)
 		}
-		m.onUnfollow(ctx, &unfollow{tp: key})
-		ctx.Poison(pid)
-		delete(m.children, key)
-		p.waiting[pid.Id] = true
+		m.stopChild(ctx, key, pid, p)
 	}
+	if len(p.waiting) == 0 {
+		ctx.Respond(&messages.StopPartitionsResponse{})
+		return
+	}
+	m.pendingStops = append(m.pendingStops, p)
+}
+
+// stopChild stops the partition tp, whose actor is pid, for p.
+func (m *partitionManager) stopChild(ctx actor.Context, tp disk.TopicPartition, pid *actor.PID, p *pendingStop) {
+	m.onUnfollow(ctx, &unfollow{tp: tp})
+	ctx.Poison(pid)
+	delete(m.children, tp)
+	m.dormant.opened(tp, pid)
+	p.waiting[pid.Id] = true
+}
+
+// StopAllPartitions asks the partition manager to stop every partition of
+// the node, as a clean stop does: each answers what it holds, syncs and
+// closes its log and sends its log dir its final report, and one that has
+// not opened its log has nothing to do. The manager answers with a
+// StopPartitionsResponse once all have stopped. Local only.
+type StopAllPartitions struct{}
+
+func (m *partitionManager) onStopAll(ctx actor.Context) {
+	p := &pendingStop{sender: ctx.Sender(), waiting: map[string]bool{}}
+	for tp, pid := range m.children {
+		m.stopChild(ctx, tp, pid, p)
+	}
+	m.dormant.queue, m.dormant.next, m.dormant.total = nil, 0, 0
+	m.cfg.Metrics.setDormant(0)
 	if len(p.waiting) == 0 {
 		ctx.Respond(&messages.StopPartitionsResponse{})
 		return
@@ -398,6 +584,10 @@ func (m *partitionManager) onTerminated(ctx actor.Context, t *actor.Terminated) 
 			delete(m.children, tp)
 			m.onUnfollow(ctx, &unfollow{tp: tp})
 		}
+	}
+	if _, ok := m.dormant.opening[t.Who.Id]; ok {
+		delete(m.dormant.opening, t.Who.Id)
+		m.wakeDormant(ctx)
 	}
 	kept := m.pendingStops[:0]
 	for _, p := range m.pendingStops {

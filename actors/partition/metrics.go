@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are a node's figures of its partitions, each one series for all
@@ -28,6 +29,9 @@ type Metrics struct {
 	// fetchParts is the number of partitions each consumer's fetch of
 	// several partitions names.
 	fetchParts prometheus.Histogram
+	// dormant is the number of partitions started in the background
+	// whose logs are not open yet.
+	dormant prometheus.Gauge
 }
 
 // latencyBuckets go from 100 µs to about 13 s, doubling.
@@ -58,8 +62,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "depot_consumer_fetch_partitions", Buckets: prometheus.ExponentialBuckets(1, 2, 17),
 			Help: "Partitions named by each consumer's fetch of several partitions of this node (FetchPartitionsRequest): one request, one wait and two timers for them all.",
 		}),
+		dormant: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "depot_partitions_unopened",
+			Help: "Partitions of this node started in the background after a restart whose logs are not open yet: each opens on its first request, or in the background; 0 once every partition is readable.",
+		}),
 	}
-	reg.MustRegister(m.flushSeconds, m.ackWaitSeconds, m.replicaFetchSeconds, m.isrShrinks, m.isrExpands, m.fetchParts)
+	reg.MustRegister(m.flushSeconds, m.ackWaitSeconds, m.replicaFetchSeconds, m.isrShrinks, m.isrExpands, m.fetchParts, m.dormant)
 	return m
 }
 
@@ -105,4 +113,24 @@ func (m *Metrics) consumerFetched(parts int) {
 	if m != nil {
 		m.fetchParts.Observe(float64(parts))
 	}
+}
+
+// setDormant records the number of partitions whose logs are not open yet.
+func (m *Metrics) setDormant(n int) {
+	if m != nil {
+		m.dormant.Set(float64(n))
+	}
+}
+
+// Unopened is the number of partitions started in the background whose
+// logs are not open yet (depot_partitions_unopened); 0 for a nil Metrics.
+func (m *Metrics) Unopened() int {
+	if m == nil {
+		return 0
+	}
+	var out dto.Metric
+	if err := m.dormant.Write(&out); err != nil {
+		return 0
+	}
+	return int(out.GetGauge().GetValue())
 }

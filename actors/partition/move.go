@@ -152,7 +152,7 @@ func (a *partitionActor) onMove(ctx actor.Context, m *messages.MovePartitionRequ
 	}
 	future, err := a.openFuture(futureDir)
 	if err != nil {
-		a.logger.WithError(err).Error("cannot open future log; move refused")
+		a.logger().WithError(err).Error("cannot open future log; move refused")
 		refuse(messages.ErrorCode_KAFKA_STORAGE_ERROR, "opening future log: %v", err)
 		return
 	}
@@ -160,7 +160,7 @@ func (a *partitionActor) onMove(ctx actor.Context, m *messages.MovePartitionRequ
 	a.moveSeq++
 	mv.id = a.moveSeq
 	a.move = mv
-	a.logger.WithFields(logrus.Fields{"to": mv.toDir, "bytes": a.log.Size(), "throttle_bytes_per_s": mv.throttle}).Info("partition move started")
+	a.logger().WithFields(logrus.Fields{"to": mv.toDir, "bytes": a.log.Size(), "throttle_bytes_per_s": mv.throttle}).Info("partition move started")
 	ctx.Send(ctx.Self(), &copyStep{id: mv.id})
 }
 
@@ -323,10 +323,10 @@ func (a *partitionActor) abortMove(ctx actor.Context, code messages.ErrorCode, m
 	if err := mv.future.Delete(); err != nil {
 		// Already closed by the swap, or only partly removed.
 		if err := a.cfg.FS.RemoveAll(filepath.Join(mv.toDir, disks.FutureDirName(a.tp))); err != nil {
-			a.logger.WithError(err).Warn("removing the future log of a failed move failed; start-up will remove it")
+			a.logger().WithError(err).Warn("removing the future log of a failed move failed; start-up will remove it")
 		}
 	}
-	a.logger.WithFields(logrus.Fields{"to": mv.toDir, "error": msg}).Error("partition move failed")
+	a.logger().WithFields(logrus.Fields{"to": mv.toDir, "error": msg}).Error("partition move failed")
 	resp := mv.response(a.tp, a.now())
 	resp.Error, resp.ErrorMessage = code, msg
 	ctx.Send(mv.sender, resp)
@@ -363,7 +363,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	if err := a.log.Close(); err == nil {
 		recoveryPoint = endOffset
 	} else {
-		a.logger.WithError(err).Error("closing the source log for the move failed")
+		a.logger().WithError(err).Error("closing the source log for the move failed")
 	}
 	a.log = nil
 
@@ -373,7 +373,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 			if err := fs.Rename(oldCopy, source); err != nil {
 				a.logErr = fmt.Errorf("move to %s failed (%v) and its old copy cannot be renamed back: %w", mv.toDir, cause, err)
 			} else if err := fs.SyncDir(mv.fromDir); err != nil {
-				a.logger.WithError(err).Error("syncing the log dir after undoing a move failed")
+				a.logger().WithError(err).Error("syncing the log dir after undoing a move failed")
 			}
 		}
 		if a.logErr == nil {
@@ -381,7 +381,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		}
 		if a.logErr != nil {
 			a.log = nil
-			a.logger.WithError(a.logErr).Error("cannot reopen partition log after a failed move; partition offline")
+			a.logger().WithError(a.logErr).Error("cannot reopen partition log after a failed move; partition offline")
 		} else {
 			a.core.Opened(a.log.StartOffset(), a.log.EndOffset(), a.log.RecoveryPoint())
 		}
@@ -415,7 +415,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	// Past the rename the move has happened: start-up recovery resolves
 	// both S2 and S3 to the new copy, so a failed sync does not undo it.
 	if err := fs.SyncDir(mv.toDir); err != nil {
-		a.logger.WithError(err).Error("syncing the target log dir after the move failed")
+		a.logger().WithError(err).Error("syncing the target log dir after the move failed")
 	}
 	a.move = nil
 	if mv.cancel != nil {
@@ -436,7 +436,6 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 		a.home.LogDir, a.home.LogDirActor, a.home.Flusher = mv.toDir, mv.targetActor, a.cfg.Flusher
 		a.home.RecoveryPoint, a.home.LogStartOffset = endOffset, startOffset
 	}
-	a.logger = a.logger.WithField("dir", mv.toDir)
 	resp := mv.response(a.tp, a.now())
 	if oldActor != nil {
 		ctx.Send(oldActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
@@ -444,7 +443,7 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 	a.log, a.logErr = disk.Open(fs, target, a.logOptions(endOffset, startOffset))
 	if a.logErr != nil {
 		a.log = nil
-		a.logger.WithError(a.logErr).Error("cannot open the moved partition log; partition offline")
+		a.logger().WithError(a.logErr).Error("cannot open the moved partition log; partition offline")
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, fmt.Sprintf("moved, but reopening failed: %v", a.logErr)
 		ctx.Send(mv.sender, resp)
 		return
@@ -454,13 +453,13 @@ func (a *partitionActor) swapMove(ctx actor.Context) {
 
 	// S4: the old copy goes.
 	if err := a.moveHook(moveStepS4); err != nil {
-		a.logger.WithError(err).Warn("old copy of the moved partition left; start-up will remove it")
+		a.logger().WithError(err).Warn("old copy of the moved partition left; start-up will remove it")
 	} else if err := fs.RemoveAll(oldCopy); err != nil {
-		a.logger.WithError(err).Warn("removing the old copy of the moved partition failed; start-up will remove it")
+		a.logger().WithError(err).Warn("removing the old copy of the moved partition failed; start-up will remove it")
 	} else if err := fs.SyncDir(mv.fromDir); err != nil {
-		a.logger.WithError(err).Warn("syncing the source log dir after the move failed")
+		a.logger().WithError(err).Warn("syncing the source log dir after the move failed")
 	}
-	a.logger.WithFields(logrus.Fields{
+	a.logger().WithFields(logrus.Fields{
 		"from": mv.fromDir, "to": mv.toDir, "bytes_copied": mv.copied,
 		"end_offset": a.log.EndOffset(), "took": a.now().Sub(mv.started).Round(time.Millisecond),
 	}).Info("partition moved")

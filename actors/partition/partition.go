@@ -68,6 +68,12 @@ type PartitionConfig struct {
 	Flusher *actor.PID
 	// TickInterval overrides partitionTickInterval when positive.
 	TickInterval time.Duration
+	// TickedByParent: the partition's parent sends it its partitionTicks,
+	// and it keeps no timer of its own, as the partition manager does for
+	// its children (one timer for all, where a node holds many idle
+	// partitions). Default false: the partition ticks itself every
+	// TickInterval.
+	TickedByParent bool
 	// NodeID is the node the replica is on; State is the metadata's state
 	// of the partition when the replica starts (nil: the replica is alone,
 	// as in tests of one partition).
@@ -79,6 +85,12 @@ type PartitionConfig struct {
 	// ReplicaLagMax is replica.lag.time.max.ms; DefaultReplicaLagMax when
 	// zero.
 	ReplicaLagMax time.Duration
+	// Background leaves the log closed as the actor starts: it opens (and
+	// recovers) on the partition's first request, which waits for it, or
+	// on an openLog from the manager, and the actor then tells its parent
+	// (logOpened). Default false: the log opens as the actor starts. An
+	// incarnation restarted after a failure opens at once.
+	Background bool
 	// Now is the partition's clock, and its log's (disk.Options.Now):
 	// segment.ms, retention.ms and flush.ms, a move's throttle and
 	// duration. Default time.Now.
@@ -101,6 +113,15 @@ type deletePartition struct{ movedAway bool }
 
 // partitionTick drives retention, roll by age and reports.
 type partitionTick struct{}
+
+// openLog asks a partition started in the background to open its log now
+// (see PartitionConfig.Background); one open already has told its parent
+// so (logOpened).
+type openLog struct{}
+
+// logOpened tells the manager that a partition started in the background
+// has opened its log, or failed to and is offline.
+type logOpened struct{ tp disk.TopicPartition }
 
 // reconfigure gives a partition its topic's configs after a change.
 type reconfigure struct{ config topic.Config }
@@ -184,7 +205,10 @@ type parkedFetch struct {
 // parked requests to answer) and the actor does the I/O (the disk.Log, the
 // sends, the timers). Not shared: all access is through its mailbox.
 type partitionActor struct {
-	cfg    PartitionConfig
+	// cfg is home: what the actor changes of its config (a move's new
+	// dir, configs, the newest state) is what the next incarnation starts
+	// from.
+	cfg    *PartitionConfig
 	tp     disk.TopicPartition
 	log    *disk.Log
 	logErr error // why the log is not open, when log is nil
@@ -197,7 +221,6 @@ type partitionActor struct {
 	// allowance is the room the log dir allows the log.
 	allowance dirAllowance
 	core      *state.Partition
-	logger    *logrus.Entry
 	timers    *scheduler.TimerScheduler
 	// stopTick stops the partitionTicks.
 	stopTick scheduler.CancelFunc
@@ -260,16 +283,26 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 	home := &cfg
 	return actors.Props(func() actor.Actor {
 		a := &partitionActor{
-			cfg:      *home,
+			cfg:      home,
 			home:     home,
 			tp:       disk.TopicPartition{Topic: home.Topic, Partition: home.Partition},
 			core:     state.NewPartition(home.Config.MaxMessageBytes),
-			logger:   home.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": home.Topic, "partition": home.Partition, "dir": home.LogDir}),
 			behavior: actor.NewBehavior(),
 		}
-		a.behavior.Become(a.leading)
+		if home.Background {
+			a.behavior.Become(a.dormant)
+		} else {
+			a.behavior.Become(a.leading)
+		}
 		return a
-	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
+	}, cfg.Logger) // a panic's line names the actor, and so the partition
+}
+
+// logger is the partition's logger, with its topic, partition and log
+// dir. It is made for each line, which are few (lifecycle, failures),
+// rather than kept: a node holds many idle partitions.
+func (a *partitionActor) logger() *logrus.Entry {
+	return a.cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": a.cfg.Topic, "partition": a.cfg.Partition, "dir": a.cfg.LogDir})
 }
 
 // PartitionDir is the directory of a partition's log in a log directory.
@@ -394,27 +427,99 @@ func (a *partitionActor) common(ctx actor.Context) {
 	case *actor.Stopping:
 		a.onStopping(ctx)
 	case *actor.Restarting:
+		a.stopTicks()
 		a.closeLog(ctx)
 	case *actor.Stopped, *actor.Restart, *actor.ReceiveTimeout:
+	case *openLog:
+		// Opened since the manager asked, and the manager was told.
 	case actor.AutoReceiveMessage, actor.SystemMessage:
 	default:
-		a.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
+		a.logger().WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
 	}
+}
+
+// dormant is the behaviour of a partition started in the background
+// whose log is not open yet (see PartitionConfig.Background). It keeps
+// what it is told of its state, its configs and its log dir's room; a
+// state that gives it other replicas opens the log at once, as does
+// openLog; any other message opens it and is then handled as by an open
+// partition, so that a request waits for the recovery instead of failing.
+// Stopping, it has nothing to close, and its log dir keeps the
+// checkpoints it read for it.
+func (a *partitionActor) dormant(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.timers = scheduler.NewTimerScheduler(ctx)
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout, *partitionTick:
+	case actor.AutoReceiveMessage, actor.SystemMessage:
+	case *openLog:
+		a.open(ctx)
+	case *messages.PartitionState:
+		if old := a.cfg.State; old != nil && newerState(old, m) {
+			return
+		}
+		a.cfg.State = m
+		if replicated(m) {
+			a.open(ctx)
+		}
+	case *reconfigure:
+		a.onReconfigure(m.config)
+	case *disks.DirSpace:
+		a.onDirSpace(m)
+	case *disks.GoOffline:
+		a.logErr = errors.New(m.Reason)
+		a.home.Background = false
+		a.behavior.Become(a.leading)
+		if a.cfg.State != nil {
+			a.onPartitionState(ctx, a.cfg.State)
+		}
+		if parent := ctx.Parent(); parent != nil {
+			ctx.Send(parent, &logOpened{tp: a.tp})
+		}
+		a.logger().WithField("reason", m.Reason).Error("partition offline")
+	default:
+		a.open(ctx)
+		a.behavior.Receive(ctx)
+	}
+}
+
+// replicated reports whether s gives the partition more than one replica:
+// a leader with followers, or a follower, which start with their node.
+func replicated(s *messages.PartitionState) bool {
+	return len(s.GetReplicas()) > 1 || len(s.GetAddingReplicas()) > 0
 }
 
 func (a *partitionActor) onStarted(ctx actor.Context) {
 	a.timers = scheduler.NewTimerScheduler(ctx)
-	interval := a.cfg.TickInterval
-	if interval <= 0 {
-		interval = partitionTickInterval
+	a.open(ctx)
+}
+
+// open opens (and recovers) the partition's log, starts its ticks, rebuilds
+// its producer state, reports to its log dir and takes the role its state
+// gives it, and then tells its parent (logOpened), which may have been
+// waiting for it since a start in the background, whatever incarnation
+// opens it. A log that cannot open leaves the partition offline: every
+// request is answered with KAFKA_STORAGE_ERROR.
+func (a *partitionActor) open(ctx actor.Context) {
+	if parent := ctx.Parent(); parent != nil {
+		defer ctx.Send(parent, &logOpened{tp: a.tp})
 	}
-	a.stopTick = a.timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionTick{})
+	// An incarnation restarted after a failure opens at once.
+	a.home.Background = false
+	a.behavior.Become(a.leading)
+	if !a.cfg.TickedByParent {
+		interval := a.cfg.TickInterval
+		if interval <= 0 {
+			interval = partitionTickInterval
+		}
+		a.stopTick = a.timers.SendRepeatedly(interval, interval, ctx.Self(), &partitionTick{})
+	}
 
 	started := a.now()
 	log, err := disk.Open(a.cfg.FS, PartitionDir(a.cfg.LogDir, a.cfg.Topic, a.cfg.Partition), a.logOptions(a.cfg.RecoveryPoint, a.cfg.LogStartOffset))
 	if err != nil {
 		a.logErr = err
-		a.logger.WithError(err).Error("cannot open partition log; partition offline")
+		a.logger().WithError(err).Error("cannot open partition log; partition offline")
 		return
 	}
 	a.log = log
@@ -425,7 +530,7 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 		a.core.Recovered(&h)
 		return nil
 	}); err != nil {
-		a.logger.WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
+		a.logger().WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
 	}
 	fields := logrus.Fields{
 		"start_offset": log.StartOffset(),
@@ -436,9 +541,9 @@ func (a *partitionActor) onStarted(ctx actor.Context) {
 	if rec := log.Recovery(); rec.Recovered() {
 		a.recovered = &rec
 		fields["segments_validated"], fields["bytes_validated"], fields["bytes_truncated"] = rec.SegmentsValidated, rec.BytesValidated, rec.BytesTruncated
-		a.logger.WithFields(fields).Info("partition log recovered")
-	} else {
-		a.logger.WithFields(fields).Debug("partition log opened")
+		a.logger().WithFields(fields).Info("partition log recovered")
+	} else if a.cfg.Logger.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		a.logger().WithFields(fields).Debug("partition log opened")
 	}
 	a.report(ctx, false)
 	if a.cfg.State != nil {
@@ -461,10 +566,10 @@ func (a *partitionActor) onReconfigure(config topic.Config) {
 			continue
 		}
 		if err := log.SetConfig(config.Log); err != nil {
-			a.logger.WithError(err).Warn("topic configs not applied to the log")
+			a.logger().WithError(err).Warn("topic configs not applied to the log")
 		}
 	}
-	a.logger.Debug("topic configs applied")
+	a.logger().Debug("topic configs applied")
 }
 
 // futureLog is the log a move in flight copies into, nil without one.
@@ -491,7 +596,7 @@ func (a *partitionActor) logOptions(recoveryPoint, logStartOffset int64) disk.Op
 		LogStartOffset: logStartOffset,
 		LeaderEpoch:    a.leaderEpochCap(),
 		Now:            a.cfg.Now,
-		Logger:         a.logger,
+		Logger:         a.cfg.Logger,
 		Files:          a.cfg.Files,
 	}
 }
@@ -673,14 +778,14 @@ func (a *partitionActor) appendError(ctx actor.Context, err error) (messages.Err
 		errors.Is(err, wire.ErrLeaderEpoch):
 		return messages.ErrorCode_CORRUPT_MESSAGE, a.refused(messages.ErrorText(err))
 	case errors.As(err, &corrupt):
-		a.logger.WithError(err).Error("log corrupt")
+		a.logger().WithError(err).Error("log corrupt")
 		return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 	}
 	if errors.Is(err, disk.ErrNoSpace) {
 		a.dirFailed(ctx, err)
 		return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(a.dirFull)
 	}
-	a.logger.WithError(err).Error("append failed")
+	a.logger().WithError(err).Error("append failed")
 	a.dirFailed(ctx, err)
 	return messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 }
@@ -731,7 +836,7 @@ func (a *partitionActor) onOffline(ctx actor.Context, m *disks.GoOffline) {
 	a.answerParked(ctx)
 	a.runDeferred(ctx)
 	a.releaseLog(ctx, log, releaseClose)
-	a.logger.WithField("reason", m.Reason).Error("partition offline")
+	a.logger().WithField("reason", m.Reason).Error("partition offline")
 }
 
 // startFlush starts the group commit of the acks=all batches parked so
@@ -778,7 +883,7 @@ func (a *partitionActor) startFlush(ctx actor.Context) {
 // is not run again).
 func (a *partitionActor) onDeadLetter(ctx actor.Context) {
 	if run := a.flushing; run != nil && !run.flush.Claimed() {
-		a.logger.Warn("the log dir's flusher is gone; the partition syncs its own files")
+		a.logger().Warn("the log dir's flusher is gone; the partition syncs its own files")
 		go run.flush.Run(ctx.ActorSystem().Root)
 	}
 }
@@ -862,12 +967,12 @@ func (a *partitionActor) releaseLog(ctx actor.Context, log *disk.Log, release lo
 		_ = log.Close()
 	case releaseRemove:
 		if err := log.Delete(); err != nil {
-			a.logger.WithError(err).Error("deleting partition log failed")
+			a.logger().WithError(err).Error("deleting partition log failed")
 		}
 		if a.cfg.LogDirActor != nil {
 			ctx.Send(a.cfg.LogDirActor, &disks.PartitionReport{TP: a.tp, Deleted: true})
 		}
-		a.logger.Info("partition deleted")
+		a.logger().Info("partition deleted")
 	}
 }
 
@@ -893,9 +998,9 @@ func (a *partitionActor) flushParkedNow(ctx actor.Context) {
 // the directory offline, as Kafka does on a failed fsync.
 func (a *partitionActor) flushFailed(ctx actor.Context, err error) {
 	if errors.Is(err, disk.ErrNoSpace) {
-		a.logger.WithError(err).Warn("flush found the file system full; acks=all answered with a retriable error")
+		a.logger().WithError(err).Warn("flush found the file system full; acks=all answered with a retriable error")
 	} else {
-		a.logger.WithError(err).Error("fsync failed")
+		a.logger().WithError(err).Error("fsync failed")
 	}
 	a.answerParkedProduces(ctx, a.parkedProduces.TakeAll(), err)
 	a.dirFailed(ctx, err)
@@ -1058,7 +1163,7 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	case err != nil:
 		a.cfg.Transport.PutFrame(buf)
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
-		a.logger.WithError(err).Error("read failed")
+		a.logger().WithError(err).Error("read failed")
 		return resp, nil, true
 	case len(frame) == remote.FetchRecordsReserve:
 		a.cfg.Transport.PutFrame(buf)
@@ -1161,7 +1266,7 @@ func (a *partitionActor) deleteRecords(ctx actor.Context, offset int64) *message
 		return resp
 	}
 	if err := a.log.DeleteBefore(offset); err != nil {
-		a.logger.WithError(err).Error("delete records failed")
+		a.logger().WithError(err).Error("delete records failed")
 		resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 		a.dirFailed(ctx, err)
 		return resp
@@ -1202,7 +1307,7 @@ func (a *partitionActor) onTick(ctx actor.Context) {
 	}
 	a.expireStash(ctx)
 	if err := a.log.MaybeRoll(); err != nil {
-		a.logger.WithError(err).Error("roll failed")
+		a.logger().WithError(err).Error("roll failed")
 	}
 	if a.flushing != nil {
 		a.after.retention = true
@@ -1240,11 +1345,11 @@ func (a *partitionActor) applyRetention(ctx actor.Context) {
 	}
 	deleted, err := a.log.ApplyRetention()
 	if err != nil {
-		a.logger.WithError(err).Error("retention failed")
+		a.logger().WithError(err).Error("retention failed")
 	}
 	a.core.StartMoved(a.log.StartOffset())
 	if deleted > 0 {
-		a.logger.WithFields(logrus.Fields{"segments": deleted, "start_offset": a.core.LogStartOffset()}).Info("retention deleted segments")
+		a.logger().WithFields(logrus.Fields{"segments": deleted, "start_offset": a.core.LogStartOffset()}).Info("retention deleted segments")
 	}
 	a.report(ctx, false)
 }
@@ -1295,11 +1400,18 @@ func (a *partitionActor) onDelete(ctx actor.Context) {
 }
 
 func (a *partitionActor) onStopping(ctx actor.Context) {
+	a.stopTicks()
+	a.closeLog(ctx)
+}
+
+// stopTicks stops the partition's own ticks and a leader's ISR ticks: an
+// incarnation restarted after a failure starts its own.
+func (a *partitionActor) stopTicks() {
 	if a.stopTick != nil {
 		a.stopTick()
+		a.stopTick = nil
 	}
 	a.stopISRTicks()
-	a.closeLog(ctx)
 }
 
 // closeLog answers what is parked, closes the log cleanly (it syncs) and
@@ -1316,7 +1428,7 @@ func (a *partitionActor) closeLog(ctx actor.Context) {
 	a.flushParkedNow(ctx)
 	a.answerParked(ctx)
 	if err := a.log.Close(); err != nil {
-		a.logger.WithError(err).Error("closing partition log failed")
+		a.logger().WithError(err).Error("closing partition log failed")
 		a.log = nil
 		return
 	}

@@ -17,7 +17,7 @@ import (
 // A batch the log refuses for what it holds is the producer's fault: it is
 // answered CORRUPT_MESSAGE, and the log directory stays up.
 func TestAppendErrorsOfABadBatch(t *testing.T) {
-	a := &partitionActor{logger: logrus.NewEntry(logrus.New())}
+	a := &partitionActor{cfg: &PartitionConfig{Logger: logrus.NewEntry(logrus.New())}}
 	for _, err := range []error{wire.ErrBadCRC, wire.ErrShort, wire.ErrBadLength, wire.ErrBadMagic,
 		wire.ErrRecordCount, wire.ErrCompression, wire.ErrLeaderEpoch} {
 		code, msg := a.appendError(nil, fmt.Errorf("disk: append: %w", err))

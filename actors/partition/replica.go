@@ -165,7 +165,7 @@ func (a *partitionActor) onPartitionState(ctx actor.Context, s *messages.Partiti
 		a.behavior.Become(a.leading)
 	}
 	if change == state.AssignNewEpoch || role != before {
-		a.logger.WithFields(logrus.Fields{"role": roleName(role), "leader": s.GetLeader(), "leader_epoch": s.GetLeaderEpoch(), "isr": s.GetIsr()}).Debug("partition state")
+		a.logger().WithFields(logrus.Fields{"role": roleName(role), "leader": s.GetLeader(), "leader_epoch": s.GetLeaderEpoch(), "isr": s.GetIsr()}).Debug("partition state")
 	}
 	switch role {
 	case state.Follower:
@@ -245,7 +245,7 @@ func (a *partitionActor) startFollowing(ctx actor.Context) {
 	latest := a.log.LatestEpoch()
 	if latest < 0 && a.core.HighWatermark() < a.log.EndOffset() {
 		if err := a.truncate(ctx, a.core.HighWatermark()); err != nil {
-			a.logger.WithError(err).Error("truncation to the high watermark failed")
+			a.logger().WithError(err).Error("truncation to the high watermark failed")
 		}
 	}
 	ctx.Send(ctx.Parent(), &follow{
@@ -274,9 +274,9 @@ func (a *partitionActor) truncate(ctx actor.Context, offset int64) error {
 		a.core.Recovered(&h)
 		return nil
 	}); err != nil {
-		a.logger.WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
+		a.logger().WithError(err).Warn("producer state rebuilt from a damaged log: idempotence checks may refuse a retry")
 	}
-	a.logger.WithFields(logrus.Fields{"from": before, "to": a.log.EndOffset(), "leader_epoch": a.core.LeaderEpoch()}).Info("log truncated to the leader's")
+	a.logger().WithFields(logrus.Fields{"from": before, "to": a.log.EndOffset(), "leader_epoch": a.core.LeaderEpoch()}).Info("log truncated to the leader's")
 	a.report(ctx, false)
 	return nil
 }
@@ -342,7 +342,7 @@ func (a *partitionActor) onReplicaFetch(ctx actor.Context, m *replicaFetch) {
 		records, err := a.log.Read(offset, maxBytes, nil)
 		if err != nil {
 			resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
-			a.logger.WithError(err).Error("read for a follower failed")
+			a.logger().WithError(err).Error("read for a follower failed")
 			return
 		}
 		resp.Records = records
@@ -479,7 +479,7 @@ func (a *partitionActor) onReplicaRecords(ctx actor.Context, m *replicaRecords) 
 			h, err = wire.Validate(rest[:min(size, len(rest))])
 		}
 		if err != nil {
-			a.logger.WithError(err).Error("a batch from the leader does not validate; fetching it again")
+			a.logger().WithError(err).Error("a batch from the leader does not validate; fetching it again")
 			resp.failed = true
 			break
 		}
@@ -487,7 +487,7 @@ func (a *partitionActor) onReplicaRecords(ctx actor.Context, m *replicaRecords) 
 		rest = rest[h.Size():]
 		if _, err := a.log.AppendAsFollower(batch, h); err != nil {
 			code, msg := a.appendError(ctx, err)
-			a.logger.WithFields(logrus.Fields{"error": code.String(), "offset": h.BaseOffset}).Warn("follower append failed: " + msg)
+			a.logger().WithFields(logrus.Fields{"error": code.String(), "offset": h.BaseOffset}).Warn("follower append failed: " + msg)
 			resp.failed = true
 			break
 		}
@@ -518,7 +518,7 @@ func (a *partitionActor) restartAt(ctx actor.Context, offset int64) {
 	a.abortMove(ctx, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, "the log was emptied to start at its leader's log start")
 	a.core.Opened(a.log.StartOffset(), a.log.EndOffset(), a.log.RecoveryPoint())
 	a.core.ResetProducers()
-	a.logger.WithField("start_offset", offset).Info("log emptied to start at the leader's log start")
+	a.logger().WithField("start_offset", offset).Info("log emptied to start at the leader's log start")
 	a.report(ctx, false)
 }
 
@@ -537,7 +537,7 @@ func (a *partitionActor) maybeAlterISR(ctx actor.Context) {
 		Topic: a.tp.Topic, Partition: a.tp.Partition, Leader: a.cfg.NodeID,
 		LeaderEpoch: as.LeaderEpoch, PartitionEpoch: as.PartitionEpoch, Isr: isr,
 	}
-	a.logger.WithFields(logrus.Fields{"isr": as.ISR, "to": isr}).Info("asking for an ISR change")
+	a.logger().WithFields(logrus.Fields{"isr": as.ISR, "to": isr}).Info("asking for an ISR change")
 	future := ctx.RequestFuture(a.cfg.Controller, req, alterPartitionTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
 		a.core.ISRAnswered()
@@ -545,13 +545,13 @@ func (a *partitionActor) maybeAlterISR(ctx actor.Context) {
 		switch {
 		case err != nil:
 			a.isrRetryAt = a.now().Add(isrRetryBackoff)
-			a.logger.WithError(err).Warn("ISR change not answered; asking again")
+			a.logger().WithError(err).Warn("ISR change not answered; asking again")
 		case resp.GetError() != messages.ErrorCode_NONE:
 			// Asked again only after a while, or once the metadata says
 			// more: a follower the controller will not take (fenced), asked
 			// for on every fetch, would flood its change queue.
 			a.isrRetryAt = a.now().Add(isrRetryBackoff)
-			a.logger.WithFields(logrus.Fields{"error": resp.GetError().String(), "reason": resp.GetErrorMessage()}).Warn("ISR change refused")
+			a.logger().WithFields(logrus.Fields{"error": resp.GetError().String(), "reason": resp.GetErrorMessage()}).Warn("ISR change refused")
 		case resp.GetLeader() != a.cfg.NodeID || resp.GetLeaderEpoch() != a.core.LeaderEpoch():
 			// The change made another leader (a reassignment completed
 			// without this node), or one came since: the metadata brings

@@ -81,7 +81,9 @@ type unreadBatch struct {
 // NewPartition returns the state of a partition whose batches may be up to
 // maxMessageBytes (max.message.bytes) each, before its log is opened.
 func NewPartition(maxMessageBytes int32) *Partition {
-	return &Partition{maxMessageBytes: maxMessageBytes, producers: Producers{}, awaited: map[int64]awaitedBatch{}}
+	// The maps are made on their first entry: most partitions of a node
+	// are idle, and many never see an idempotent producer.
+	return &Partition{maxMessageBytes: maxMessageBytes}
 }
 
 // awaitedBatch is the epoch and base sequence of a batch refused to a
@@ -107,7 +109,19 @@ func (p *Partition) Opened(logStartOffset, logEndOffset, durableOffset int64) {
 }
 
 // Recovered takes a batch found in the log at start-up into producer state.
-func (p *Partition) Recovered(h *wire.Header) { p.producers.Update(h) }
+func (p *Partition) Recovered(h *wire.Header) { p.updateProducers(h) }
+
+// updateProducers takes h into producer state, making the map on the first
+// producer id.
+func (p *Partition) updateProducers(h *wire.Header) {
+	if h.ProducerID < 0 {
+		return
+	}
+	if p.producers == nil {
+		p.producers = Producers{}
+	}
+	p.producers.Update(h)
+}
 
 // ProducerCount is the number of producer ids the partition remembers.
 func (p *Partition) ProducerCount() int { return len(p.producers) }
@@ -213,6 +227,9 @@ func (p *Partition) Refused(h *wire.Header) {
 		a.epoch == h.ProducerEpoch && !sequenceAfter(a.sequence, h.BaseSequence)) {
 		return
 	}
+	if p.awaited == nil {
+		p.awaited = map[int64]awaitedBatch{}
+	}
 	p.awaited[h.ProducerID] = awaitedBatch{epoch: h.ProducerEpoch, sequence: h.BaseSequence}
 }
 
@@ -221,7 +238,7 @@ func (p *Partition) Refused(h *wire.Header) {
 // consumers (passed the high watermark) by it: all of them while the leader
 // is alone in its in-sync set.
 func (p *Partition) Appended(h *wire.Header, size int) (readable int) {
-	p.producers.Update(h)
+	p.updateProducers(h)
 	delete(p.awaited, h.ProducerID)
 	p.logEndOffset = h.NextOffset()
 	p.unread = append(p.unread, unreadBatch{end: p.logEndOffset, size: size})

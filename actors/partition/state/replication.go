@@ -297,7 +297,7 @@ func (p *Partition) LeaderHighWatermark(hw int64) (readable int) {
 // ResetProducers forgets producer state, for a log truncated or emptied:
 // Recovered rebuilds it from what is left.
 func (p *Partition) ResetProducers() {
-	p.producers = Producers{}
+	p.producers = nil
 	clear(p.awaited)
 }
 
