@@ -335,7 +335,10 @@ func (x *PartitionUsage) GetRetentionMs() int64 {
 }
 
 type DescribeLogDirsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// totals_only leaves each directory's partition_usage and futures out:
+	// what a metrics scrape needs, whatever the partition count.
+	TotalsOnly    bool `protobuf:"varint,1,opt,name=totals_only,json=totalsOnly,proto3" json:"totals_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -368,6 +371,13 @@ func (x *DescribeLogDirsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DescribeLogDirsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogDirsRequest) Descriptor() ([]byte, []int) {
 	return file_disks_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DescribeLogDirsRequest) GetTotalsOnly() bool {
+	if x != nil {
+		return x.TotalsOnly
+	}
+	return false
 }
 
 type DescribeLogDirsResponse struct {
@@ -1526,8 +1536,10 @@ const file_disks_proto_rawDesc = "" +
 	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\x12)\n" +
 	"\x11write_bytes_per_s\x18\x04 \x01(\x01R\x0ewriteBytesPerS\x12'\n" +
 	"\x0fretention_bytes\x18\x05 \x01(\x03R\x0eretentionBytes\x12!\n" +
-	"\fretention_ms\x18\x06 \x01(\x03R\vretentionMs\"\x18\n" +
-	"\x16DescribeLogDirsRequest\"\xbe\x01\n" +
+	"\fretention_ms\x18\x06 \x01(\x03R\vretentionMs\"9\n" +
+	"\x16DescribeLogDirsRequest\x12\x1f\n" +
+	"\vtotals_only\x18\x01 \x01(\bR\n" +
+	"totalsOnly\"\xbe\x01\n" +
 	"\x17DescribeLogDirsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12%\n" +

@@ -120,6 +120,16 @@ func runScenario(t *testing.T, policy string, balance bool) (written, balanced [
 	require.NoError(t, err)
 	fill(t, c, "orders", 12, 2*mib)
 	written = waitReported(t, n, 48*mib)
+	// What a metrics scrape asks: the same directories, without their
+	// partitions.
+	totals := request[*messages.DescribeLogDirsResponse](t, n, n.Placement(), &messages.DescribeLogDirsRequest{TotalsOnly: true}).Dirs
+	require.Len(t, totals, len(written))
+	for i, d := range totals {
+		require.Equal(t, written[i].Path, d.Path)
+		require.Equal(t, written[i].Partitions, d.Partitions)
+		require.Len(t, written[i].PartitionUsage, int(written[i].Partitions))
+		require.Empty(t, d.PartitionUsage)
+	}
 	if !balance {
 		return written, nil, 0, 0
 	}

@@ -52,7 +52,7 @@ func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
-	resp, err := actors.Request[*messages.DescribeLogDirsResponse](context.Background(), c.root, c.placement, &messages.DescribeLogDirsRequest{}, scrapeTimeout)
+	resp, err := actors.Request[*messages.DescribeLogDirsResponse](context.Background(), c.root, c.placement, &messages.DescribeLogDirsRequest{TotalsOnly: true}, scrapeTimeout)
 	if err != nil {
 		return
 	}

@@ -261,7 +261,7 @@ func (a *placementActor) Receive(ctx actor.Context) {
 		dirs, err := a.choose(m)
 		ctx.Respond(&ChooseLogDirsResult{Dirs: dirs, Err: err})
 	case *messages.DescribeLogDirsRequest:
-		a.onDescribe(ctx)
+		a.onDescribe(ctx, m)
 	case *messages.MoveReplicasRequest:
 		ctx.Respond(a.onMoveReplicas(ctx, m))
 	case *messages.AddLogDirRequest:
@@ -304,14 +304,23 @@ const describeStatusTimeout = 5 * time.Second
 // onDescribe answers a DescribeLogDirsRequest with a copy of the
 // directories and, while a move runs, its future log in the directory it
 // moves to, from the moving partition's status (none when the partition
-// does not answer in describeStatusTimeout).
-func (a *placementActor) onDescribe(ctx actor.Context) {
+// does not answer in describeStatusTimeout). With totals_only the copy
+// leaves the partitions' usage out, which is most of it with many
+// partitions.
+func (a *placementActor) onDescribe(ctx actor.Context, m *messages.DescribeLogDirsRequest) {
 	dirs := make([]*messages.LogDirInfo, 0, len(a.order))
 	for _, info := range a.describe() {
+		if m.GetTotalsOnly() {
+			usage := info.PartitionUsage
+			info.PartitionUsage = nil
+			dirs = append(dirs, proto.Clone(info).(*messages.LogDirInfo))
+			info.PartitionUsage = usage
+			continue
+		}
 		dirs = append(dirs, proto.Clone(info).(*messages.LogDirInfo))
 	}
 	resp := &messages.DescribeLogDirsResponse{Dirs: dirs, Policy: a.cfg.Policy, NodeId: a.cfg.NodeID}
-	if a.running == nil {
+	if a.running == nil || m.GetTotalsOnly() {
 		ctx.Respond(resp)
 		return
 	}
