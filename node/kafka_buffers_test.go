@@ -62,14 +62,9 @@ func consumeChecked(seeds []string, topic string, want, fetchBytes int) error {
 
 // The frames a Kafka fetch's records are read into go back to the node's
 // pool once the answer is written, and serve the fetches after it: every
-// frame a fetch takes is handed back, and they are handed out again. The
-// node reads records into frames for every fetch: sendfile, which leaves
-// larger ones in their files, is off.
+// frame a fetch takes is handed back, and they are handed out again.
 func TestKafkaFetchFramesHandedBack(t *testing.T) {
-	cfg := testConfig(t, t.TempDir())
-	cfg.HTTP, cfg.KafkaListen = "", "127.0.0.1:0"
-	cfg.KafkaDisableSendfile = true
-	n := startNode(t, cfg)
+	n := startKafkaNode(t)
 	createTopic(t, n, "frames", 1)
 	seeds := []string{n.KafkaAddress()}
 	prod := kafkaClient(t, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("frames"),

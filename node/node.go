@@ -629,7 +629,7 @@ func (n *Node) startKafka() error {
 		Placement:        n.placement,
 		Transport:        n.transport,
 		Broker:           kafkaBrokerSettings(n.cfg, n.kafkaListener.Addr().String(), n.kafkaAddr),
-		DisableSendfile:  n.cfg.KafkaDisableSendfile,
+		Sendfile:         n.cfg.KafkaSendfile,
 		Logger:           n.logger,
 	})
 	if err != nil {

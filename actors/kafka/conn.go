@@ -46,7 +46,7 @@ type conn struct {
 	topics  topicCache
 	// sendfile says that fetches ask for records in their files, which the
 	// writer sends with sendfile(2): the connection is plain TCP, and the
-	// listener does not disable it (Config.DisableSendfile).
+	// listener does so (Config.Sendfile).
 	sendfile bool
 }
 
@@ -63,7 +63,7 @@ func newConn(l *Listener, nc net.Conn, id uint64) *conn {
 		c.tokens <- struct{}{}
 	}
 	_, tcp := nc.(*net.TCPConn)
-	c.sendfile = tcp && !l.cfg.DisableSendfile
+	c.sendfile = tcp && l.cfg.Sendfile
 	return c
 }
 
@@ -424,6 +424,9 @@ type frameWriter struct {
 	pieces  [][]byte
 	fetched []*remote.FetchFrame
 	err     error
+	// corked says TCP_CORK is set, from the first file of the frames
+	// taken to their flush (see setCork).
+	corked bool
 	// sentFromFiles counts the bytes written from files.
 	sentFromFiles *atomic.Int64
 }
@@ -435,6 +438,12 @@ func (w *frameWriter) take(frame answerFrame) {
 	w.fetched = append(w.fetched, frame.fetched...)
 	if w.err != nil {
 		return
+	}
+	if len(frame.files) > 0 && !w.corked {
+		if w.err = setCork(w.conn, true); w.err != nil {
+			return
+		}
+		w.corked = true
 	}
 	next := 0
 	for _, fp := range frame.files {
@@ -457,6 +466,12 @@ func (w *frameWriter) take(frame answerFrame) {
 func (w *frameWriter) flush() error {
 	if w.err == nil {
 		w.err = w.writePieces()
+	}
+	if w.corked {
+		w.corked = false
+		if err := setCork(w.conn, false); w.err == nil {
+			w.err = err
+		}
 	}
 	clear(w.pieces)
 	w.pieces = w.pieces[:0]
