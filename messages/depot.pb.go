@@ -946,9 +946,18 @@ type FetchPartitionsRequest struct {
 	// sender that this one takes the place of, with more partitions: the node
 	// stops holding that one and answers it with what its partitions have,
 	// which the sender ignores.
-	Replaces      int64 `protobuf:"varint,6,opt,name=replaces,proto3" json:"replaces,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replaces int64 `protobuf:"varint,6,opt,name=replaces,proto3" json:"replaces,omitempty"`
+	// hand_back_frames says that the sender, an actor of the node's own
+	// actor system, takes the answer as a remote.FetchesFrame, not a
+	// FetchPartitionsResponse: the response with the pooled buffers its
+	// parts' records were read into, which the sender hands back once it no
+	// longer reads them (a Kafka listener, once they are written to its
+	// socket), as FetchRequest.hand_back_frame does for one partition. A
+	// sender in another actor system gets FetchPartitionsResponses whatever
+	// it sets.
+	HandBackFrames bool `protobuf:"varint,7,opt,name=hand_back_frames,json=handBackFrames,proto3" json:"hand_back_frames,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchPartitionsRequest) Reset() {
@@ -1021,6 +1030,13 @@ func (x *FetchPartitionsRequest) GetReplaces() int64 {
 		return x.Replaces
 	}
 	return 0
+}
+
+func (x *FetchPartitionsRequest) GetHandBackFrames() bool {
+	if x != nil {
+		return x.HandBackFrames
+	}
+	return false
 }
 
 // FetchPartition is one part of a FetchPartitionsRequest: a partition
@@ -2989,7 +3005,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04more\x18\n" +
 	" \x01(\bR\x04more\x12!\n" +
-	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"\xec\x01\n" +
+	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"\x96\x02\n" +
 	"\x16FetchPartitionsRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1e\n" +
@@ -2998,7 +3014,8 @@ const file_depot_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x15.depot.FetchPartitionR\n" +
 	"partitions\x12\x1a\n" +
-	"\breplaces\x18\x06 \x01(\x03R\breplaces\"\xc9\x01\n" +
+	"\breplaces\x18\x06 \x01(\x03R\breplaces\x12(\n" +
+	"\x10hand_back_frames\x18\a \x01(\bR\x0ehandBackFrames\"\xc9\x01\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

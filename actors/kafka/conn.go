@@ -280,7 +280,7 @@ func (c *conn) release(n int64) {
 // ask sends msg to pid and calls then, on the actor's goroutine, with the
 // answer or the error: actor.ErrTimeout after timeout, actor.ErrDeadLetter
 // when pid is not there. then is not called once the connection closed,
-// and an answer holding a fetch frame then hands it back.
+// and an answer holding fetch frames then hands them back.
 func (c *conn) ask(ctx actor.Context, pid *actor.PID, msg any, timeout time.Duration, then func(res any, err error)) {
 	f := ctx.RequestFuture(pid, msg, timeout)
 	ctx.ReenterAfter(f, func(res any, err error) {
@@ -288,7 +288,10 @@ func (c *conn) ask(ctx actor.Context, pid *actor.PID, msg any, timeout time.Dura
 			then(res, err)
 			return
 		}
-		if ff, ok := res.(*remote.FetchFrame); ok {
+		switch ff := res.(type) {
+		case *remote.FetchFrame:
+			ff.Release()
+		case *remote.FetchesFrame:
 			ff.Release()
 		}
 	})

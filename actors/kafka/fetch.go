@@ -12,17 +12,23 @@ package kafka
 // fetches every partition of its session and is answered with those that
 // have something new.
 //
-// Each partition becomes a FetchRequest to its partition actor on this
-// node, as the actor client's consumer sends it, with the leader epoch the
-// client names; the answers carry the stored batch bytes, which go into
-// the response as they are. Every partition is first asked without a wait;
-// when together they hold less than min bytes, each is asked again to wait
-// up to the rest of max wait for a first byte, and the response goes once
-// min bytes are there or every partition has answered. A partition's max
-// bytes is its own bound; the response's, over the partitions in the
-// fetch's order (the request's, or its session's), lets through the first batch of the first partition
-// with data whatever its size, as Kafka does, and drops the batches of a
-// later partition that do not fit, which the client fetches next time.
+// A fetch of several partitions becomes one FetchPartitionsRequest to the
+// node's partition manager, as the actor client's consumer sends it, which
+// holds it until its partitions have min bytes or max wait passes, as
+// Kafka's fetch purgatory does. A fetch of one partition, or of any with
+// Config.Sendfile, becomes a FetchRequest to each partition actor, with
+// the leader epoch the client names: each is first asked without a wait,
+// and when together they hold less than min bytes, asked again to wait up
+// to the rest of max wait for a first byte; the response goes once min
+// bytes are there or every partition has answered. The answers carry the
+// stored batch bytes, which go into the response as they are, or, with
+// Config.Sendfile, the range of the segment file they lie in, which the
+// connection sends with sendfile(2). A partition's max bytes is its own
+// bound; the response's, over the partitions in the fetch's order (the
+// request's, or its session's), lets through the first batch of the first
+// partition with data whatever its size, as Kafka does, and of a later
+// partition no batch that does not fit (the manager keeps those that do,
+// a partition asked on its own none), which the client fetches next time.
 // read_committed reads what read_uncommitted does: without transactions
 // the last stable offset is the high watermark.
 
@@ -214,8 +220,14 @@ func startFetch(c *conn, ctx actor.Context, x *exchange, req *kmsg.FetchRequest,
 }
 
 // ask asks every partition that has no error, waiting up to wait for a
-// first byte, and answers the fetch once they have.
+// first byte, and answers the fetch once they have. A first ask of more
+// than one partition goes to the partition manager as one request instead
+// (see askManager).
 func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
+	if wait == 0 && f.byManager(c) {
+		f.askManager(c, ctx)
+		return
+	}
 	timeout := c.l.cfg.RequestTimeout
 	minBytes := int32(0)
 	if wait > 0 {
@@ -255,6 +267,100 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 	if f.waiting == 0 {
 		f.step(c, ctx, wait, nil)
 	}
+}
+
+// byManager reports whether the fetch's partitions are asked through the
+// partition manager, in one FetchPartitionsRequest: when there is a
+// manager, more than one partition to ask, none named twice, and no
+// sendfile, which only a partition's own answer gives.
+func (f *fetchState) byManager(c *conn) bool {
+	if c.l.cfg.PartitionManager == nil || c.sendfile {
+		return false
+	}
+	type key struct {
+		topic     string
+		partition int32
+	}
+	asked := make(map[key]bool, len(f.parts))
+	for _, fp := range f.parts {
+		if fp.failed() {
+			continue
+		}
+		k := key{fp.topic, fp.partition}
+		if asked[k] {
+			return false
+		}
+		asked[k] = true
+	}
+	return len(asked) > 1
+}
+
+// askManager asks the partition manager for every partition that has no
+// error, in one FetchPartitionsRequest with the fetch's min bytes, max
+// wait and max bytes, as Kafka's fetch purgatory holds one fetch for all
+// its partitions, and answers the fetch with what it answers.
+func (f *fetchState) askManager(c *conn, ctx actor.Context) {
+	wait := max(min(time.Duration(f.req.MaxWaitMillis)*time.Millisecond, maxFetchWait), 0)
+	timeout := c.l.cfg.RequestTimeout
+	if wait > 0 {
+		timeout = wait + fetchWaitSlack
+	}
+	msg := &messages.FetchPartitionsRequest{
+		MinBytes: max(f.req.MinBytes, 0), MaxWaitMs: int32(wait / time.Millisecond), MaxBytes: max(f.req.MaxBytes, 0),
+		HandBackFrames: true,
+	}
+	var asked []*fetchPart
+	for _, fp := range f.parts {
+		if fp.failed() {
+			continue
+		}
+		asked = append(asked, fp)
+		msg.Partitions = append(msg.Partitions, &messages.FetchPartition{
+			Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: fp.maxBytes, CurrentLeaderEpoch: fp.epoch,
+		})
+	}
+	f.waiting++
+	c.ask(ctx, c.l.cfg.PartitionManager, msg, timeout, func(res any, err error) {
+		f.waiting--
+		resp, frames := fetchesAnswer(res)
+		switch {
+		case err != nil:
+			for _, fp := range asked {
+				fp.code = askErrorCode(err)
+			}
+		case resp == nil || (resp.GetError() == messages.ErrorCode_NONE && len(resp.GetPartitions()) != len(asked)):
+			frames.Release()
+			for _, fp := range asked {
+				fp.code = codeUnknownServerError
+			}
+		case resp.GetError() != messages.ErrorCode_NONE:
+			frames.Release()
+			for _, fp := range asked {
+				fp.code = kafkaCode(resp.GetError())
+			}
+		default:
+			for i, fp := range asked {
+				fp.resp = resp.GetPartitions()[i]
+				if frames != nil {
+					fp.frame = frames.Parts[i]
+				}
+			}
+		}
+		f.answer(c)
+	})
+}
+
+// fetchesAnswer is the partition manager's answer to a
+// FetchPartitionsRequest, as it comes: the response, and its frames when
+// the manager handed them. Both are nil for anything else.
+func fetchesAnswer(res any) (*messages.FetchPartitionsResponse, *remote.FetchesFrame) {
+	switch r := res.(type) {
+	case *remote.FetchesFrame:
+		return r.Response, r
+	case *messages.FetchPartitionsResponse:
+		return r, nil
+	}
+	return nil, nil
 }
 
 // fetchAnswer is a partition's answer to a FetchRequest, as it comes: the

@@ -148,7 +148,7 @@ func (k *partitionFetches) answer(ctx actor.Context, m *partitionManager) {
 		}
 	}
 	resp := &messages.FetchPartitionsResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
-	m.outboxes.Send(ctx, k.to, m.cfg.Transport.FetchesMessage(ctx.ActorSystem(), k.to, resp, k.frames), nil)
+	m.outboxes.Send(ctx, k.to, m.cfg.Transport.FetchesAnswer(ctx.ActorSystem(), k.to, k.req.GetHandBackFrames(), resp, k.frames), nil)
 }
 
 // putFrame hands a fetch frame no message took back to t's pool.
