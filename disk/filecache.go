@@ -446,6 +446,14 @@ func (h *cachedFile) pin() error {
 // unpin ends a pin.
 func (h *cachedFile) unpin() { h.release(false) }
 
+// descriptor is h's descriptor, which a pin keeps open: the caller holds
+// one until it no longer uses it.
+func (h *cachedFile) descriptor() File {
+	h.cache.mu.Lock()
+	defer h.cache.mu.Unlock()
+	return h.file
+}
+
 // setName follows a rename of the file by its owner.
 func (h *cachedFile) setName(name string) {
 	h.cache.mu.Lock()

@@ -679,6 +679,14 @@ type FetchRequest struct {
 	// (a Kafka listener, once they are written to its socket). A sender in
 	// another actor system gets FetchResponses whatever it sets.
 	HandBackFrame bool `protobuf:"varint,10,opt,name=hand_back_frame,json=handBackFrame,proto3" json:"hand_back_frame,omitempty"`
+	// file_records, with hand_back_frame, says that the sender, an actor of
+	// the partition's own actor system, takes the records as the range of
+	// the segment file they lie in, pinned open until it hands the frame
+	// back, rather than read into memory: a Kafka listener writes them to
+	// its socket with sendfile(2), as Kafka does. The answer carries no
+	// records then (see remote.FetchFrame's File). A sender in another actor
+	// system gets FetchResponses with the records whatever it sets.
+	FileRecords   bool `protobuf:"varint,11,opt,name=file_records,json=fileRecords,proto3" json:"file_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +787,13 @@ func (x *FetchRequest) GetCurrentLeaderEpoch() int32 {
 func (x *FetchRequest) GetHandBackFrame() bool {
 	if x != nil {
 		return x.HandBackFrame
+	}
+	return false
+}
+
+func (x *FetchRequest) GetFileRecords() bool {
+	if x != nil {
+		return x.FileRecords
 	}
 	return false
 }
@@ -937,9 +952,18 @@ type FetchPartitionsRequest struct {
 	// sender that this one takes the place of, with more partitions: the node
 	// stops holding that one and answers it with what its partitions have,
 	// which the sender ignores.
-	Replaces      int64 `protobuf:"varint,6,opt,name=replaces,proto3" json:"replaces,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replaces int64 `protobuf:"varint,6,opt,name=replaces,proto3" json:"replaces,omitempty"`
+	// hand_back_frames says that the sender, an actor of the node's own
+	// actor system, takes the answer as a remote.FetchesFrame, not a
+	// FetchPartitionsResponse: the response with the pooled buffers its
+	// parts' records were read into, which the sender hands back once it no
+	// longer reads them (a Kafka listener, once they are written to its
+	// socket), as FetchRequest.hand_back_frame does for one partition. A
+	// sender in another actor system gets FetchPartitionsResponses whatever
+	// it sets.
+	HandBackFrames bool `protobuf:"varint,7,opt,name=hand_back_frames,json=handBackFrames,proto3" json:"hand_back_frames,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchPartitionsRequest) Reset() {
@@ -1012,6 +1036,13 @@ func (x *FetchPartitionsRequest) GetReplaces() int64 {
 		return x.Replaces
 	}
 	return 0
+}
+
+func (x *FetchPartitionsRequest) GetHandBackFrames() bool {
+	if x != nil {
+		return x.HandBackFrames
+	}
+	return false
 }
 
 // FetchPartition is one part of a FetchPartitionsRequest: a partition
@@ -2952,7 +2983,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\x12*\n" +
-	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\xf4\x02\n" +
+	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\x97\x03\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2965,7 +2996,8 @@ const file_depot_proto_rawDesc = "" +
 	"chunkBytes\x125\n" +
 	"\x14current_leader_epoch\x18\t \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01\x12&\n" +
 	"\x0fhand_back_frame\x18\n" +
-	" \x01(\bR\rhandBackFrameB\x17\n" +
+	" \x01(\bR\rhandBackFrame\x12!\n" +
+	"\ffile_records\x18\v \x01(\bR\vfileRecordsB\x17\n" +
 	"\x15_current_leader_epoch\"\xf1\x02\n" +
 	"\rFetchResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -2979,7 +3011,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x12\n" +
 	"\x04more\x18\n" +
 	" \x01(\bR\x04more\x12!\n" +
-	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"\xec\x01\n" +
+	"\fleader_epoch\x18\v \x01(\x05R\vleaderEpoch\"\x96\x02\n" +
 	"\x16FetchPartitionsRequest\x12%\n" +
 	"\x0ecorrelation_id\x18\x01 \x01(\x03R\rcorrelationId\x12\x1b\n" +
 	"\tmin_bytes\x18\x02 \x01(\x05R\bminBytes\x12\x1e\n" +
@@ -2988,7 +3020,8 @@ const file_depot_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x05 \x03(\v2\x15.depot.FetchPartitionR\n" +
 	"partitions\x12\x1a\n" +
-	"\breplaces\x18\x06 \x01(\x03R\breplaces\"\xc9\x01\n" +
+	"\breplaces\x18\x06 \x01(\x03R\breplaces\x12(\n" +
+	"\x10hand_back_frames\x18\a \x01(\bR\x0ehandBackFrames\"\xc9\x01\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +

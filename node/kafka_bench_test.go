@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,20 +34,27 @@ func benchKgoProducer(b *testing.B, seeds []string) *kgo.Client {
 }
 
 // kafkaBenchTargets are the Kafka listeners the Kafka benchmarks measure,
-// each with the topic "orders" of one partition: a node's ("depot"), and
-// kfake's, franz-go's in-memory fake cluster ("kfake"), as the yardstick.
+// each with the topic "orders" of one partition: a node's ("depot"), one
+// whose fetches send records with sendfile ("depot-sendfile", see
+// Config.KafkaSendfile), and kfake's, franz-go's in-memory fake cluster
+// ("kfake"), as the yardstick.
 func kafkaBenchTargets(b *testing.B) map[string]func(b *testing.B) []string {
-	return map[string]func(b *testing.B) []string{
-		"depot": func(b *testing.B) []string {
+	depot := func(sendfile bool) func(b *testing.B) []string {
+		return func(b *testing.B) []string {
 			cfg := testConfig(b, b.TempDir())
 			cfg.HTTP, cfg.KafkaListen = "", "127.0.0.1:0"
+			cfg.KafkaSendfile = sendfile
 			n := startNode(b, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", 1, nil)
 			require.NoError(b, err)
 			return []string{n.KafkaAddress()}
-		},
+		}
+	}
+	return map[string]func(b *testing.B) []string{
+		"depot":          depot(false),
+		"depot-sendfile": depot(true),
 		"kfake": func(b *testing.B) []string {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 			require.NoError(b, err)
@@ -126,12 +134,14 @@ func BenchmarkKafkaProduce(b *testing.B) {
 
 // BenchmarkKafkaConsume reads b.N records of 1 KiB from one partition
 // from the start, written beforehand: kgo through a node's Kafka listener
-// ("kgo-depot") and through kfake ("kgo-kfake"), and Depot's actor client
-// from a node over protoactor remote ("actor-client"). Run with:
+// ("kgo-depot"), through one whose fetches use sendfile
+// ("kgo-depot-sendfile") and through kfake ("kgo-kfake"), and Depot's
+// actor client from a node over protoactor remote ("actor-client"). Run
+// with:
 //
 //	go test -run '^$' -bench KafkaConsume -benchtime 200000x ./node/
 func BenchmarkKafkaConsume(b *testing.B) {
-	for _, target := range []string{"depot", "kfake"} {
+	for _, target := range []string{"depot", "depot-sendfile", "kfake"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
 			seeds := kafkaBenchTargets(b)[target](b)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -184,4 +194,109 @@ func BenchmarkKafkaConsume(b *testing.B) {
 		}
 		b.StopTimer()
 	})
+}
+
+// BenchmarkKafkaConsumeManyPartitions reads b.N records of 1 KiB, written
+// beforehand round-robin over the 64 partitions of one node, with one kgo
+// consumer through the node's Kafka listener ("kgo-depot") and through
+// kfake ("kgo-kfake"): fetches of many partitions at once. Run with:
+//
+//	go test -run '^$' -bench KafkaConsumeManyPartitions -benchtime 200000x ./node/
+func BenchmarkKafkaConsumeManyPartitions(b *testing.B) {
+	const partitions = 64
+	targets := map[string]func(b *testing.B) []string{
+		"depot": func(b *testing.B) []string {
+			cfg := testConfig(b, b.TempDir())
+			cfg.HTTP, cfg.KafkaListen = "", "127.0.0.1:0"
+			n := startNode(b, cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", partitions, nil)
+			require.NoError(b, err)
+			return []string{n.KafkaAddress()}
+		},
+		"kfake": func(b *testing.B) []string {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "orders"))
+			require.NoError(b, err)
+			b.Cleanup(c.Close)
+			return c.ListenAddrs()
+		},
+	}
+	for _, target := range []string{"depot", "kfake"} {
+		b.Run("kgo-"+target, func(b *testing.B) {
+			seeds := targets[target](b)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			prod := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("orders"), kgo.RequiredAcks(kgo.LeaderAck()),
+				kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+			value := benchValue()
+			for range b.N {
+				prod.Produce(ctx, &kgo.Record{Value: value}, nil)
+			}
+			require.NoError(b, prod.Flush(ctx))
+			cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			b.SetBytes(benchRecordBytes)
+			b.ResetTimer()
+			for got := 0; got < b.N; {
+				fs := cl.PollFetches(ctx)
+				require.NoError(b, fs.Err())
+				got += fs.NumRecords()
+			}
+			b.StopTimer()
+		})
+	}
+}
+
+// BenchmarkKafkaTailManyPartitions has a kgo consumer tail the 64
+// partitions of one node while a producer writes b.N small records to
+// them round-robin, one every 2 ms: each fetch waits for a record on any
+// partition. It reports the process's CPU time per record (cpu-ns/record,
+// node and clients together), which the fetches' waits dominate. Run
+// with:
+//
+//	go test -run '^$' -bench KafkaTailManyPartitions -benchtime 1500x ./node/
+func BenchmarkKafkaTailManyPartitions(b *testing.B) {
+	const partitions = 64
+	cfg := testConfig(b, b.TempDir())
+	cfg.HTTP, cfg.KafkaListen = "", "127.0.0.1:0"
+	n := startNode(b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", partitions, nil)
+	require.NoError(b, err)
+	seeds := []string{n.KafkaAddress()}
+	prod := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("orders"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	require.NoError(b, prod.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr())
+	cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	consumed := make(chan error, 1)
+	go func() {
+		for got := 0; got < b.N; {
+			fs := cl.PollFetches(ctx)
+			if err := fs.Err(); err != nil {
+				consumed <- err
+				return
+			}
+			got += fs.NumRecords()
+		}
+		consumed <- nil
+	}()
+	// The consumer has its offsets and waits in a fetch once it has
+	// read a first record.
+	cpu := processCPU()
+	b.ResetTimer()
+	for range b.N {
+		prod.Produce(ctx, &kgo.Record{Value: []byte("tail")}, nil)
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.NoError(b, <-consumed)
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/record")
+}
+
+// processCPU is the CPU time, user and system, the process has used.
+func processCPU() time.Duration {
+	var usage syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &usage)
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
 }

@@ -12,21 +12,28 @@ package kafka
 // fetches every partition of its session and is answered with those that
 // have something new.
 //
-// Each partition becomes a FetchRequest to its partition actor on this
-// node, as the actor client's consumer sends it, with the leader epoch the
-// client names; the answers carry the stored batch bytes, which go into
-// the response as they are. Every partition is first asked without a wait;
-// when together they hold less than min bytes, each is asked again to wait
-// up to the rest of max wait for a first byte, and the response goes once
-// min bytes are there or every partition has answered. A partition's max
-// bytes is its own bound; the response's, over the partitions in the
-// fetch's order (the request's, or its session's), lets through the first batch of the first partition
-// with data whatever its size, as Kafka does, and drops the batches of a
-// later partition that do not fit, which the client fetches next time.
+// A fetch of several partitions becomes one FetchPartitionsRequest to the
+// node's partition manager, as the actor client's consumer sends it, which
+// holds it until its partitions have min bytes or max wait passes, as
+// Kafka's fetch purgatory does. A fetch of one partition, or of any with
+// Config.Sendfile, becomes a FetchRequest to each partition actor, with
+// the leader epoch the client names: each is first asked without a wait,
+// and when together they hold less than min bytes, asked again to wait up
+// to the rest of max wait for a first byte; the response goes once min
+// bytes are there or every partition has answered. The answers carry the
+// stored batch bytes, which go into the response as they are, or, with
+// Config.Sendfile, the range of the segment file they lie in, which the
+// connection sends with sendfile(2). A partition's max bytes is its own
+// bound; the response's, over the partitions in the fetch's order (the
+// request's, or its session's), lets through the first batch of the first
+// partition with data whatever its size, as Kafka does, and of a later
+// partition no batch that does not fit (the manager keeps those that do,
+// a partition asked on its own none), which the client fetches next time.
 // read_committed reads what read_uncommitted does: without transactions
 // the last stable offset is the high watermark.
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -73,11 +80,29 @@ type fetchPart struct {
 	epoch     *int32
 	// code is an error found before asking the partition, or the one of
 	// an ask that got no answer; resp is the partition's latest answer,
-	// and frame the fetch frame its records lie in, handed back once
-	// they are written or no longer used.
+	// and frame the fetch frame its records lie in (in memory, or in their
+	// file), handed back once they are written or no longer used.
 	code  int16
 	resp  *messages.FetchResponse
 	frame *remote.FetchFrame
+}
+
+// recordBytes are the bytes of the records of the partition's latest
+// answer.
+func (fp *fetchPart) recordBytes() int {
+	if fp.frame != nil {
+		return fp.frame.RecordBytes()
+	}
+	return len(fp.resp.GetRecords())
+}
+
+// fileRecords are the records of the partition's latest answer that lie
+// in their file, nil when they are in memory.
+func (fp *fetchPart) fileRecords() remote.FileRecords {
+	if fp.frame != nil {
+		return fp.frame.File
+	}
+	return nil
 }
 
 // fetchState is one fetch request while its partitions answer.
@@ -195,8 +220,14 @@ func startFetch(c *conn, ctx actor.Context, x *exchange, req *kmsg.FetchRequest,
 }
 
 // ask asks every partition that has no error, waiting up to wait for a
-// first byte, and answers the fetch once they have.
+// first byte, and answers the fetch once they have. A first ask of more
+// than one partition goes to the partition manager as one request instead
+// (see askManager).
 func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
+	if wait == 0 && f.byManager(c) {
+		f.askManager(c, ctx)
+		return
+	}
 	timeout := c.l.cfg.RequestTimeout
 	minBytes := int32(0)
 	if wait > 0 {
@@ -210,7 +241,7 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 		msg := &messages.FetchRequest{
 			Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: fp.maxBytes,
 			MinBytes: minBytes, MaxWaitMs: int32(wait / time.Millisecond), CurrentLeaderEpoch: fp.epoch,
-			HandBackFrame: true,
+			HandBackFrame: true, FileRecords: c.sendfile,
 		}
 		c.ask(ctx, c.partitionPID(ctx, fp.topic, fp.partition), msg, timeout, func(res any, err error) {
 			f.waiting--
@@ -222,11 +253,11 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 			switch {
 			case err == nil && r != nil:
 				if fp.resp != nil {
-					f.bytes -= len(fp.resp.GetRecords())
+					f.bytes -= fp.recordBytes()
 				}
 				fp.frame.Release()
 				fp.resp, fp.frame = r, frame
-				f.bytes += len(r.GetRecords())
+				f.bytes += fp.recordBytes()
 			case wait == 0 || fp.resp == nil:
 				fp.code = askErrorCode(err)
 			}
@@ -236,6 +267,100 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 	if f.waiting == 0 {
 		f.step(c, ctx, wait, nil)
 	}
+}
+
+// byManager reports whether the fetch's partitions are asked through the
+// partition manager, in one FetchPartitionsRequest: when there is a
+// manager, more than one partition to ask, none named twice, and no
+// sendfile, which only a partition's own answer gives.
+func (f *fetchState) byManager(c *conn) bool {
+	if c.l.cfg.PartitionManager == nil || c.sendfile {
+		return false
+	}
+	type key struct {
+		topic     string
+		partition int32
+	}
+	asked := make(map[key]bool, len(f.parts))
+	for _, fp := range f.parts {
+		if fp.failed() {
+			continue
+		}
+		k := key{fp.topic, fp.partition}
+		if asked[k] {
+			return false
+		}
+		asked[k] = true
+	}
+	return len(asked) > 1
+}
+
+// askManager asks the partition manager for every partition that has no
+// error, in one FetchPartitionsRequest with the fetch's min bytes, max
+// wait and max bytes, as Kafka's fetch purgatory holds one fetch for all
+// its partitions, and answers the fetch with what it answers.
+func (f *fetchState) askManager(c *conn, ctx actor.Context) {
+	wait := max(min(time.Duration(f.req.MaxWaitMillis)*time.Millisecond, maxFetchWait), 0)
+	timeout := c.l.cfg.RequestTimeout
+	if wait > 0 {
+		timeout = wait + fetchWaitSlack
+	}
+	msg := &messages.FetchPartitionsRequest{
+		MinBytes: max(f.req.MinBytes, 0), MaxWaitMs: int32(wait / time.Millisecond), MaxBytes: max(f.req.MaxBytes, 0),
+		HandBackFrames: true,
+	}
+	var asked []*fetchPart
+	for _, fp := range f.parts {
+		if fp.failed() {
+			continue
+		}
+		asked = append(asked, fp)
+		msg.Partitions = append(msg.Partitions, &messages.FetchPartition{
+			Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: fp.maxBytes, CurrentLeaderEpoch: fp.epoch,
+		})
+	}
+	f.waiting++
+	c.ask(ctx, c.l.cfg.PartitionManager, msg, timeout, func(res any, err error) {
+		f.waiting--
+		resp, frames := fetchesAnswer(res)
+		switch {
+		case err != nil:
+			for _, fp := range asked {
+				fp.code = askErrorCode(err)
+			}
+		case resp == nil || (resp.GetError() == messages.ErrorCode_NONE && len(resp.GetPartitions()) != len(asked)):
+			frames.Release()
+			for _, fp := range asked {
+				fp.code = codeUnknownServerError
+			}
+		case resp.GetError() != messages.ErrorCode_NONE:
+			frames.Release()
+			for _, fp := range asked {
+				fp.code = kafkaCode(resp.GetError())
+			}
+		default:
+			for i, fp := range asked {
+				fp.resp = resp.GetPartitions()[i]
+				if frames != nil {
+					fp.frame = frames.Parts[i]
+				}
+			}
+		}
+		f.answer(c)
+	})
+}
+
+// fetchesAnswer is the partition manager's answer to a
+// FetchPartitionsRequest, as it comes: the response, and its frames when
+// the manager handed them. Both are nil for anything else.
+func fetchesAnswer(res any) (*messages.FetchPartitionsResponse, *remote.FetchesFrame) {
+	switch r := res.(type) {
+	case *remote.FetchesFrame:
+		return r.Response, r
+	case *messages.FetchPartitionsResponse:
+		return r, nil
+	}
+	return nil, nil
 }
 
 // fetchAnswer is a partition's answer to a FetchRequest, as it comes: the
@@ -302,6 +427,9 @@ func (f *fetchState) answer(c *conn) {
 	first := true
 	parts := make([]kmsg.FetchResponseTopicPartition, len(f.parts))
 	results := make([]partitionResult, len(f.parts))
+	// files are the records of parts that lie in their files; their
+	// RecordBatches hold a placeholder meanwhile.
+	files := make([]remote.FileRecords, len(f.parts))
 	for i, fp := range f.parts {
 		rp := &parts[i]
 		rp.Default()
@@ -321,16 +449,23 @@ func (f *fetchState) answer(c *conn) {
 			rp.HighWatermark = r.GetHighWatermark()
 			rp.LastStableOffset = r.GetHighWatermark()
 			rp.LogStartOffset = r.GetLogStartOffset()
-			if records := r.GetRecords(); len(records) > 0 && (first || len(records) <= left) {
-				rp.RecordBatches = records
-				left -= len(records)
+			if size := fp.recordBytes(); size > 0 && (first || size <= left) {
+				rp.RecordBatches = r.GetRecords()
+				if files[i] = fp.fileRecords(); files[i] != nil {
+					rp.RecordBatches = fileRecordsPlaceholder
+				}
+				left -= size
 				first = false
 			}
 		}
 		if rp.ErrorCode != codeNone {
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		}
-		results[i] = partitionResult{key: fp.key, recordBytes: len(rp.RecordBatches), highWatermark: rp.HighWatermark,
+		recordBytes := len(rp.RecordBatches)
+		if files[i] != nil {
+			recordBytes = files[i].Len()
+		}
+		results[i] = partitionResult{key: fp.key, recordBytes: recordBytes, highWatermark: rp.HighWatermark,
 			logStartOffset: rp.LogStartOffset, code: rp.ErrorCode}
 	}
 	// The answer takes the partitions' frames: nothing of the fetch reads
@@ -354,6 +489,7 @@ func (f *fetchState) answer(c *conn) {
 	// Partitions of one topic in a row are one topic of the answer.
 	var prev *fetchPart
 	recordBytes := 0
+	var records []answerRecords // of the partitions with records, in the answer's order
 	for i, fp := range f.parts {
 		if !named[i] {
 			continue
@@ -365,15 +501,107 @@ func (f *fetchState) answer(c *conn) {
 		}
 		rt := &resp.Topics[len(resp.Topics)-1]
 		rt.Partitions = append(rt.Partitions, parts[i])
-		recordBytes += len(parts[i].RecordBatches)
+		if len(parts[i].RecordBatches) > 0 {
+			ar := answerRecords{bytes: parts[i].RecordBatches, file: files[i]}
+			records = append(records, ar)
+			recordBytes += ar.len()
+		}
 		prev = fp
 	}
 	if recordBytes < spliceRecordsFrom {
+		if err := readFileRecords(resp, records); err != nil {
+			c.logger.WithError(err).Warn("fetch records not read from their file")
+			resp = fetchError(req, codeUnknownServerError)
+		}
 		c.reply(f.x, resp)
 		answerFrame{fetched: fetched}.releaseFetched()
 		return
 	}
-	c.replyFrame(f.x, answerFrame{pieces: wirekafka.FetchResponseFrame(f.x.req.CorrelationID, resp), fetched: fetched})
+	frame, err := fetchResponseFrame(f.x.req.CorrelationID, resp, records)
+	if err != nil {
+		c.logger.WithError(err).Warn("fetch records not read from their file")
+		c.reply(f.x, fetchError(req, codeUnknownServerError))
+		answerFrame{fetched: fetched}.releaseFetched()
+		return
+	}
+	frame.fetched = fetched
+	c.replyFrame(f.x, frame)
+}
+
+// fileRecordsPlaceholder stands in a partition's RecordBatches for records
+// that lie in their file: wirekafka.FetchResponseAround needs them
+// non-empty, and does not read them.
+var fileRecordsPlaceholder = []byte{0}
+
+// answerRecords are the records of a partition of a fetch's answer: in
+// memory (bytes), or in their file (file; bytes is then the placeholder).
+type answerRecords struct {
+	bytes []byte
+	file  remote.FileRecords
+}
+
+func (r answerRecords) len() int {
+	if r.file != nil {
+		return r.file.Len()
+	}
+	return len(r.bytes)
+}
+
+// fetchResponseFrame is the frame of resp, the answer to the request with
+// correlationID, whose partitions with records have records, in order: in
+// pieces, each partition's records a piece of its own as they are in
+// memory, or sent from their file (see answerFrame). Should kmsg's
+// encoding not splice, the records in files are read into memory and resp
+// encoded whole.
+func fetchResponseFrame(correlationID int32, resp *kmsg.FetchResponse, records []answerRecords) (answerFrame, error) {
+	sizes := make([]int, len(records))
+	for i, r := range records {
+		sizes[i] = r.len()
+	}
+	heads, ok := wirekafka.FetchResponseAround(correlationID, resp, sizes)
+	if !ok {
+		if err := readFileRecords(resp, records); err != nil {
+			return answerFrame{}, err
+		}
+		return answerFrame{pieces: [][]byte{wirekafka.AppendResponse(nil, correlationID, resp)}}, nil
+	}
+	var frame answerFrame
+	frame.pieces = make([][]byte, 0, 2*len(records)+1)
+	for i, r := range records {
+		frame.pieces = append(frame.pieces, heads[i])
+		if r.file != nil {
+			frame.files = append(frame.files, filePiece{at: len(frame.pieces), records: r.file})
+			continue
+		}
+		frame.pieces = append(frame.pieces, r.bytes)
+	}
+	frame.pieces = append(frame.pieces, heads[len(records)])
+	return frame, nil
+}
+
+// readFileRecords reads into memory the records of resp's partitions that
+// lie in their files, records being those of its partitions with records,
+// in order, for an answer encoded whole.
+func readFileRecords(resp *kmsg.FetchResponse, records []answerRecords) error {
+	i := 0
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			p := &resp.Topics[ti].Partitions[pi]
+			if len(p.RecordBatches) == 0 {
+				continue
+			}
+			if r := records[i]; r.file != nil {
+				var b bytes.Buffer
+				b.Grow(r.file.Len())
+				if _, err := r.file.WriteTo(&b); err != nil {
+					return err
+				}
+				p.RecordBatches = b.Bytes()
+			}
+			i++
+		}
+	}
+	return nil
 }
 
 // fetchError is the answer to a fetch refused as a whole, with code.

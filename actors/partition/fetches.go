@@ -148,7 +148,7 @@ func (k *partitionFetches) answer(ctx actor.Context, m *partitionManager) {
 		}
 	}
 	resp := &messages.FetchPartitionsResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
-	m.outboxes.Send(ctx, k.to, m.cfg.Transport.FetchesMessage(ctx.ActorSystem(), k.to, resp, k.frames), nil)
+	m.outboxes.Send(ctx, k.to, m.cfg.Transport.FetchesAnswer(ctx.ActorSystem(), k.to, k.req.GetHandBackFrames(), resp, k.frames), nil)
 }
 
 // putFrame hands a fetch frame no message took back to t's pool.
@@ -192,7 +192,7 @@ func (a *partitionActor) onPartFetch(ctx actor.Context, m *partFetch) {
 		Topic: a.tp.Topic, Partition: a.tp.Partition, Offset: m.req.GetOffset(), MaxBytes: m.req.GetMaxBytes(),
 		CorrelationId: m.correlationID, CurrentLeaderEpoch: m.req.CurrentLeaderEpoch,
 	}
-	resp, frame, _ := a.fetch(req)
+	resp, read, _ := a.fetch(req, false)
 	w := &a.gatherWakes
 	switch {
 	case m.wake <= 0:
@@ -203,7 +203,7 @@ func (a *partitionActor) onPartFetch(ctx actor.Context, m *partFetch) {
 			w.until = until
 		}
 	}
-	ctx.Respond(&partFetched{gather: m.gather, part: m.part, resp: resp, frame: frame})
+	ctx.Respond(&partFetched{gather: m.gather, part: m.part, resp: resp, frame: read.frame})
 }
 
 // wakeGathers tells the manager, as the partition promised (see

@@ -17,6 +17,49 @@ var (
 	fetchPartitionsField = fetchPartitionsResponseDescriptor.Fields().ByName("partitions").Number()
 )
 
+// FetchesFrame is a partition manager's answer to a FetchPartitionsRequest
+// from its own actor system that asked to hand back its frames
+// (FetchPartitionsRequest.HandBackFrames): the response, and for each of
+// its parts, in their order, a FetchFrame of the part's response and the
+// buffer of the transport's pool its records were read into, if any. The
+// receiver owns the frames, and hands back each as a FetchFrame says, or
+// all at once with Release. Release may be called from any goroutine, and
+// more than once (or on nil).
+type FetchesFrame struct {
+	Response *messages.FetchPartitionsResponse
+	Parts    []*FetchFrame
+}
+
+// Release hands back every part's frame; see FetchFrame.Release.
+func (f *FetchesFrame) Release() {
+	if f == nil {
+		return
+	}
+	for _, p := range f.Parts {
+		p.Release()
+	}
+}
+
+// FetchesAnswer is what a partition manager of system sends to the
+// consumer to for resp, the answers of several partitions whose records
+// were read into frames (see FetchesMessage): a FetchesFrame holding the
+// frames when the fetch asked to hand them back (handBack) and to is in
+// system, FetchesMessage's message otherwise.
+func (t *Transport) FetchesAnswer(system *actor.ActorSystem, to *actor.PID, handBack bool, resp *messages.FetchPartitionsResponse, frames [][]byte) any {
+	if !handBack || isRemote(system, to) {
+		return t.FetchesMessage(system, to, resp, frames)
+	}
+	f := &FetchesFrame{Response: resp, Parts: make([]*FetchFrame, len(resp.Partitions))}
+	for i, r := range resp.Partitions {
+		var frame []byte
+		if i < len(frames) {
+			frame = frames[i]
+		}
+		f.Parts[i] = t.FetchAnswer(system, to, true, r, frame).(*FetchFrame)
+	}
+	return f
+}
+
 // FetchesMessage is what a partition manager of system sends to the
 // consumer to for resp, the answers of several partitions, where frames[i]
 // is the frame the records of resp.Partitions[i] were read into (nil when

@@ -3,6 +3,7 @@ package remote
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"unsafe"
@@ -81,6 +82,65 @@ func TestFetchAnswer(t *testing.T) {
 		var none *FetchFrame
 		none.Release()
 	})
+}
+
+// A fetch of several partitions that asks to hand back its frames gets, in
+// its own actor system, a FetchesFrame with a FetchFrame for each part, in
+// order: Release hands back every part's frame, once. From another actor
+// system, or not asked, it gets what FetchesMessage gives.
+func TestFetchesAnswer(t *testing.T) {
+	system := actortest.System(t)
+	local := actor.NewPID(system.Address(), "consumer")
+	other := actor.NewPID("127.0.0.1:1", "consumer")
+	tr := NewTransport()
+	first, firstFrame := fetchFrameOf(tr, patterned(64<<10, 1))
+	second := &messages.FetchResponse{Topic: "t", Records: []byte{1, 2, 3}}
+	third, thirdFrame := fetchFrameOf(tr, patterned(32<<10, 2))
+	resp := &messages.FetchPartitionsResponse{Partitions: []*messages.FetchResponse{first, second, third}}
+
+	ff, ok := tr.FetchesAnswer(system, local, true, resp, [][]byte{firstFrame, nil, thirdFrame}).(*FetchesFrame)
+	require.True(t, ok)
+	require.Same(t, resp, ff.Response)
+	require.Len(t, ff.Parts, 3)
+	for i, p := range ff.Parts {
+		require.Same(t, resp.Partitions[i], p.Response)
+	}
+	before := tr.PoolStats()
+	ff.Release()
+	ff.Release()
+	require.Equal(t, before.Puts+2, tr.PoolStats().Puts, "two frames, each handed back once")
+	require.Nil(t, first.Records)
+	require.Equal(t, []byte{1, 2, 3}, second.Records, "records copied out of a frame stay")
+
+	again, againFrame := fetchFrameOf(tr, patterned(64<<10, 1))
+	resp = &messages.FetchPartitionsResponse{Partitions: []*messages.FetchResponse{again}}
+	require.Same(t, resp, tr.FetchesAnswer(system, local, false, resp, [][]byte{againFrame}), "not asked")
+	_, isFrame := tr.FetchesAnswer(system, other, true, resp, [][]byte{againFrame}).(*FetchesFrame)
+	require.False(t, isFrame, "a remote consumer's stream hands the frames back")
+	var none *FetchesFrame
+	none.Release()
+}
+
+// fileRecords are FileRecords that count their Releases.
+type fileRecords struct {
+	size     int
+	released int
+}
+
+func (f *fileRecords) Len() int                           { return f.size }
+func (f *fileRecords) Release()                           { f.released++ }
+func (f *fileRecords) WriteTo(w io.Writer) (int64, error) { return 0, nil }
+
+// A FetchFrame of records in their file tells their size, and releases
+// them once, however often it is released.
+func TestFileFetchFrame(t *testing.T) {
+	records := &fileRecords{size: 70000}
+	ff := FileFetchFrame(&messages.FetchResponse{Topic: "t"}, records)
+	require.Equal(t, 70000, ff.RecordBytes())
+	require.Same(t, records, ff.File)
+	ff.Release()
+	ff.Release()
+	require.Equal(t, 1, records.released)
 }
 
 // A held buffer goes back to the pool when the last of its holder and the

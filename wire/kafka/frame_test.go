@@ -316,3 +316,47 @@ func TestFetchResponseFrame(t *testing.T) {
 		}
 	}
 }
+
+// FetchResponseAround encodes for records it is given only the sizes of:
+// the partitions' RecordBatches are one-byte placeholders, and the heads
+// around the real records are AppendResponse's frame of the response
+// holding them, at every version. A count of sizes that is not the count
+// of partitions with records is refused.
+func TestFetchResponseAround(t *testing.T) {
+	records := [][]byte{bytes.Repeat([]byte{0xaa}, 300), bytes.Repeat([]byte{0x01}, 70000), {0x00}}
+	for v := int16(4); v <= 18; v++ {
+		build := func(recs [][]byte) *kmsg.FetchResponse {
+			resp := kmsg.NewPtrFetchResponse()
+			resp.SetVersion(v)
+			for ti := range 2 {
+				rt := kmsg.NewFetchResponseTopic()
+				rt.Topic, rt.TopicID = fmt.Sprint("topic-", ti), [16]byte{byte(ti)}
+				for pi := range 2 {
+					p := kmsg.NewFetchResponseTopicPartition()
+					p.Partition, p.HighWatermark = int32(pi), 99
+					if i := 2*ti + pi; i < len(recs) {
+						p.RecordBatches = recs[i]
+					}
+					rt.Partitions = append(rt.Partitions, p)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			return resp
+		}
+		want := AppendResponse(nil, 7, build(records))
+		placeholders := build([][]byte{{0x5a}, {0x5a}, {0x5a}})
+		sizes := []int{len(records[0]), len(records[1]), len(records[2])}
+		heads, ok := FetchResponseAround(7, placeholders, sizes)
+		require.True(t, ok, "v%d", v)
+		require.Len(t, heads, len(records)+1)
+		var got []byte
+		for i, r := range records {
+			got = append(append(got, heads[i]...), r...)
+		}
+		got = append(got, heads[len(records)]...)
+		require.Equal(t, want, got, "v%d", v)
+
+		_, ok = FetchResponseAround(7, placeholders, sizes[:2])
+		require.False(t, ok, "v%d: a size short", v)
+	}
+}
