@@ -3,7 +3,6 @@ package disk
 import (
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -263,61 +262,5 @@ func BenchmarkReadReopen(b *testing.B) {
 				}
 			})
 		}
-	}
-}
-
-// BenchmarkSliceToSocket writes 1 MiB of a segment to a TCP socket on
-// 127.0.0.1, as a fetch answer does, while a goroutine reads the other
-// end: with sendfile(2) (Slice.WriteTo), and by reading it into a buffer
-// then writing that (pread, write), the path without sendfile. b.N is the
-// number of 1 MiB writes.
-func BenchmarkSliceToSocket(b *testing.B) {
-	l := openLog(b, OS, filepath.Join(b.TempDir(), "t-0"), testOptions(newClock(), nil))
-	defer l.Close()
-	for range 32 {
-		appendBatch(b, l, benchBatch(b))
-	}
-	const size = 1 << 20
-	for _, mode := range []string{"sendfile", "read-write"} {
-		b.Run(mode, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(b, err)
-			defer ln.Close()
-			out, err := net.Dial("tcp", ln.Addr().String())
-			require.NoError(b, err)
-			in, err := ln.Accept()
-			require.NoError(b, err)
-			defer in.Close()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				buf := make([]byte, 1<<20)
-				for {
-					if _, err := in.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-			buf := make([]byte, size)
-			b.SetBytes(size)
-			b.ResetTimer()
-			for range b.N {
-				s, err := l.Slice(0, size)
-				require.NoError(b, err)
-				if mode == "sendfile" {
-					_, err = s.WriteTo(out)
-				} else {
-					_, err = s.File.ReadAt(buf[:s.Size], s.Position)
-					if err == nil {
-						_, err = out.Write(buf[:s.Size])
-					}
-				}
-				s.Release()
-				require.NoError(b, err)
-			}
-			b.StopTimer()
-			require.NoError(b, out.Close())
-			<-done
-		})
 	}
 }

@@ -17,17 +17,17 @@
 // hold at most the cache's capacity of descriptors open between them,
 // whatever their number. The cache closes the descriptors of the files
 // least recently used and reopens them on their next use; it never closes
-// one in use or pinned (a Slice's), and closes one holding unsynced bytes
-// only once it has synced it. Reopening costs an open(2) and no more: a
+// one in use, and closes one holding unsynced bytes only once it has
+// synced it. Reopening costs an open(2) and no more: a
 // segment keeps in memory what it knows of its files (sizes, offsets, the
 // sparse levels of its indexes), and reads nothing again.
 //
 // # What is checked, and when
 //
-// Append validates every batch, CRC included, as a broker must. Read and
-// Slice trust the log, as Kafka's fetch path does: they check each batch's
+// Append validates every batch, CRC included, as a broker must. Read
+// trusts the log, as Kafka's fetch path does: it checks each batch's
 // structure from its header (length, magic, record count, codec, dense
-// offsets, the batch inside its segment) and compute no CRC, which is end
+// offsets, the batch inside its segment) and computes no CRC, which is end
 // to end and left to the consumer (wire.Validate, wire.Records). Open after
 // an unclean stop validates, CRC included, from the offset index entry at or
 // below the recovery point and cuts a torn or corrupt tail; after a clean

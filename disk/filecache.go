@@ -28,8 +28,7 @@ import (
 // be free. It never closes a descriptor:
 //
 //   - while an operation on it is in progress, on any goroutine (a read, a
-//     write, the fsync of a FlushJob), or while it is pinned (a Slice's,
-//     until its Release);
+//     write, the fsync of a FlushJob);
 //   - while it holds unsynced bytes: a writeback error is reported to the
 //     descriptors open when it happens, and one closed before its bytes
 //     reach the device could take the error with it. Only when no file
@@ -41,10 +40,8 @@ import (
 //     this is rare.
 //
 // A goroutine waits for room only while every descriptor is in an
-// operation or pinned; a log holds one descriptor at a time, and a pin is
-// let go of without the log, so the wait ends. A holder of a Slice that
-// calls its log before releasing it may wait for its own pin, when the
-// capacity is that small.
+// operation; a log holds one descriptor at a time, and an operation ends
+// without the log, so the wait ends.
 //
 // The cache is the one type of the package's logs that is safe for
 // concurrent use (MemFS and ErrorFS, for tests, are the others), and has
@@ -52,8 +49,8 @@ import (
 // the goroutine of its own actor, and a FlushJob syncs a handle on a
 // goroutine of its own while its log appends. A mutex guards the cache
 // and the state of its handles; descriptors are opened, synced and closed
-// outside it. A handle itself is used as the File it stands for: by the
-// log that owns it, and by whoever holds a pin on it.
+// outside it. A handle itself is used as the File it stands for, by the
+// log that owns it.
 type FileCache struct {
 	mu sync.Mutex
 	// freed is signalled when a descriptor may have become free, for the
@@ -66,8 +63,8 @@ type FileCache struct {
 	// opened (opening) and being closed (closing).
 	open, transient, opening, closing int
 	handles                           int // handles not closed
-	// idle holds the open handles that may be closed now: not in use, not
-	// pinned, without unsynced bytes; unsynced those that may be once
+	// idle holds the open handles that may be closed now: not in use,
+	// without unsynced bytes; unsynced those that may be once
 	// synced. The most recently used first.
 	idle, unsynced handleList
 	reopens        int64
@@ -85,8 +82,8 @@ type FileCacheStats struct {
 	Handles int
 	// Open is how many descriptors the cache holds open now, those of
 	// short calls included (Transient). Of those of handles, Idle may be
-	// closed now, Unsynced once synced, and Pinned not now (in use,
-	// pinned, or failed to sync).
+	// closed now, Unsynced once synced, and Pinned not now (in use, or
+	// failed to sync).
 	Open      int
 	Transient int
 	Idle      int
@@ -299,7 +296,7 @@ type cachedFile struct {
 	// Guarded by cache.mu.
 	name string
 	file File // nil while the cache has it closed
-	// refs counts the operations in progress and the pins.
+	// refs counts the operations in progress.
 	refs int
 	// written counts writes; synced is the count an fsync covered: the
 	// file holds unsynced bytes while they differ.
@@ -327,7 +324,7 @@ func (h *cachedFile) listLocked() {
 	}
 }
 
-// acquire counts an operation (or a pin) on h and returns its descriptor,
+// acquire counts an operation on h and returns its descriptor,
 // reopening it when the cache had closed it, and the write count it
 // covers.
 func (h *cachedFile) acquire(op string) (File, uint64, error) {
@@ -395,7 +392,7 @@ func (h *cachedFile) reopen() (File, error) {
 	return f, nil
 }
 
-// release ends an operation (or a pin) on h; wrote says it changed the
+// release ends an operation on h; wrote says it changed the
 // file.
 func (h *cachedFile) release(wrote bool) { h.releaseSynced(wrote, 0, false) }
 
@@ -435,23 +432,6 @@ func unsynced(f File) bool {
 	h.cache.mu.Lock()
 	defer h.cache.mu.Unlock()
 	return h.written != h.synced || h.failed != nil
-}
-
-// pin keeps h's descriptor open, reopening it if needed, until unpin.
-func (h *cachedFile) pin() error {
-	_, _, err := h.acquire("pin")
-	return err
-}
-
-// unpin ends a pin.
-func (h *cachedFile) unpin() { h.release(false) }
-
-// descriptor is h's descriptor, which a pin keeps open: the caller holds
-// one until it no longer uses it.
-func (h *cachedFile) descriptor() File {
-	h.cache.mu.Lock()
-	defer h.cache.mu.Unlock()
-	return h.file
 }
 
 // setName follows a rename of the file by its owner.
@@ -566,7 +546,7 @@ func (h *cachedFile) StartWriteback(offset, n int64) error {
 }
 
 // Close closes the handle for good: its descriptor at once, or when the
-// last pin on it goes. It does not sync. A second Close fails.
+// last operation in progress on it ends. It does not sync. A second Close fails.
 func (h *cachedFile) Close() error {
 	c := h.cache
 	c.mu.Lock()

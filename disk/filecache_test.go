@@ -220,13 +220,22 @@ func TestFileCacheReopen(t *testing.T) {
 	require.ErrorIs(t, a.Close(), fs.ErrClosed)
 }
 
-// TestFileCachePins: the cache holds at most its capacity of descriptors.
+// hold counts an operation in progress on h, as a read or a sync on
+// another goroutine does, until letGo.
+func hold(h *cachedFile) error {
+	_, _, err := h.acquire("hold")
+	return err
+}
+
+// letGo ends an operation counted by hold.
+func letGo(h *cachedFile) { h.release(false) }
+
+// TestFileCacheInUse: the cache holds at most its capacity of descriptors.
 // To open one more it closes an idle one; failing that it syncs an
-// unsynced one and closes it; failing that, every descriptor being in use
-// or pinned, it waits for one. It never closes one in use, pinned or
-// unsynced. A handle closed while pinned keeps its descriptor for the
-// pin's holder until the pin goes.
-func TestFileCachePins(t *testing.T) {
+// unsynced one and closes it; failing that, every descriptor being in
+// use, it waits for one. It never closes one in use or unsynced. A handle
+// closed while in use keeps its descriptor until the operation ends.
+func TestFileCacheInUse(t *testing.T) {
 	mem := NewMemFS()
 	tfs := newTrackFS(mem)
 	cache := NewFileCache(2)
@@ -239,20 +248,20 @@ func TestFileCachePins(t *testing.T) {
 	dirty := open("/dirty")
 	_, err := dirty.Write([]byte("unsynced"))
 	require.NoError(t, err)
-	pinned := open("/pinned")
-	require.NoError(t, pinned.pin())
+	held := open("/used")
+	require.NoError(t, hold(held))
 	require.Equal(t, FileCacheStats{Capacity: 2, Handles: 2, Open: 2, Unsynced: 1, Pinned: 1}, cache.Stats())
 
 	// No idle one to close: the unsynced one is synced, then closed.
 	idle := open("/idle")
-	require.Equal(t, []string{"/idle", "/pinned"}, tfs.openNow())
+	require.Equal(t, []string{"/idle", "/used"}, tfs.openNow())
 	data, synced := memSynced(t, mem, "/dirty")
 	require.Equal(t, 8, data)
 	require.Equal(t, 8, synced, "synced before it was closed")
 	require.Equal(t, int64(1), cache.Stats().EvictionSyncs)
 
-	// Every descriptor pinned: an open waits until one is let go of.
-	require.NoError(t, idle.pin())
+	// Every descriptor in use: an open waits until one is let go of.
+	require.NoError(t, hold(idle))
 	opened := make(chan *cachedFile)
 	go func() {
 		f, err := cfs.OpenFile("/other", os.O_RDWR|os.O_CREATE, 0o644)
@@ -263,19 +272,19 @@ func TestFileCachePins(t *testing.T) {
 		opened <- f.(*cachedFile)
 	}()
 	require.Eventually(t, func() bool { return cache.Stats().Waits == 1 }, 10*time.Second, time.Millisecond)
-	require.Equal(t, []string{"/idle", "/pinned"}, tfs.openNow(), "pinned: neither is closed")
-	idle.unpin()
+	require.Equal(t, []string{"/idle", "/used"}, tfs.openNow(), "in use: neither is closed")
+	letGo(idle)
 	other := <-opened
 	require.NotNil(t, other)
-	require.Equal(t, []string{"/other", "/pinned"}, tfs.openNow())
+	require.Equal(t, []string{"/other", "/used"}, tfs.openNow())
 
-	// Closed while pinned: the descriptor stays for the pin's holder, and
-	// goes with the pin.
-	require.NoError(t, pinned.Close())
-	require.Equal(t, []string{"/other", "/pinned"}, tfs.openNow())
-	_, err = pinned.Write([]byte("still open"))
+	// Closed while in use: the descriptor stays for the operation, and
+	// goes when it ends.
+	require.NoError(t, held.Close())
+	require.Equal(t, []string{"/other", "/used"}, tfs.openNow())
+	_, err = held.Write([]byte("still open"))
 	require.NoError(t, err)
-	pinned.unpin()
+	letGo(held)
 	require.Equal(t, []string{"/other"}, tfs.openNow())
 
 	// A truncate is a change to sync, as a write is: an idle file goes
@@ -284,7 +293,7 @@ func TestFileCachePins(t *testing.T) {
 	open("/next")
 	open("/last")
 	require.Equal(t, []string{"/last", "/other"}, tfs.openNow(), "the truncated file stays, the idle one goes")
-	require.Equal(t, []string{"/pinned"}, tfs.unsyncedCloses(), "no descriptor was closed holding unsynced bytes but by its owner")
+	require.Equal(t, []string{"/used"}, tfs.unsyncedCloses(), "no descriptor was closed holding unsynced bytes but by its owner")
 	st := cache.Stats()
 	require.Equal(t, 2, st.Open)
 	require.Equal(t, 1, st.Unsynced)
@@ -373,13 +382,13 @@ func TestFileCacheConcurrentUse(t *testing.T) {
 			default:
 			}
 			f := files[k%owners][k%filesEach]
-			if h := f.(*cachedFile); h.pin() == nil {
+			if h := f.(*cachedFile); hold(h) == nil {
 				if err := f.Sync(); err != nil {
 					syncErrs <- err
-					h.unpin()
+					letGo(h)
 					return
 				}
-				h.unpin()
+				letGo(h)
 			}
 		}
 	}()
@@ -519,9 +528,8 @@ func TestLogReadsThroughEvictedFiles(t *testing.T) {
 
 // TestLogUnderAFullCache: a log whose unsynced files the cache needs room
 // for has them synced before they are closed, a FlushJob's file included
-// (the job then reopens it to sync), and a Slice's file stays open until
-// its Release. Nothing is closed with unsynced bytes, and a crash keeps
-// what the flushes made durable.
+// (the job then reopens it to sync). Nothing is closed with unsynced
+// bytes, and a crash keeps what the flushes made durable.
 func TestLogUnderAFullCache(t *testing.T) {
 	mem := NewMemFS()
 	tfs := newTrackFS(mem)
@@ -550,11 +558,11 @@ func TestLogUnderAFullCache(t *testing.T) {
 	for _, name := range []string{"/y1", "/y2"} {
 		f, err := cfs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 		require.NoError(t, err)
-		require.NoError(t, f.(*cachedFile).pin())
+		require.NoError(t, hold(f.(*cachedFile)))
 		held = append(held, f)
 	}
 	for _, f := range held {
-		f.(*cachedFile).unpin()
+		letGo(f.(*cachedFile))
 		require.NoError(t, f.Close())
 	}
 	require.NotContains(t, tfs.openNow(), logPath, "the job's file was synced and closed")
@@ -562,24 +570,6 @@ func TestLogUnderAFullCache(t *testing.T) {
 	require.NoError(t, l.FinishFlush(j, nil))
 	require.Equal(t, int64(40), l.RecoveryPoint())
 
-	s, err := l.Slice(0, 1<<20)
-	require.NoError(t, err)
-	slicePath := l.Segments()[0].Path
-	other("/w")
-	require.Contains(t, tfs.openNow(), slicePath, "the slice's file is pinned")
-	s.Release()
-	held = held[:0]
-	for _, name := range []string{"/v1", "/v2"} {
-		f, err := cfs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-		require.NoError(t, err)
-		require.NoError(t, f.(*cachedFile).pin())
-		held = append(held, f)
-	}
-	for _, f := range held {
-		f.(*cachedFile).unpin()
-		require.NoError(t, f.Close())
-	}
-	require.NotContains(t, tfs.openNow(), slicePath, "released: closed for others")
 	require.Empty(t, tfs.unsyncedCloses(), "no descriptor was closed holding unsynced bytes")
 	requireReadable(t, l)
 

@@ -4,10 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -73,83 +71,6 @@ type AppendResult struct {
 	MaxTimestamp int64
 	// Position is the batch's byte position in its segment.
 	Position int64
-}
-
-// Slice is a byte range of a segment file holding whole batches. Its
-// File stays open, pinned in the log's file cache (see FileCache), until
-// Release: bytes on their way to a socket are read from it after the log
-// has moved on, and maybe closed or deleted the segment.
-type Slice struct {
-	File     File
-	Position int64
-	Size     int64
-	pinned   *cachedFile
-}
-
-// Release lets the file cache close the Slice's file again. Call it once,
-// when the bytes have been sent; the zero Slice needs none.
-func (s Slice) Release() {
-	if s.pinned != nil {
-		s.pinned.unpin()
-	}
-}
-
-// Len is the Slice's Size in bytes, as an int.
-func (s Slice) Len() int { return int(s.Size) }
-
-// WriteTo writes the Slice's bytes to w, and may be called from any
-// goroutine until Release, while the log goes on: with sendfile(2) when w
-// is a socket (a syscall.Conn) and the file one of the OS, so that they go
-// from the page cache to the socket without a copy through the process;
-// by reading them into a buffer and writing that otherwise. A file that
-// has become shorter than the Slice (a truncated segment) ends the write
-// with io.ErrUnexpectedEOF. It does not change the file's write position.
-func (s Slice) WriteTo(w io.Writer) (int64, error) {
-	f := s.File
-	if s.pinned != nil {
-		f = s.pinned.descriptor()
-	}
-	if sc, ok := w.(syscall.Conn); ok {
-		if of, ok := f.(osFile); ok {
-			return sendFile(sc, of.File, s.Position, s.Size)
-		}
-	}
-	return copySection(w, f, s.Position, s.Size)
-}
-
-// copySection writes size bytes of f at position to w, through a buffer.
-func copySection(w io.Writer, f io.ReaderAt, position, size int64) (int64, error) {
-	buf := make([]byte, min(size, 64<<10))
-	var written int64
-	for written < size {
-		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-written)], position+written)
-		if n > 0 {
-			m, werr := w.Write(buf[:n])
-			written += int64(m)
-			if werr != nil {
-				return written, werr
-			}
-		}
-		switch {
-		case errors.Is(err, io.EOF) && written < size:
-			return written, io.ErrUnexpectedEOF
-		case err != nil && !errors.Is(err, io.EOF):
-			return written, err
-		}
-	}
-	return written, nil
-}
-
-// pinSlice pins seg's .log for a Slice of it.
-func pinSlice(seg *segment, position, size int64) (Slice, error) {
-	h, ok := seg.log.(*cachedFile)
-	if !ok {
-		return Slice{File: seg.log, Position: position, Size: size}, nil
-	}
-	if err := h.pin(); err != nil {
-		return Slice{}, fmt.Errorf("disk: pin %s: %w", seg.path, err)
-	}
-	return Slice{File: h, Position: position, Size: size, pinned: h}, nil
 }
 
 // SegmentInfo describes a segment.
@@ -761,55 +682,6 @@ func (l *Log) locate(offset int64) (int, int64, wire.Header, error) {
 	}
 	position, h, err := l.segments[i].find(l.header[:], offset)
 	return i, position, h, err
-}
-
-// Slice returns the file range of the whole batches Read would return: it
-// starts at the batch holding offset and takes batches while they fit in
-// maxBytes, at least one. The range never crosses a segment. Only headers
-// are checked (magic, lengths, dense offsets), not CRCs: the bytes are meant
-// for sendfile. offset == EndOffset gives an empty Slice. The caller
-// Releases the Slice once it has sent its bytes.
-func (l *Log) Slice(offset int64, maxBytes int) (Slice, error) {
-	return l.SliceBelow(offset, maxBytes, l.EndOffset())
-}
-
-// SliceBelow is Slice of the batches that end at or below below (a high
-// watermark): it stops before the first batch holding an offset at or past
-// it, and so gives an empty Slice, which needs no Release, when the batch
-// holding offset does.
-func (l *Log) SliceBelow(offset int64, maxBytes int, below int64) (Slice, error) {
-	if err := l.check(); err != nil {
-		return Slice{}, err
-	}
-	if err := l.checkRange(offset); err != nil {
-		return Slice{}, err
-	}
-	if offset == l.EndOffset() {
-		seg := l.active()
-		return pinSlice(seg, seg.size, 0)
-	}
-	i, position, h, err := l.locate(offset)
-	if err != nil {
-		return Slice{}, err
-	}
-	seg := l.segments[i]
-	if h.NextOffset() > below {
-		return Slice{Position: position}, nil
-	}
-	end := position + int64(h.Size())
-	next := h.NextOffset()
-	for end < seg.size {
-		nh, err := seg.readHeader(l.header[:], end, next)
-		if err != nil {
-			return Slice{}, err
-		}
-		if end+int64(nh.Size())-position > int64(maxBytes) || nh.NextOffset() > below {
-			break
-		}
-		end += int64(nh.Size())
-		next = nh.NextOffset()
-	}
-	return pinSlice(seg, position, end-position)
 }
 
 // Read appends to dst the stored bytes of whole batches starting at the

@@ -194,16 +194,6 @@ func TestAppendRead(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(3), h.BaseOffset)
 
-			s, err := l.Slice(4, 1)
-			require.NoError(t, err)
-			require.Equal(t, int64(len(b)), s.Position)
-			require.Equal(t, int64(len(b)), s.Size)
-			sliced := make([]byte, s.Size)
-			_, err = s.File.ReadAt(sliced, s.Position)
-			require.NoError(t, err)
-			require.Equal(t, got[1+len(b):], sliced)
-			s.Release()
-
 			_, err = l.Read(7, 1, nil)
 			require.ErrorIs(t, err, ErrOffsetOutOfRange)
 			_, err = l.Read(-1, 1, nil)

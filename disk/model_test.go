@@ -152,16 +152,6 @@ func runModel(t *testing.T, fc fsCase, seed int64, steps int) {
 			got, err := l.Read(off, maxBytes, nil)
 			require.NoError(t, err)
 			require.Equal(t, m.read(off, maxBytes), got, "read %d max %d", off, maxBytes)
-			s, err := l.Slice(off, maxBytes)
-			require.NoError(t, err)
-			require.LessOrEqual(t, s.Size, int64(len(got)))
-			if s.Size > 0 {
-				sliced := make([]byte, s.Size)
-				_, err = s.File.ReadAt(sliced, s.Position)
-				require.NoError(t, err)
-				require.Equal(t, got[:s.Size], sliced, "slice %d max %d", off, maxBytes)
-			}
-			s.Release()
 			_, err = l.Read(m.end+1, 1, nil)
 			require.ErrorIs(t, err, ErrOffsetOutOfRange)
 		case p < 66:

@@ -679,14 +679,6 @@ type FetchRequest struct {
 	// (a Kafka listener, once they are written to its socket). A sender in
 	// another actor system gets FetchResponses whatever it sets.
 	HandBackFrame bool `protobuf:"varint,10,opt,name=hand_back_frame,json=handBackFrame,proto3" json:"hand_back_frame,omitempty"`
-	// file_records, with hand_back_frame, says that the sender, an actor of
-	// the partition's own actor system, takes the records as the range of
-	// the segment file they lie in, pinned open until it hands the frame
-	// back, rather than read into memory: a Kafka listener writes them to
-	// its socket with sendfile(2), as Kafka does. The answer carries no
-	// records then (see remote.FetchFrame's File). A sender in another actor
-	// system gets FetchResponses with the records whatever it sets.
-	FileRecords   bool `protobuf:"varint,11,opt,name=file_records,json=fileRecords,proto3" json:"file_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -787,13 +779,6 @@ func (x *FetchRequest) GetCurrentLeaderEpoch() int32 {
 func (x *FetchRequest) GetHandBackFrame() bool {
 	if x != nil {
 		return x.HandBackFrame
-	}
-	return false
-}
-
-func (x *FetchRequest) GetFileRecords() bool {
-	if x != nil {
-		return x.FileRecords
 	}
 	return false
 }
@@ -2983,7 +2968,7 @@ const file_depot_proto_rawDesc = "" +
 	"\x12log_append_time_ms\x18\x06 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\a \x01(\x03R\x0elogStartOffset\x12%\n" +
 	"\x0ecorrelation_id\x18\b \x01(\x03R\rcorrelationId\x12*\n" +
-	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\x97\x03\n" +
+	"\x11max_message_bytes\x18\t \x01(\x05R\x0fmaxMessageBytes\"\xfa\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2996,9 +2981,8 @@ const file_depot_proto_rawDesc = "" +
 	"chunkBytes\x125\n" +
 	"\x14current_leader_epoch\x18\t \x01(\x05H\x00R\x12currentLeaderEpoch\x88\x01\x01\x12&\n" +
 	"\x0fhand_back_frame\x18\n" +
-	" \x01(\bR\rhandBackFrame\x12!\n" +
-	"\ffile_records\x18\v \x01(\bR\vfileRecordsB\x17\n" +
-	"\x15_current_leader_epoch\"\xf1\x02\n" +
+	" \x01(\bR\rhandBackFrameB\x17\n" +
+	"\x15_current_leader_epochJ\x04\b\v\x10\f\"\xf1\x02\n" +
 	"\rFetchResponse\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12&\n" +

@@ -90,7 +90,6 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 	flags.StringVar(&f.cfg.HTTP, "http", d.HTTP, "address of /healthz, /metrics and /debug/pprof/ (empty disables)")
 	flags.StringVar(&f.cfg.KafkaListen, "kafka-listen", d.KafkaListen, "address of the Kafka protocol listener, for Kafka clients and tools (empty disables)")
 	flags.StringVar(&f.cfg.KafkaAdvertised, "kafka-advertised", "", "Kafka address given out in metadata, when clients reach the node by another than --kafka-listen (default: --kafka-listen)")
-	flags.BoolVar(&f.cfg.KafkaSendfile, "kafka-sendfile", false, "have Kafka fetches send records from their segment files with sendfile rather than read them into memory (measured slower on loopback)")
 	flags.StringVar(&f.cfg.LogLevel, "log-level", d.LogLevel, "log level: error, warn, info, debug")
 	flags.StringVar(&f.cfg.Policy, "placement-policy", d.Policy, "where new partitions go: load (projected bytes against capacity, spread per topic) or count (Kafka's rule)")
 	flags.DurationVar(&f.cfg.Balance.Interval, "balance-interval", d.Balance.Interval, "how often the balancer plans moves between log dirs (negative: only on request)")

@@ -69,10 +69,6 @@ type Config struct {
 	// clients that reach the node by another address than KafkaListen.
 	// Default KafkaListen, with its port resolved.
 	KafkaAdvertised string
-	// KafkaSendfile has the Kafka listener's fetches write records from
-	// their segment files with sendfile(2), as Kafka does, rather than
-	// read them into memory. Default off: see kafka.Config.Sendfile.
-	KafkaSendfile bool
 	// LogLevel is one of logrus's levels. Default info.
 	LogLevel string
 	// TickInterval is how often partitions apply retention and report.

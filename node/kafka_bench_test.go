@@ -34,27 +34,20 @@ func benchKgoProducer(b *testing.B, seeds []string) *kgo.Client {
 }
 
 // kafkaBenchTargets are the Kafka listeners the Kafka benchmarks measure,
-// each with the topic "orders" of one partition: a node's ("depot"), one
-// whose fetches send records with sendfile ("depot-sendfile", see
-// Config.KafkaSendfile), and kfake's, franz-go's in-memory fake cluster
-// ("kfake"), as the yardstick.
+// each with the topic "orders" of one partition: a node's ("depot"), and
+// kfake's, franz-go's in-memory fake cluster ("kfake"), as the yardstick.
 func kafkaBenchTargets(b *testing.B) map[string]func(b *testing.B) []string {
-	depot := func(sendfile bool) func(b *testing.B) []string {
-		return func(b *testing.B) []string {
+	return map[string]func(b *testing.B) []string{
+		"depot": func(b *testing.B) []string {
 			cfg := testConfig(b, b.TempDir())
 			cfg.HTTP, cfg.KafkaListen = "", "127.0.0.1:0"
-			cfg.KafkaSendfile = sendfile
 			n := startNode(b, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", 1, nil)
 			require.NoError(b, err)
 			return []string{n.KafkaAddress()}
-		}
-	}
-	return map[string]func(b *testing.B) []string{
-		"depot":          depot(false),
-		"depot-sendfile": depot(true),
+		},
 		"kfake": func(b *testing.B) []string {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 			require.NoError(b, err)
@@ -134,14 +127,12 @@ func BenchmarkKafkaProduce(b *testing.B) {
 
 // BenchmarkKafkaConsume reads b.N records of 1 KiB from one partition
 // from the start, written beforehand: kgo through a node's Kafka listener
-// ("kgo-depot"), through one whose fetches use sendfile
-// ("kgo-depot-sendfile") and through kfake ("kgo-kfake"), and Depot's
-// actor client from a node over protoactor remote ("actor-client"). Run
-// with:
+// ("kgo-depot") and through kfake ("kgo-kfake"), and Depot's actor client
+// from a node over protoactor remote ("actor-client"). Run with:
 //
 //	go test -run '^$' -bench KafkaConsume -benchtime 200000x ./node/
 func BenchmarkKafkaConsume(b *testing.B) {
-	for _, target := range []string{"depot", "depot-sendfile", "kfake"} {
+	for _, target := range []string{"depot", "kfake"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
 			seeds := kafkaBenchTargets(b)[target](b)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

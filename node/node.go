@@ -642,7 +642,6 @@ func (n *Node) startKafka() error {
 		Placement:        n.placement,
 		Transport:        n.transport,
 		Broker:           kafkaBrokerSettings(n.cfg, n.kafkaListener.Addr().String(), n.kafkaAddr),
-		Sendfile:         n.cfg.KafkaSendfile,
 		Logger:           n.logger,
 	})
 	if err != nil {

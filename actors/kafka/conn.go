@@ -44,10 +44,6 @@ type conn struct {
 	pending []*exchange
 	closed  bool
 	topics  topicCache
-	// sendfile says that fetches ask for records in their files, which the
-	// writer sends with sendfile(2): the connection is plain TCP, and the
-	// listener does so (Config.Sendfile).
-	sendfile bool
 }
 
 func newConn(l *Listener, nc net.Conn, id uint64) *conn {
@@ -62,8 +58,6 @@ func newConn(l *Listener, nc net.Conn, id uint64) *conn {
 	for range l.cfg.MaxInFlight {
 		c.tokens <- struct{}{}
 	}
-	_, tcp := nc.(*net.TCPConn)
-	c.sendfile = tcp && l.cfg.Sendfile
 	return c
 }
 
@@ -84,21 +78,11 @@ type exchange struct {
 }
 
 // answerFrame is the frame of an answer, in pieces written one after
-// another, each file's records right after the pieces before its at, and
-// the fetch frames that pieces and files alias: the writer hands them back
-// once its writev of the pieces and its sendfile of the files have
-// returned, or the connection has closed without them.
+// another, and the fetch frames that pieces alias: the writer hands them
+// back once its writev of the pieces has returned.
 type answerFrame struct {
 	pieces  [][]byte
-	files   []filePiece
 	fetched []*remote.FetchFrame
-}
-
-// filePiece is records of a fetch frame that the writer sends from their
-// file, after the first at pieces of their answerFrame.
-type filePiece struct {
-	at      int
-	records remote.FileRecords
 }
 
 // releaseFetched hands back the fetch frames of f.
@@ -372,130 +356,40 @@ func (c *conn) read(root *actor.RootContext, done <-chan struct{}) {
 }
 
 // write writes the answers the actor hands it: the pieces of every frame
-// waiting, in one writev, each file's records with sendfile in between,
-// then hands back the fetch frames they alias and gives back a token for
-// each frame. Once the actor has stopped, it hands back the fetch frames
-// of the answers it did not write.
+// waiting, in one writev, then hands back the fetch frames they alias and
+// gives back a token for each frame.
 func (c *conn) write(root *actor.RootContext, done <-chan struct{}) {
 	defer c.l.goroutines.Done()
-	w := &frameWriter{conn: c.nc, sentFromFiles: &c.l.sentFromFiles}
+	var pieces [][]byte
+	var fetched []*remote.FetchFrame
 	for {
 		frames := 0
 		select {
 		case frame := <-c.out:
-			w.take(frame)
-			frames = 1
+			pieces, fetched, frames = append(pieces, frame.pieces...), append(fetched, frame.fetched...), 1
 		case <-done:
-			c.dropAnswers()
 			return
 		}
 		for frames < cap(c.out) && len(c.out) > 0 {
-			w.take(<-c.out)
+			frame := <-c.out
+			pieces, fetched = append(pieces, frame.pieces...), append(fetched, frame.fetched...)
 			frames++
 		}
-		err := w.flush()
+		batch := net.Buffers(pieces)
+		_, err := batch.WriteTo(c.nc)
+		clear(pieces)
+		pieces = pieces[:0]
+		for i, ff := range fetched {
+			ff.Release()
+			fetched[i] = nil
+		}
+		fetched = fetched[:0]
 		if err != nil {
 			root.Send(c.self, &writeFailed{err: err})
-			<-done
-			c.dropAnswers()
 			return
 		}
 		for range frames {
 			c.tokens <- struct{}{}
 		}
 	}
-}
-
-// dropAnswers hands back the fetch frames of the answers handed to the
-// writer and not written. Once the actor has stopped, it hands it no more.
-func (c *conn) dropAnswers() {
-	for {
-		select {
-		case frame := <-c.out:
-			frame.releaseFetched()
-		default:
-			return
-		}
-	}
-}
-
-// frameWriter writes answer frames to a connection: their pieces gathered
-// into one writev until the records of a file, which go with sendfile.
-// Not shared: the writer's goroutine owns it.
-type frameWriter struct {
-	conn    net.Conn
-	pieces  [][]byte
-	fetched []*remote.FetchFrame
-	err     error
-	// corked says TCP_CORK is set, from the first file of the frames
-	// taken to their flush (see setCork).
-	corked bool
-	// sentFromFiles counts the bytes written from files.
-	sentFromFiles *atomic.Int64
-}
-
-// take writes frame, but for the pieces after its last file, which wait
-// for the next take or flush. After an error it writes nothing more, and
-// only keeps the frame's fetch frames for flush to hand back.
-func (w *frameWriter) take(frame answerFrame) {
-	w.fetched = append(w.fetched, frame.fetched...)
-	if w.err != nil {
-		return
-	}
-	if len(frame.files) > 0 && !w.corked {
-		if w.err = setCork(w.conn, true); w.err != nil {
-			return
-		}
-		w.corked = true
-	}
-	next := 0
-	for _, fp := range frame.files {
-		w.pieces = append(w.pieces, frame.pieces[next:fp.at]...)
-		next = fp.at
-		if w.err = w.writePieces(); w.err != nil {
-			return
-		}
-		n, err := fp.records.WriteTo(w.conn)
-		w.sentFromFiles.Add(n)
-		if w.err = err; err != nil {
-			return
-		}
-	}
-	w.pieces = append(w.pieces, frame.pieces[next:]...)
-}
-
-// flush writes the pieces waiting, hands back the fetch frames of the
-// frames taken, and returns the first error since the last flush.
-func (w *frameWriter) flush() error {
-	if w.err == nil {
-		w.err = w.writePieces()
-	}
-	if w.corked {
-		w.corked = false
-		if err := setCork(w.conn, false); w.err == nil {
-			w.err = err
-		}
-	}
-	clear(w.pieces)
-	w.pieces = w.pieces[:0]
-	for i, ff := range w.fetched {
-		ff.Release()
-		w.fetched[i] = nil
-	}
-	w.fetched = w.fetched[:0]
-	err := w.err
-	w.err = nil
-	return err
-}
-
-// writePieces writes the pieces waiting in one writev.
-func (w *frameWriter) writePieces() error {
-	if len(w.pieces) == 0 {
-		return nil
-	}
-	batch := net.Buffers(w.pieces)
-	_, err := batch.WriteTo(w.conn)
-	clear(w.pieces)
-	w.pieces = w.pieces[:0]
-	return err
 }

@@ -15,25 +15,23 @@ package kafka
 // A fetch of several partitions becomes one FetchPartitionsRequest to the
 // node's partition manager, as the actor client's consumer sends it, which
 // holds it until its partitions have min bytes or max wait passes, as
-// Kafka's fetch purgatory does. A fetch of one partition, or of any with
-// Config.Sendfile, becomes a FetchRequest to each partition actor, with
-// the leader epoch the client names: each is first asked without a wait,
-// and when together they hold less than min bytes, asked again to wait up
-// to the rest of max wait for a first byte; the response goes once min
-// bytes are there or every partition has answered. The answers carry the
-// stored batch bytes, which go into the response as they are, or, with
-// Config.Sendfile, the range of the segment file they lie in, which the
-// connection sends with sendfile(2). A partition's max bytes is its own
-// bound; the response's, over the partitions in the fetch's order (the
-// request's, or its session's), lets through the first batch of the first
-// partition with data whatever its size, as Kafka does, and of a later
-// partition no batch that does not fit (the manager keeps those that do,
-// a partition asked on its own none), which the client fetches next time.
+// Kafka's fetch purgatory does. Otherwise (one partition, or one named
+// twice) each partition becomes a FetchRequest to its partition actor,
+// with the leader epoch the client names: each is first asked without a
+// wait, and when together they hold less than min bytes, asked again to
+// wait up to the rest of max wait for a first byte; the response goes once
+// min bytes are there or every partition has answered. The answers carry
+// the stored batch bytes, which go into the response as they are. A
+// partition's max bytes is its own bound; the response's, over the
+// partitions in the fetch's order (the request's, or its session's), lets
+// through the first batch of the first partition with data whatever its
+// size, as Kafka does, and of a later partition no batch that does not fit
+// (the manager keeps those that do, a partition asked on its own none),
+// which the client fetches next time.
 // read_committed reads what read_uncommitted does: without transactions
 // the last stable offset is the high watermark.
 
 import (
-	"bytes"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -80,29 +78,11 @@ type fetchPart struct {
 	epoch     *int32
 	// code is an error found before asking the partition, or the one of
 	// an ask that got no answer; resp is the partition's latest answer,
-	// and frame the fetch frame its records lie in (in memory, or in their
-	// file), handed back once they are written or no longer used.
+	// and frame the fetch frame its records lie in, handed back once
+	// they are written or no longer used.
 	code  int16
 	resp  *messages.FetchResponse
 	frame *remote.FetchFrame
-}
-
-// recordBytes are the bytes of the records of the partition's latest
-// answer.
-func (fp *fetchPart) recordBytes() int {
-	if fp.frame != nil {
-		return fp.frame.RecordBytes()
-	}
-	return len(fp.resp.GetRecords())
-}
-
-// fileRecords are the records of the partition's latest answer that lie
-// in their file, nil when they are in memory.
-func (fp *fetchPart) fileRecords() remote.FileRecords {
-	if fp.frame != nil {
-		return fp.frame.File
-	}
-	return nil
 }
 
 // fetchState is one fetch request while its partitions answer.
@@ -241,7 +221,7 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 		msg := &messages.FetchRequest{
 			Topic: fp.topic, Partition: fp.partition, Offset: fp.offset, MaxBytes: fp.maxBytes,
 			MinBytes: minBytes, MaxWaitMs: int32(wait / time.Millisecond), CurrentLeaderEpoch: fp.epoch,
-			HandBackFrame: true, FileRecords: c.sendfile,
+			HandBackFrame: true,
 		}
 		c.ask(ctx, c.partitionPID(ctx, fp.topic, fp.partition), msg, timeout, func(res any, err error) {
 			f.waiting--
@@ -253,11 +233,11 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 			switch {
 			case err == nil && r != nil:
 				if fp.resp != nil {
-					f.bytes -= fp.recordBytes()
+					f.bytes -= len(fp.resp.GetRecords())
 				}
 				fp.frame.Release()
 				fp.resp, fp.frame = r, frame
-				f.bytes += fp.recordBytes()
+				f.bytes += len(r.GetRecords())
 			case wait == 0 || fp.resp == nil:
 				fp.code = askErrorCode(err)
 			}
@@ -271,10 +251,9 @@ func (f *fetchState) ask(c *conn, ctx actor.Context, wait time.Duration) {
 
 // byManager reports whether the fetch's partitions are asked through the
 // partition manager, in one FetchPartitionsRequest: when there is a
-// manager, more than one partition to ask, none named twice, and no
-// sendfile, which only a partition's own answer gives.
+// manager, more than one partition to ask, and none named twice.
 func (f *fetchState) byManager(c *conn) bool {
-	if c.l.cfg.PartitionManager == nil || c.sendfile {
+	if c.l.cfg.PartitionManager == nil {
 		return false
 	}
 	type key struct {
@@ -427,9 +406,6 @@ func (f *fetchState) answer(c *conn) {
 	first := true
 	parts := make([]kmsg.FetchResponseTopicPartition, len(f.parts))
 	results := make([]partitionResult, len(f.parts))
-	// files are the records of parts that lie in their files; their
-	// RecordBatches hold a placeholder meanwhile.
-	files := make([]remote.FileRecords, len(f.parts))
 	for i, fp := range f.parts {
 		rp := &parts[i]
 		rp.Default()
@@ -449,23 +425,16 @@ func (f *fetchState) answer(c *conn) {
 			rp.HighWatermark = r.GetHighWatermark()
 			rp.LastStableOffset = r.GetHighWatermark()
 			rp.LogStartOffset = r.GetLogStartOffset()
-			if size := fp.recordBytes(); size > 0 && (first || size <= left) {
-				rp.RecordBatches = r.GetRecords()
-				if files[i] = fp.fileRecords(); files[i] != nil {
-					rp.RecordBatches = fileRecordsPlaceholder
-				}
-				left -= size
+			if records := r.GetRecords(); len(records) > 0 && (first || len(records) <= left) {
+				rp.RecordBatches = records
+				left -= len(records)
 				first = false
 			}
 		}
 		if rp.ErrorCode != codeNone {
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		}
-		recordBytes := len(rp.RecordBatches)
-		if files[i] != nil {
-			recordBytes = files[i].Len()
-		}
-		results[i] = partitionResult{key: fp.key, recordBytes: recordBytes, highWatermark: rp.HighWatermark,
+		results[i] = partitionResult{key: fp.key, recordBytes: len(rp.RecordBatches), highWatermark: rp.HighWatermark,
 			logStartOffset: rp.LogStartOffset, code: rp.ErrorCode}
 	}
 	// The answer takes the partitions' frames: nothing of the fetch reads
@@ -489,7 +458,6 @@ func (f *fetchState) answer(c *conn) {
 	// Partitions of one topic in a row are one topic of the answer.
 	var prev *fetchPart
 	recordBytes := 0
-	var records []answerRecords // of the partitions with records, in the answer's order
 	for i, fp := range f.parts {
 		if !named[i] {
 			continue
@@ -501,107 +469,15 @@ func (f *fetchState) answer(c *conn) {
 		}
 		rt := &resp.Topics[len(resp.Topics)-1]
 		rt.Partitions = append(rt.Partitions, parts[i])
-		if len(parts[i].RecordBatches) > 0 {
-			ar := answerRecords{bytes: parts[i].RecordBatches, file: files[i]}
-			records = append(records, ar)
-			recordBytes += ar.len()
-		}
+		recordBytes += len(parts[i].RecordBatches)
 		prev = fp
 	}
 	if recordBytes < spliceRecordsFrom {
-		if err := readFileRecords(resp, records); err != nil {
-			c.logger.WithError(err).Warn("fetch records not read from their file")
-			resp = fetchError(req, codeUnknownServerError)
-		}
 		c.reply(f.x, resp)
 		answerFrame{fetched: fetched}.releaseFetched()
 		return
 	}
-	frame, err := fetchResponseFrame(f.x.req.CorrelationID, resp, records)
-	if err != nil {
-		c.logger.WithError(err).Warn("fetch records not read from their file")
-		c.reply(f.x, fetchError(req, codeUnknownServerError))
-		answerFrame{fetched: fetched}.releaseFetched()
-		return
-	}
-	frame.fetched = fetched
-	c.replyFrame(f.x, frame)
-}
-
-// fileRecordsPlaceholder stands in a partition's RecordBatches for records
-// that lie in their file: wirekafka.FetchResponseAround needs them
-// non-empty, and does not read them.
-var fileRecordsPlaceholder = []byte{0}
-
-// answerRecords are the records of a partition of a fetch's answer: in
-// memory (bytes), or in their file (file; bytes is then the placeholder).
-type answerRecords struct {
-	bytes []byte
-	file  remote.FileRecords
-}
-
-func (r answerRecords) len() int {
-	if r.file != nil {
-		return r.file.Len()
-	}
-	return len(r.bytes)
-}
-
-// fetchResponseFrame is the frame of resp, the answer to the request with
-// correlationID, whose partitions with records have records, in order: in
-// pieces, each partition's records a piece of its own as they are in
-// memory, or sent from their file (see answerFrame). Should kmsg's
-// encoding not splice, the records in files are read into memory and resp
-// encoded whole.
-func fetchResponseFrame(correlationID int32, resp *kmsg.FetchResponse, records []answerRecords) (answerFrame, error) {
-	sizes := make([]int, len(records))
-	for i, r := range records {
-		sizes[i] = r.len()
-	}
-	heads, ok := wirekafka.FetchResponseAround(correlationID, resp, sizes)
-	if !ok {
-		if err := readFileRecords(resp, records); err != nil {
-			return answerFrame{}, err
-		}
-		return answerFrame{pieces: [][]byte{wirekafka.AppendResponse(nil, correlationID, resp)}}, nil
-	}
-	var frame answerFrame
-	frame.pieces = make([][]byte, 0, 2*len(records)+1)
-	for i, r := range records {
-		frame.pieces = append(frame.pieces, heads[i])
-		if r.file != nil {
-			frame.files = append(frame.files, filePiece{at: len(frame.pieces), records: r.file})
-			continue
-		}
-		frame.pieces = append(frame.pieces, r.bytes)
-	}
-	frame.pieces = append(frame.pieces, heads[len(records)])
-	return frame, nil
-}
-
-// readFileRecords reads into memory the records of resp's partitions that
-// lie in their files, records being those of its partitions with records,
-// in order, for an answer encoded whole.
-func readFileRecords(resp *kmsg.FetchResponse, records []answerRecords) error {
-	i := 0
-	for ti := range resp.Topics {
-		for pi := range resp.Topics[ti].Partitions {
-			p := &resp.Topics[ti].Partitions[pi]
-			if len(p.RecordBatches) == 0 {
-				continue
-			}
-			if r := records[i]; r.file != nil {
-				var b bytes.Buffer
-				b.Grow(r.file.Len())
-				if _, err := r.file.WriteTo(&b); err != nil {
-					return err
-				}
-				p.RecordBatches = b.Bytes()
-			}
-			i++
-		}
-	}
-	return nil
+	c.replyFrame(f.x, answerFrame{pieces: wirekafka.FetchResponseFrame(f.x.req.CorrelationID, resp), fetched: fetched})
 }
 
 // fetchError is the answer to a fetch refused as a whole, with code.

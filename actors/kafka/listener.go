@@ -30,7 +30,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -101,17 +100,7 @@ type Config struct {
 	// long makes room for any new one. Default
 	// DefaultFetchSessionEvictionAge.
 	FetchSessionEvictionAge time.Duration
-	// Sendfile has a fetch on a plain TCP connection take the records of
-	// a partition of this node as a range of their segment file, pinned
-	// open until they are sent, and write them with sendfile(2), from the
-	// page cache to the socket, as Kafka does (FileRecords.writeTo). Off
-	// by default: the partitions read the records into pooled buffers, and
-	// the connection writes them with the rest of the answer in one
-	// writev, which measured faster on loopback (sendfile costs more
-	// system time there than pread and writev, and the answer's small
-	// pieces around the records go in writes of their own).
-	Sendfile bool
-	Logger   *logrus.Entry
+	Logger                  *logrus.Entry
 }
 
 func (c Config) withDefaults() Config {
@@ -159,14 +148,7 @@ type Listener struct {
 	goroutines sync.WaitGroup
 	closing    chan struct{}
 	closeOnce  sync.Once
-	// sentFromFiles counts the record bytes fetches sent with sendfile.
-	sentFromFiles atomic.Int64
 }
-
-// SentFromFiles is the bytes of records the listener's fetches have
-// written from their segment files with sendfile (see Config.Sendfile),
-// since it started.
-func (l *Listener) SentFromFiles() int64 { return l.sentFromFiles.Load() }
 
 // Serve starts answering Kafka clients on cfg.Listener, with the actors of
 // system, and returns at once.

@@ -192,7 +192,7 @@ func (a *partitionActor) onPartFetch(ctx actor.Context, m *partFetch) {
 		Topic: a.tp.Topic, Partition: a.tp.Partition, Offset: m.req.GetOffset(), MaxBytes: m.req.GetMaxBytes(),
 		CorrelationId: m.correlationID, CurrentLeaderEpoch: m.req.CurrentLeaderEpoch,
 	}
-	resp, read, _ := a.fetch(req, false)
+	resp, frame, _ := a.fetch(req)
 	w := &a.gatherWakes
 	switch {
 	case m.wake <= 0:
@@ -203,7 +203,7 @@ func (a *partitionActor) onPartFetch(ctx actor.Context, m *partFetch) {
 			w.until = until
 		}
 	}
-	ctx.Respond(&partFetched{gather: m.gather, part: m.part, resp: resp, frame: read.frame})
+	ctx.Respond(&partFetched{gather: m.gather, part: m.part, resp: resp, frame: frame})
 }
 
 // wakeGathers tells the manager, as the partition promised (see

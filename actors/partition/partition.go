@@ -1031,53 +1031,27 @@ func (a *partitionActor) answerParkedProduces(ctx actor.Context, parked []parked
 }
 
 func (a *partitionActor) onFetch(ctx actor.Context, m *messages.FetchRequest) {
-	resp, read, ok := a.fetch(m, a.inFile(ctx, ctx.Sender(), m))
-	if !ok && state.FetchMayWait(m.MaxWaitMs, m.MinBytes, read.bytes(resp)) {
-		read.file.Release()
+	resp, frame, ok := a.fetch(m)
+	if !ok && state.FetchMayWait(m.MaxWaitMs, m.MinBytes, len(resp.Records)) {
 		p := &parkedFetch{sender: ctx.Sender(), request: m}
-		id := a.parkedFetches.Park(read.bytes(resp), int(m.MinBytes), p)
+		id := a.parkedFetches.Park(len(resp.Records), int(m.MinBytes), p)
 		p.cancel = a.timers.SendOnce(time.Duration(m.MaxWaitMs)*time.Millisecond, ctx.Self(), &fetchExpired{id: id})
 		return
 	}
-	a.answerFetch(ctx, ctx.Sender(), m, resp, read)
-}
-
-// fetchRead is where a fetch's records are: read into frame (see fetchAt),
-// left in their segment file (file, see fetchFile), or neither.
-type fetchRead struct {
-	frame []byte
-	file  disk.Slice
-}
-
-// bytes are the bytes of records of resp and r.
-func (r fetchRead) bytes(resp *messages.FetchResponse) int {
-	return len(resp.Records) + int(r.file.Size)
-}
-
-// inFile reports whether m, from sender, is answered with its records in
-// their segment file: it asks for them so, and for its frame, is from this
-// actor system, and is not chunked.
-func (a *partitionActor) inFile(ctx actor.Context, sender *actor.PID, m *messages.FetchRequest) bool {
-	return m.FileRecords && m.HandBackFrame && (m.ChunkBytes <= 0 || m.ChunkBytes >= m.MaxBytes) &&
-		remote.IsLocal(ctx.ActorSystem(), sender)
+	a.answerFetch(ctx, ctx.Sender(), m, resp, frame)
 }
 
 // answerFetch sends resp, the first answer to m, and when m asks for chunks
 // reads and sends the rest of max_bytes one chunk at a time: each chunk is
-// on its way to the consumer while the next is read. read is where resp's
-// records lie (see fetch); a consumer of this actor system that asks to
-// hand back the frame gets it with the answer (see remote.FetchFrame).
-func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messages.FetchRequest, resp *messages.FetchResponse, read fetchRead) {
+// on its way to the consumer while the next is read. frame is what resp's
+// records were read into (see fetchAt); a consumer of this actor system
+// that asks to hand it back gets it with the answer (see
+// remote.FetchFrame).
+func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messages.FetchRequest, resp *messages.FetchResponse, frame []byte) {
 	if to == nil {
-		read.file.Release()
 		ctx.Respond(resp) // to the dead letters, as any answer to nobody
 		return
 	}
-	if read.file.Size > 0 {
-		ctx.Send(to, remote.FileFetchFrame(resp, read.file))
-		return
-	}
-	frame := read.frame
 	left := int(m.MaxBytes) - len(resp.Records)
 	for m.ChunkBytes > 0 && m.ChunkBytes < m.MaxBytes && resp.Error == messages.ErrorCode_NONE && len(resp.Records) > 0 && left > 0 {
 		next, ok := nextOffset(resp.Records)
@@ -1100,8 +1074,8 @@ func (a *partitionActor) answerFetch(ctx actor.Context, to *actor.PID, m *messag
 
 // answerParkedFetch answers p with what the log holds now.
 func (a *partitionActor) answerParkedFetch(ctx actor.Context, p *parkedFetch) {
-	resp, read, _ := a.fetch(p.request, a.inFile(ctx, p.sender, p.request))
-	a.answerFetch(ctx, p.sender, p.request, resp, read)
+	resp, frame, _ := a.fetch(p.request)
+	a.answerFetch(ctx, p.sender, p.request, resp, frame)
 }
 
 // nextOffset is the offset after the last whole batch in records.
@@ -1116,19 +1090,14 @@ func nextOffset(records []byte) (int64, bool) {
 	return next, ok && it.Err() == nil
 }
 
-// fetch reads for m, its records left in their file when inFile (see
-// fetchFile) and read into a frame otherwise (see fetchAt). ok is false
-// when the answer may be parked: no error, just not enough bytes yet.
-func (a *partitionActor) fetch(m *messages.FetchRequest, inFile bool) (*messages.FetchResponse, fetchRead, bool) {
+// fetch reads for m. ok is false when the answer may be parked: no error,
+// just not enough bytes yet.
+func (a *partitionActor) fetch(m *messages.FetchRequest) (*messages.FetchResponse, []byte, bool) {
 	maxBytes := int(m.MaxBytes)
 	if m.ChunkBytes > 0 && m.ChunkBytes < m.MaxBytes {
 		maxBytes = int(m.ChunkBytes)
 	}
-	if inFile {
-		return a.fetchFile(m, m.Offset, maxBytes)
-	}
-	resp, frame, ok := a.fetchAt(m, m.Offset, maxBytes)
-	return resp, fetchRead{frame: frame}, ok
+	return a.fetchAt(m, m.Offset, maxBytes)
 }
 
 // fetchStart is the start of every answer to m from offset: resp with the
@@ -1184,57 +1153,6 @@ func (a *partitionActor) readFailed(resp *messages.FetchResponse, offset int64, 
 	}
 	resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 	a.logger().WithError(err).Error("read failed")
-}
-
-// fileRecordsFrom is the bytes of records from which a fetch that may
-// take them in their file does (see fetchFile): below it, a read into
-// memory costs less than a sendfile of its own, and its consumer copies
-// them into its answer anyway.
-const fileRecordsFrom = 32 << 10
-
-// fetchFile is fetchAt for a consumer of this actor system that sends the
-// records from their file itself (FetchRequest.FileRecords): they stay in
-// their segment file, pinned open (disk.Slice), Kafka's FileRecords. The
-// range ends at the segment's end, where fetchAt reads on into the next.
-// Fewer than fileRecordsFrom bytes are read into memory all the same.
-func (a *partitionActor) fetchFile(m *messages.FetchRequest, offset int64, maxBytes int) (*messages.FetchResponse, fetchRead, bool) {
-	resp, below, done, ok := a.fetchStart(m, offset)
-	if done {
-		return resp, fetchRead{}, ok
-	}
-	if maxBytes == 0 {
-		maxBytes = defaultFetchMaxBytes
-	}
-	slice, err := a.log.SliceBelow(offset, maxBytes, below)
-	if err != nil {
-		a.readFailed(resp, offset, err)
-		return resp, fetchRead{}, true
-	}
-	if slice.Size >= fileRecordsFrom {
-		return resp, fetchRead{file: slice}, false
-	}
-	defer slice.Release()
-	if slice.Size == 0 {
-		return resp, fetchRead{}, false
-	}
-	if slice.Size < remote.InlineData {
-		resp.Records = make([]byte, slice.Size)
-		if _, err := slice.File.ReadAt(resp.Records, slice.Position); err != nil {
-			resp.Records = nil
-			a.readFailed(resp, offset, fmt.Errorf("disk: read %s at %d: %w", slice.File.Name(), slice.Position, err))
-			return resp, fetchRead{}, true
-		}
-		return resp, fetchRead{}, false
-	}
-	buf := a.cfg.Transport.Frame(remote.FetchRecordsReserve + int(slice.Size))
-	frame := (*buf)[:remote.FetchRecordsReserve+int(slice.Size)]
-	if _, err := slice.File.ReadAt(frame[remote.FetchRecordsReserve:], slice.Position); err != nil {
-		a.cfg.Transport.PutFrame(buf)
-		a.readFailed(resp, offset, fmt.Errorf("disk: read %s at %d: %w", slice.File.Name(), slice.Position, err))
-		return resp, fetchRead{}, true
-	}
-	resp.Records = frame[remote.FetchRecordsReserve:]
-	return resp, fetchRead{frame: frame}, false
 }
 
 // fetchAt is fetch from offset, up to maxBytes, of the records below the

@@ -1,8 +1,6 @@
 package remote
 
 import (
-	"io"
-	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -15,77 +13,26 @@ import (
 // that asked to hand back its frame (FetchRequest.HandBackFrame): the
 // response, and the buffer of the transport's pool that its records were
 // read into, none when they were not (no records, or few enough to be
-// copied out: see InlineData). A fetch that also asked for its records in
-// their file (FetchRequest.FileRecords) may get them as File instead,
-// with none in Response: the range of a segment file, pinned open until
-// the frame's Release.
+// copied out: see InlineData).
 //
-// The receiver owns the frame. Once nothing reads Response's records or
-// File any more (a Kafka listener: once the writev or sendfile that
-// writes them has returned), Release puts the frame back into the pool,
-// empties Response.Records and unpins File; neither the records nor
-// anything sliced from them may be read after that. A FetchFrame never
-// released leaves its frame to the garbage collector, which is always
-// safe, and its File to a cleanup the garbage collector runs once the
-// frame is unreachable, which holds the file's descriptor open until
-// then. Release may be called from any goroutine, and more than once (or
-// on nil): only the first call does anything.
+// The receiver owns the frame. Once nothing reads Response's records any
+// more (a Kafka listener: once the writev that writes them has returned),
+// Release puts the frame back into the pool and empties Response.Records;
+// neither the records nor anything sliced from them may be read after
+// that. A FetchFrame never released leaves its frame to the garbage
+// collector, which is always safe. Release may be called from any
+// goroutine, and more than once (or on nil): only the first call does
+// anything.
 type FetchFrame struct {
 	Response *messages.FetchResponse
-	// File holds the records when the partition left them in their
-	// segment file; nil otherwise.
-	File  FileRecords
-	frame atomic.Pointer[[]byte]
-	pool  *dirtyPool
-	pin   *filePin
+	frame    atomic.Pointer[[]byte]
+	pool     *dirtyPool
 }
 
-// FileRecords are record batches that lie in a file, pinned open (see
-// disk.Slice): Len bytes that WriteTo writes, with sendfile(2) to a
-// socket, until Release lets the file go. Release is called once.
-type FileRecords interface {
-	io.WriterTo
-	Len() int
-	Release()
-}
-
-// filePin releases a FetchFrame's File once, whether the frame's Release
-// or the garbage collector's cleanup comes first.
-type filePin struct {
-	records  FileRecords
-	released atomic.Bool
-}
-
-func (p *filePin) release() {
-	if !p.released.Swap(true) {
-		p.records.Release()
-	}
-}
-
-// FileFetchFrame is the FetchFrame of resp, which holds no records, and
-// records, which lie in their file; see FetchFrame.
-func FileFetchFrame(resp *messages.FetchResponse, records FileRecords) *FetchFrame {
-	f := &FetchFrame{Response: resp, File: records, pin: &filePin{records: records}}
-	runtime.AddCleanup(f, (*filePin).release, f.pin)
-	return f
-}
-
-// RecordBytes are the bytes of the frame's records, in Response or File.
-func (f *FetchFrame) RecordBytes() int {
-	if f.File != nil {
-		return f.File.Len()
-	}
-	return len(f.Response.GetRecords())
-}
-
-// Release hands the frame back to its pool and unpins its File; see
-// FetchFrame.
+// Release hands the frame back to its pool; see FetchFrame.
 func (f *FetchFrame) Release() {
 	if f == nil {
 		return
-	}
-	if f.pin != nil {
-		f.pin.release()
 	}
 	b := f.frame.Swap(nil)
 	if b == nil {
@@ -110,12 +57,6 @@ func (t *Transport) FetchAnswer(system *actor.ActorSystem, to *actor.PID, handBa
 		f.frame.Store(&frame)
 	}
 	return f
-}
-
-// IsLocal reports whether pid is an actor of system, which a FetchFrame
-// reaches as it is (see FetchAnswer).
-func IsLocal(system *actor.ActorSystem, pid *actor.PID) bool {
-	return pid != nil && !isRemote(system, pid)
 }
 
 // HeldBuffer is a buffer of a transport's pool that a request is read

@@ -3,7 +3,6 @@ package remote
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"unsafe"
@@ -119,28 +118,6 @@ func TestFetchesAnswer(t *testing.T) {
 	require.False(t, isFrame, "a remote consumer's stream hands the frames back")
 	var none *FetchesFrame
 	none.Release()
-}
-
-// fileRecords are FileRecords that count their Releases.
-type fileRecords struct {
-	size     int
-	released int
-}
-
-func (f *fileRecords) Len() int                           { return f.size }
-func (f *fileRecords) Release()                           { f.released++ }
-func (f *fileRecords) WriteTo(w io.Writer) (int64, error) { return 0, nil }
-
-// A FetchFrame of records in their file tells their size, and releases
-// them once, however often it is released.
-func TestFileFetchFrame(t *testing.T) {
-	records := &fileRecords{size: 70000}
-	ff := FileFetchFrame(&messages.FetchResponse{Topic: "t"}, records)
-	require.Equal(t, 70000, ff.RecordBytes())
-	require.Same(t, records, ff.File)
-	ff.Release()
-	ff.Release()
-	require.Equal(t, 1, records.released)
 }
 
 // A held buffer goes back to the pool when the last of its holder and the

@@ -208,43 +208,6 @@ func AppendRequest(dst []byte, correlationID int32, clientID *string, req kmsg.R
 // the records go, each after its length (int32, or uvarint length+1 in
 // flexible versions), which is rewritten for the records' length.
 func FetchResponseFrame(correlationID int32, resp *kmsg.FetchResponse) [][]byte {
-	var records [][]byte
-	for ti := range resp.Topics {
-		for pi := range resp.Topics[ti].Partitions {
-			if p := &resp.Topics[ti].Partitions[pi]; len(p.RecordBatches) > 0 {
-				records = append(records, p.RecordBatches)
-			}
-		}
-	}
-	if len(records) == 0 {
-		return [][]byte{AppendResponse(nil, correlationID, resp)}
-	}
-	sizes := make([]int, len(records))
-	for i, r := range records {
-		sizes[i] = len(r)
-	}
-	heads, ok := FetchResponseAround(correlationID, resp, sizes)
-	if !ok {
-		return [][]byte{AppendResponse(nil, correlationID, resp)}
-	}
-	pieces := make([][]byte, 0, 2*len(records)+1)
-	for i, r := range records {
-		pieces = append(pieces, heads[i], r)
-	}
-	return append(pieces, heads[len(records)])
-}
-
-// FetchResponseAround is FetchResponseFrame for records that the caller
-// writes itself, from wherever they are (a file, with sendfile): sizes[i]
-// is the length of the records of the i-th partition of resp that has
-// any, in the order of its topics and their partitions, whose
-// RecordBatches need only be non-empty, since they are not read. It
-// returns len(sizes)+1 heads: heads[0], the first records, heads[1], ...,
-// the last records, heads[len(sizes)] is the frame. false when resp has
-// not len(sizes) partitions with records, or kmsg's encodings are not as
-// expected; AppendResponse then encodes resp as a whole. resp is left as
-// it was.
-func FetchResponseAround(correlationID int32, resp *kmsg.FetchResponse, sizes []int) ([][]byte, bool) {
 	var fields []*[]byte
 	for ti := range resp.Topics {
 		for pi := range resp.Topics[ti].Partitions {
@@ -253,8 +216,8 @@ func FetchResponseAround(correlationID int32, resp *kmsg.FetchResponse, sizes []
 			}
 		}
 	}
-	if len(fields) != len(sizes) {
-		return nil, false
+	if len(fields) == 0 {
+		return [][]byte{AppendResponse(nil, correlationID, resp)}
 	}
 	records := make([][]byte, len(fields))
 	for i, f := range fields {
@@ -268,12 +231,16 @@ func FetchResponseAround(correlationID int32, resp *kmsg.FetchResponse, sizes []
 	for i, f := range fields {
 		*f = records[i]
 	}
-	return splicePlaceholders(zeros, ones, sizes, resp.IsFlexible())
+	pieces, ok := splicePlaceholders(zeros, ones, records, resp.IsFlexible())
+	if !ok {
+		return [][]byte{AppendResponse(nil, correlationID, resp)}
+	}
+	return pieces
 }
 
-// splicePlaceholders is FetchResponseAround's heads from its two encodings
+// splicePlaceholders is FetchResponseFrame's frame from its two encodings
 // with placeholders; false when they are not as kmsg writes them.
-func splicePlaceholders(zeros, ones []byte, sizes []int, flexible bool) ([][]byte, bool) {
+func splicePlaceholders(zeros, ones []byte, records [][]byte, flexible bool) ([][]byte, bool) {
 	if len(zeros) != len(ones) {
 		return nil, false
 	}
@@ -282,14 +249,14 @@ func splicePlaceholders(zeros, ones []byte, sizes []int, flexible bool) ([][]byt
 	if flexible {
 		lengthBytes = 1
 	}
-	head := make([]byte, 0, len(zeros)+len(sizes)*binary.MaxVarintLen32)
-	heads := make([][]byte, 0, len(sizes)+1)
+	head := make([]byte, 0, len(zeros)+len(records)*binary.MaxVarintLen32)
+	pieces := make([][]byte, 0, 2*len(records)+1)
 	from, start, found, size := 0, 0, 0, 0
 	for i := range zeros {
 		if zeros[i] == ones[i] {
 			continue
 		}
-		if found == len(sizes) || i-lengthBytes < from {
+		if found == len(records) || i-lengthBytes < from {
 			return nil, false
 		}
 		length := zeros[i-lengthBytes : i]
@@ -298,20 +265,20 @@ func splicePlaceholders(zeros, ones []byte, sizes []int, flexible bool) ([][]byt
 		}
 		head = append(head, zeros[from:i-lengthBytes]...)
 		if flexible {
-			head = binary.AppendUvarint(head, uint64(sizes[found])+1)
+			head = binary.AppendUvarint(head, uint64(len(records[found]))+1)
 		} else {
-			head = binary.BigEndian.AppendUint32(head, uint32(sizes[found]))
+			head = binary.BigEndian.AppendUint32(head, uint32(len(records[found])))
 		}
-		heads = append(heads, head[start:len(head):len(head)])
-		size += sizes[found]
+		pieces = append(pieces, head[start:len(head):len(head)], records[found])
+		size += len(records[found])
 		start, from = len(head), i+1
 		found++
 	}
-	if found != len(sizes) {
+	if found != len(records) {
 		return nil, false
 	}
 	head = append(head, zeros[from:]...)
-	heads = append(heads, head[start:len(head):len(head)])
-	binary.BigEndian.PutUint32(heads[0], uint32(len(head)+size-SizeBytes))
-	return heads, true
+	pieces = append(pieces, head[start:len(head):len(head)])
+	binary.BigEndian.PutUint32(pieces[0], uint32(len(head)+size-SizeBytes))
+	return pieces, true
 }
