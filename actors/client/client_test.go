@@ -1168,6 +1168,48 @@ func TestProduceBatchGrowsWhileInFlightIsFull(t *testing.T) {
 	}
 }
 
+// While a partition's node has no room for another batch, the partition's
+// open batch is sealed at most once more and then keeps taking records
+// until that batch is sent, rather than being sealed at each linger, a
+// few records each, to wait in the producer behind the others.
+func TestProduceBatchGrowsWhileItsNodeIsFull(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("slow", 1))
+	fc.setFaults(faults{produceDelay: 300 * time.Millisecond})
+	// One batch of 1 KiB fills the node's window.
+	p, err := c.NewProducer(Linger(time.Millisecond), BatchBytes(1<<10), MaxInFlightPerNode(1), MaxInFlightPerPartition(5))
+	require.NoError(t, err)
+	var acked sync.WaitGroup
+	var failed atomic.Int64
+	produce := func(value string) {
+		acked.Add(1)
+		p.Produce(ctx, &Record{Topic: "slow", Key: []byte("k"), Value: []byte(value)}, func(_ *Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			acked.Done()
+		})
+	}
+	produce(strings.Repeat("x", 1000))
+	time.Sleep(10 * time.Millisecond)
+	// 20 records spread over ten lingers, while the first batch waits
+	// for its answer and holds the node's window.
+	const later = 20
+	for i := range later {
+		produce(strconv.Itoa(i))
+		time.Sleep(time.Millisecond / 2)
+	}
+	acked.Wait()
+	require.Zero(t, failed.Load())
+	require.NoError(t, p.Close())
+	require.Equal(t, 3, fc.stats("slow").batches, "the full batch, one sealed at its linger, then one of the records after it")
+	got := consumeAll(t, ctx, c, "slow", 1+later)
+	for i, r := range got[1:] {
+		require.Equal(t, strconv.Itoa(i), string(r.Value))
+	}
+}
+
 // A node that answers at first contact and then takes longer than the
 // first-contact timeout over a request (a topic of many partitions) is
 // waited for within the request timeout; one that takes longer still is

@@ -362,6 +362,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		b.corrID = s.corrID
 		b.sentAt = now
 		b.attempts++
+		s.leaveUnsent(b)
 		deadline := s.requestDeadline(b)
 		s.noteDeadline(deadline)
 		// Sent by flush, at the end of this turn. The stream writes
@@ -770,6 +771,7 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 		}
 		s.callPromise(pd, err)
 	}
+	s.leaveUnsent(b)
 	owner, topic := b.owner, b.inTopic
 	if s.p.cfg.acks != 0 && b.attempts == 1 && err == nil {
 		s.p.recycle(b)
@@ -780,6 +782,19 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 		if n := owner.outstanding.Add(-1); n == 0 || int(n) == s.p.cfg.maxInFlight-1 {
 			s.p.sealReady(topic, owner)
 		}
+	}
+}
+
+// leaveUnsent takes b, sent or completed, out of its partition's unsent
+// batches; when it was the last, the open batch may be sealed (see
+// Producer.holdOpen).
+func (s *sender) leaveUnsent(b *batch) {
+	if !b.unsent {
+		return
+	}
+	b.unsent = false
+	if b.owner != nil && b.owner.unsent.Add(-1) == 0 {
+		s.p.sealReady(b.inTopic, b.owner)
 	}
 }
 
