@@ -269,8 +269,15 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 		}
 		a.behavior.Become(a.leading)
 		return a
-	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}))
+	}, cfg.Logger.WithFields(logrus.Fields{"actor": "partition", "topic": cfg.Topic, "partition": cfg.Partition}),
+		actor.WithDispatcher(partitionDispatcher))
 }
+
+// partitionDispatcher runs the mailboxes of every partition actor of the
+// process on goroutines it keeps (see actors.WorkerDispatcher): each
+// append goes deep, and a node of many partitions appends a few records
+// at a time to each.
+var partitionDispatcher = actors.NewWorkerDispatcher(300, 5*time.Second)
 
 // PartitionDir is the directory of a partition's log in a log directory.
 func PartitionDir(logDir, topicName string, partition int32) string {
