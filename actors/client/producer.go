@@ -239,6 +239,9 @@ type partitionBuffer struct {
 	// sent yet; the sender decrements it. While one waits there, the
 	// open batch is not sealed at Linger (see holdOpen).
 	unsent atomic.Int32
+	// held is set while the open batch has lingered and holdOpen keeps
+	// it open: only then does a send of the last unsent batch seal it.
+	held atomic.Bool
 	// maxBytes, when not zero, is below BatchBytes: the sender lowered it
 	// when the partition refused a batch as larger than its topic's
 	// max.message.bytes, so that later batches are sealed smaller.
@@ -532,6 +535,10 @@ func (p *Producer) lingerExpired(tb *topicBuffer, pb *partitionBuffer) {
 		pb.timer.Reset(wait)
 		return
 	}
+	// held is set before holdOpen looks at unsent, and the sender
+	// looks at held after taking a batch out of unsent: one of the two
+	// sees the other's change, so a held batch is never left behind.
+	pb.held.Store(true)
 	if p.holdOpen(pb) {
 		return // sealed by sealReady when an answer or a send makes room
 	}
@@ -588,6 +595,7 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 	b.owner, b.inTopic = pb, tb
 	pb.outstanding.Add(1)
 	pb.unsent.Add(1)
+	pb.held.Store(false)
 	b.unsent = true
 	// The builder continues in a pooled buffer the size of this batch,
 	// and Produce moves it to one twice as large as it fills: a producer

@@ -786,14 +786,14 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 }
 
 // leaveUnsent takes b, sent or completed, out of its partition's unsent
-// batches; when it was the last, the open batch may be sealed (see
-// Producer.holdOpen).
+// batches; when it was the last, the open batch may be sealed if it was
+// held open (see Producer.holdOpen).
 func (s *sender) leaveUnsent(b *batch) {
 	if !b.unsent {
 		return
 	}
 	b.unsent = false
-	if b.owner != nil && b.owner.unsent.Add(-1) == 0 {
+	if b.owner != nil && b.owner.unsent.Add(-1) == 0 && b.owner.held.Load() {
 		s.p.sealReady(b.inTopic, b.owner)
 	}
 }
