@@ -265,6 +265,26 @@ func TestProduceBoundsBytesInFlightPerNode(t *testing.T) {
 	}
 }
 
+// Batches far smaller than BatchBytes each count as 1/minChargeOf of it
+// against the node's window: with many partitions written to at once, no
+// more than minChargeOf times MaxInFlightPerNode of them are in flight to
+// a node, however small, and every record still arrives once.
+func TestProduceBoundsSmallBatchesInFlightPerNode(t *testing.T) {
+	const n, partitions = 4000, 200
+	fc, c := setup(t)
+	ctx := testContext(t, 60*time.Second)
+	require.NoError(t, fc.createTopic("many", partitions))
+	fc.setFaults(faults{holdProduce: 20 * time.Millisecond})
+	p, err := c.NewProducer(BatchBytes(64<<10), MaxInFlightPerNode(1), Acks(1))
+	require.NoError(t, err)
+	produced := produceAll(t, ctx, p, "many", n)
+	require.NoError(t, p.Close())
+	require.LessOrEqual(t, fc.maxWorking.Load(), int32(minChargeOf+1), "batches the partitions work on at once: within the window, the last one crossing it")
+	require.Greater(t, fc.maxWorking.Load(), int32(1), "small batches share the window")
+	got := consumeAll(t, ctx, c, "many", n)
+	checkExactlyOnce(t, produced, got, partitions, true)
+}
+
 // A batch larger than the topic's max.message.bytes is batched again
 // within it and sent in its place, as Kafka's producer splits one, and the
 // partition's later batches are sealed within it: every record arrives

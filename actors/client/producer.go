@@ -167,7 +167,11 @@ const DefaultMaxInFlightAcksAll = 10
 // partitions and a Depot request one, so the bound is on bytes: a few full
 // batches keep a node busy, and more only lengthen its queues and the
 // bytes waiting there, while the small batches of many partitions written
-// to at once go together, as in one Kafka request.
+// to at once go together, as in one Kafka request. A batch counts as at
+// least 1/64 of BatchBytes, so that at most 64n batches are in flight per
+// node: with thousands of partitions, the node's cost per batch would
+// otherwise fill the window with batches of a few records each, while the
+// batches that wait, and grow, in the producer stayed as small.
 func MaxInFlightPerNode(n int) ProducerOpt {
 	return func(c *producerConfig) { c.maxInFlightPerNode = n }
 }

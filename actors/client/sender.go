@@ -120,17 +120,27 @@ func newSender(p *Producer) *sender {
 
 // setInFlight sets the count of ps's batches awaiting an answer, and its
 // node's bytes with it: the first n batches of its queue are those in
-// flight.
+// flight, each counted as at least minChargeOf of BatchBytes.
 func (s *sender) setInFlight(ps *partSender, n int) {
 	bytes := 0
+	least := s.p.cfg.batchBytes / minChargeOf
 	for _, b := range ps.queue[:n] {
-		bytes += len(b.buf)
+		bytes += max(len(b.buf), least)
 	}
 	if ps.node != nil {
 		ps.node.bytes += bytes - ps.inflightBytes
 	}
 	ps.inflight, ps.inflightBytes = n, bytes
 }
+
+// minChargeOf makes a batch count in its node's window as at least
+// 1/minChargeOf of BatchBytes: at most minChargeOf times
+// MaxInFlightPerNode batches are in flight to a node, however small. With
+// many partitions each batch is a few records, and a node's per-batch
+// costs outweigh its per-record ones; a window of bytes alone would fill
+// with thousands of them, while the partitions' open batches, which grow
+// while they wait, stayed as small.
+const minChargeOf = 64
 
 // nodeWindow is the bytes a node may have in flight: MaxInFlightPerNode
 // batches of BatchBytes.
