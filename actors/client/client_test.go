@@ -265,6 +265,26 @@ func TestProduceBoundsBytesInFlightPerNode(t *testing.T) {
 	}
 }
 
+// Batches far smaller than BatchBytes each count as 1/minChargeOf of it
+// against the node's window: with many partitions written to at once, no
+// more than minChargeOf times MaxInFlightPerNode of them are in flight to
+// a node, however small, and every record still arrives once.
+func TestProduceBoundsSmallBatchesInFlightPerNode(t *testing.T) {
+	const n, partitions = 4000, 200
+	fc, c := setup(t)
+	ctx := testContext(t, 60*time.Second)
+	require.NoError(t, fc.createTopic("many", partitions))
+	fc.setFaults(faults{holdProduce: 20 * time.Millisecond})
+	p, err := c.NewProducer(BatchBytes(64<<10), MaxInFlightPerNode(1), Acks(1))
+	require.NoError(t, err)
+	produced := produceAll(t, ctx, p, "many", n)
+	require.NoError(t, p.Close())
+	require.LessOrEqual(t, fc.maxWorking.Load(), int32(minChargeOf+1), "batches the partitions work on at once: within the window, the last one crossing it")
+	require.Greater(t, fc.maxWorking.Load(), int32(1), "small batches share the window")
+	got := consumeAll(t, ctx, c, "many", n)
+	checkExactlyOnce(t, produced, got, partitions, true)
+}
+
 // A batch larger than the topic's max.message.bytes is batched again
 // within it and sent in its place, as Kafka's producer splits one, and the
 // partition's later batches are sealed within it: every record arrives
@@ -1165,6 +1185,48 @@ func TestProduceBatchGrowsWhileInFlightIsFull(t *testing.T) {
 				require.Equal(t, strconv.Itoa(i), string(r.Value))
 			}
 		})
+	}
+}
+
+// While a partition's node has no room for another batch, the partition's
+// open batch is sealed at most once more and then keeps taking records
+// until that batch is sent, rather than being sealed at each linger, a
+// few records each, to wait in the producer behind the others.
+func TestProduceBatchGrowsWhileItsNodeIsFull(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("slow", 1))
+	fc.setFaults(faults{produceDelay: 300 * time.Millisecond})
+	// One batch of 1 KiB fills the node's window.
+	p, err := c.NewProducer(Linger(time.Millisecond), BatchBytes(1<<10), MaxInFlightPerNode(1), MaxInFlightPerPartition(5))
+	require.NoError(t, err)
+	var acked sync.WaitGroup
+	var failed atomic.Int64
+	produce := func(value string) {
+		acked.Add(1)
+		p.Produce(ctx, &Record{Topic: "slow", Key: []byte("k"), Value: []byte(value)}, func(_ *Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			acked.Done()
+		})
+	}
+	produce(strings.Repeat("x", 1000))
+	time.Sleep(10 * time.Millisecond)
+	// 20 records spread over ten lingers, while the first batch waits
+	// for its answer and holds the node's window.
+	const later = 20
+	for i := range later {
+		produce(strconv.Itoa(i))
+		time.Sleep(time.Millisecond / 2)
+	}
+	acked.Wait()
+	require.Zero(t, failed.Load())
+	require.NoError(t, p.Close())
+	require.Equal(t, 3, fc.stats("slow").batches, "the full batch, one sealed at its linger, then one of the records after it")
+	got := consumeAll(t, ctx, c, "slow", 1+later)
+	for i, r := range got[1:] {
+		require.Equal(t, strconv.Itoa(i), string(r.Value))
 	}
 }
 

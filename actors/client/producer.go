@@ -167,7 +167,11 @@ const DefaultMaxInFlightAcksAll = 10
 // partitions and a Depot request one, so the bound is on bytes: a few full
 // batches keep a node busy, and more only lengthen its queues and the
 // bytes waiting there, while the small batches of many partitions written
-// to at once go together, as in one Kafka request.
+// to at once go together, as in one Kafka request. A batch counts as at
+// least 1/64 of BatchBytes, so that at most 64n batches are in flight per
+// node: with thousands of partitions, the node's cost per batch would
+// otherwise fill the window with batches of a few records each, while the
+// batches that wait, and grow, in the producer stayed as small.
 func MaxInFlightPerNode(n int) ProducerOpt {
 	return func(c *producerConfig) { c.maxInFlightPerNode = n }
 }
@@ -235,6 +239,13 @@ type partitionBuffer struct {
 	// sent at once, without waiting for Linger: batches grow only while the
 	// partition is busy, so latency stays low at moderate load.
 	outstanding atomic.Int32
+	// unsent counts this partition's sealed batches the sender has not
+	// sent yet; the sender decrements it. While one waits there, the
+	// open batch is not sealed at Linger (see holdOpen).
+	unsent atomic.Int32
+	// held is set while the open batch has lingered and holdOpen keeps
+	// it open: only then does a send of the last unsent batch seal it.
+	held atomic.Bool
 	// maxBytes, when not zero, is below BatchBytes: the sender lowered it
 	// when the partition refused a batch as larger than its topic's
 	// max.message.bytes, so that later batches are sealed smaller.
@@ -276,6 +287,9 @@ type batch struct {
 	baseSeq   int32
 	err       error // set when sealing failed
 	sealed    time.Time
+	// unsent says that the batch counts in its owner's unsent, until the
+	// sender first sends it or completes it.
+	unsent bool
 
 	// owner is the partition buffer that sealed the batch, in topic.
 	owner   *partitionBuffer
@@ -525,10 +539,26 @@ func (p *Producer) lingerExpired(tb *topicBuffer, pb *partitionBuffer) {
 		pb.timer.Reset(wait)
 		return
 	}
-	if p.inFlightFull(pb) {
-		return // sealed by sealReady when an answer makes room
+	// held is set before holdOpen looks at unsent, and the sender
+	// looks at held after taking a batch out of unsent: one of the two
+	// sees the other's change, so a held batch is never left behind.
+	pb.held.Store(true)
+	if p.holdOpen(pb) {
+		return // sealed by sealReady when an answer or a send makes room
 	}
 	p.seal(tb, pb)
+}
+
+// holdOpen reports whether pb's open batch, having lingered, stays open
+// and keeps taking records: while the partition has as many batches in
+// flight as it may (see inFlightFull), or a sealed batch that the sender
+// has not sent yet, as its node has no room for it. Sealed, the batch
+// would only wait in the sender behind that one. With many partitions a
+// node's window fills with their small batches, and this is what makes
+// the batches waiting for room grow rather than queue up behind each
+// other a few records each.
+func (p *Producer) holdOpen(pb *partitionBuffer) bool {
+	return p.inFlightFull(pb) || pb.unsent.Load() > 0
 }
 
 // inFlightFull reports whether pb has as many sealed batches outstanding
@@ -542,16 +572,17 @@ func (p *Producer) inFlightFull(pb *partitionBuffer) bool {
 	return p.cfg.acks != 0 && int(pb.outstanding.Load()) >= p.cfg.maxInFlight
 }
 
-// sealReady seals pb's open batch when pb has nothing outstanding, or
-// room for another batch in flight and a batch that has lingered: called
-// by the sender when a batch of the partition completes.
+// sealReady seals pb's open batch when pb has nothing outstanding, or a
+// batch that has lingered and nothing that holds it open (see holdOpen):
+// called by the sender when a batch of the partition completes, or when
+// it sends the partition's last unsent batch.
 func (p *Producer) sealReady(tb *topicBuffer, pb *partitionBuffer) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if pb.builder.Len() == 0 {
 		return
 	}
-	if pb.outstanding.Load() == 0 || !p.inFlightFull(pb) && !time.Now().Before(pb.lingerAt) {
+	if pb.outstanding.Load() == 0 || !p.holdOpen(pb) && !time.Now().Before(pb.lingerAt) {
 		p.seal(tb, pb)
 	}
 }
@@ -567,6 +598,9 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 	b.topic, b.partition = pb.topic, pb.partition
 	b.owner, b.inTopic = pb, tb
 	pb.outstanding.Add(1)
+	pb.unsent.Add(1)
+	pb.held.Store(false)
+	b.unsent = true
 	// The builder continues in a pooled buffer the size of this batch,
 	// and Produce moves it to one twice as large as it fills: a producer
 	// writing to many partitions holds buffers near the bytes it
@@ -638,7 +672,8 @@ func (p *Producer) recycle(b *batch) {
 // record larger than limit alone in its own), in order and with the
 // sequences they had in b; when that would leave them in one batch, as two
 // halves. Sequences are stamped as b's were (see batch.stamped). Each new
-// batch counts as outstanding for b's partition, as b did.
+// batch counts as outstanding for b's partition, as b did, and as unsent
+// if b did.
 func (p *Producer) split(b *batch, limit int64) ([]*batch, error) {
 	var groups [][]pending
 	size := int64(0)
@@ -691,6 +726,12 @@ func (p *Producer) split(b *batch, limit int64) ([]*batch, error) {
 	}
 	if b.owner != nil {
 		b.owner.outstanding.Add(int32(len(out) - 1))
+		if b.unsent {
+			b.owner.unsent.Add(int32(len(out) - 1))
+			for _, part := range out {
+				part.unsent = true
+			}
+		}
 	}
 	return out, nil
 }

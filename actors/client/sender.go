@@ -48,7 +48,21 @@ type sender struct {
 	refreshID  int64
 	corrID     int64
 	stopTick   scheduler.CancelFunc
+	// backingOff are the partitions that wait for their retryAt to send
+	// again: a tick tries them once it has passed.
+	backingOff map[*partSender]struct{}
+	// checkAt is when a tick next goes through every partition, for
+	// requests past their deadline and batches past their delivery
+	// timeout: no queued batch reaches either before it, and it is at
+	// most fullCheckInterval after the last pass. Between passes a tick
+	// looks only at backingOff, so that its cost is not that of the
+	// partitions the producer has ever written to.
+	checkAt time.Time
 }
+
+// fullCheckInterval bounds the time between a tick's passes over every
+// partition.
+const fullCheckInterval = time.Second
 
 // refreshCall is a metadata request in flight: its id, and the address of
 // the broker asked.
@@ -69,7 +83,11 @@ type partSender struct {
 	// is in node's waiting list.
 	node    *nodeSender
 	waiting bool
-	retryAt time.Time
+	// leaderNode is the state of the node leader lives on, when
+	// nodeLeader is leader: looked up once per leader, not per send.
+	leaderNode *nodeSender
+	nodeLeader *actor.PID
+	retryAt    time.Time
 	// seqShift is subtracted from the sequences of batches sent from now
 	// on: the count of records in batches the partition refused outright,
 	// whose sequences it never recorded.
@@ -88,28 +106,41 @@ type partSender struct {
 // manager.
 type nodeSender struct {
 	bytes   int
-	waiting []*partSender
+	waiting partQueue
 	manager *actor.PID
 	outbox  []*messages.ProduceRequest
 }
 
 func newSender(p *Producer) *sender {
-	return &sender{p: p, parts: map[partKey]*partSender{}, nodes: map[string]*nodeSender{}, refreshing: map[string]refreshCall{}}
+	return &sender{
+		p: p, parts: map[partKey]*partSender{}, nodes: map[string]*nodeSender{}, refreshing: map[string]refreshCall{},
+		backingOff: map[*partSender]struct{}{},
+	}
 }
 
 // setInFlight sets the count of ps's batches awaiting an answer, and its
 // node's bytes with it: the first n batches of its queue are those in
-// flight.
+// flight, each counted as at least minChargeOf of BatchBytes.
 func (s *sender) setInFlight(ps *partSender, n int) {
 	bytes := 0
+	least := s.p.cfg.batchBytes / minChargeOf
 	for _, b := range ps.queue[:n] {
-		bytes += len(b.buf)
+		bytes += max(len(b.buf), least)
 	}
 	if ps.node != nil {
 		ps.node.bytes += bytes - ps.inflightBytes
 	}
 	ps.inflight, ps.inflightBytes = n, bytes
 }
+
+// minChargeOf makes a batch count in its node's window as at least
+// 1/minChargeOf of BatchBytes: at most minChargeOf times
+// MaxInFlightPerNode batches are in flight to a node, however small. With
+// many partitions each batch is a few records, and a node's per-batch
+// costs outweigh its per-record ones; a window of bytes alone would fill
+// with thousands of them, while the partitions' open batches, which grow
+// while they wait, stayed as small.
+const minChargeOf = 64
 
 // nodeWindow is the bytes a node may have in flight: MaxInFlightPerNode
 // batches of BatchBytes.
@@ -137,12 +168,40 @@ func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
 // wake lets n's waiting partitions send, in the order they began to wait,
 // while n has room.
 func (s *sender) wake(ctx actor.Context, n *nodeSender) {
-	for len(n.waiting) > 0 && s.hasRoom(n) {
-		var ps *partSender
-		ps, n.waiting = popFront(n.waiting)
+	for n.waiting.len() > 0 && s.hasRoom(n) {
+		ps := n.waiting.pop()
 		ps.waiting = false
 		s.trySend(ctx, ps)
 	}
+}
+
+// partQueue is a first-in first-out queue of partitions. Taking one off
+// costs the same whatever its length: a node's list of partitions waiting
+// for room is as long as the partitions written to, and is taken from at
+// each answer.
+type partQueue struct {
+	items []*partSender
+	head  int // items before it are taken
+}
+
+func (q *partQueue) len() int { return len(q.items) - q.head }
+
+func (q *partQueue) push(ps *partSender) { q.items = append(q.items, ps) }
+
+// pop takes the first partition off q, which is not empty. The taken
+// slots are reclaimed in one copy once they are half of q's slice.
+func (q *partQueue) pop() *partSender {
+	ps := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	} else if q.head >= 64 && 2*q.head >= len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	return ps
 }
 
 // popFront takes the first element off q, clearing its slot.
@@ -253,6 +312,7 @@ func (s *sender) onBatch(ctx actor.Context, b *batch) {
 	}
 	ps := s.part(b.topic, b.partition)
 	ps.queue = append(ps.queue, b)
+	s.noteDeadline(b.sealed.Add(s.p.cfg.deliveryTimeout))
 	if b.owner != nil {
 		if limit := b.owner.limit(s.p.cfg.batchBytes); int64(len(b.buf)) > limit {
 			s.splitLarger(ps, ps.inflight, limit, false) // sealed before the partition's limit was lowered
@@ -281,7 +341,10 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			return
 		}
 	}
-	node := s.nodeOf(ps.leader)
+	if ps.nodeLeader != ps.leader {
+		ps.nodeLeader, ps.leaderNode = ps.leader, s.nodeOf(ps.leader)
+	}
+	node := ps.leaderNode
 	if ps.inflight > 0 && ps.node != node {
 		return
 	}
@@ -291,7 +354,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		if cfg.acks != 0 && !s.hasRoom(node) {
 			if !ps.waiting {
 				ps.waiting = true
-				node.waiting = append(node.waiting, ps)
+				node.waiting.push(ps)
 			}
 			return
 		}
@@ -309,6 +372,9 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 		b.corrID = s.corrID
 		b.sentAt = now
 		b.attempts++
+		s.leaveUnsent(b)
+		deadline := s.requestDeadline(b)
+		s.noteDeadline(deadline)
 		// Sent by flush, at the end of this turn. The stream writes
 		// b.buf where it is, so a resend stamps new sequence numbers
 		// into a copy, and only a batch answered on its first send goes
@@ -321,7 +387,7 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			Topic:         ps.key.topic,
 			Partition:     ps.key.partition,
 			Acks:          cfg.acks,
-			TimeoutMs:     int32(min(max(s.requestDeadline(b).Sub(now).Milliseconds(), 1), 1<<31-1)),
+			TimeoutMs:     int32(min(max(deadline.Sub(now).Milliseconds(), 1), 1<<31-1)),
 			Records:       b.buf,
 			CorrelationId: b.corrID,
 		})
@@ -420,7 +486,7 @@ func (s *sender) splitTooLarge(ps *partSender, i int, maxBytes int32) bool {
 	if s.p.cfg.idempotent {
 		ps.queue = slices.Replace(ps.queue, i, i+1, parts...)
 		s.backoff(ps)
-		ps.retryAt = time.Time{}
+		s.retryAfter(ps, time.Time{})
 		// Nothing after the refused batch is in the log: the partition
 		// takes a producer's batches only in sequence.
 		s.splitLarger(ps, i+len(parts), limit, true)
@@ -485,7 +551,7 @@ func (s *sender) completeBefore(ps *partSender, i int, baseOffset int64) {
 // after RetryBackoff, and fails those out of retries or time.
 func (s *sender) backoff(ps *partSender) {
 	s.setInFlight(ps, 0)
-	ps.retryAt = time.Now().Add(s.p.cfg.retryBackoff)
+	s.retryAfter(ps, time.Now().Add(s.p.cfg.retryBackoff))
 	s.expire(ps, time.Now())
 }
 
@@ -540,8 +606,46 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
+// retryAfter makes ps wait until at (none when zero) before it sends again.
+func (s *sender) retryAfter(ps *partSender, at time.Time) {
+	ps.retryAt = at
+	if at.IsZero() {
+		delete(s.backingOff, ps)
+	} else {
+		s.backingOff[ps] = struct{}{}
+	}
+}
+
+// noteDeadline brings the next pass over every partition forward to t.
+func (s *sender) noteDeadline(t time.Time) {
+	if t.Before(s.checkAt) {
+		s.checkAt = t
+	}
+}
+
+// onTick sends what waited for a backoff to end and, when a deadline may
+// have passed (see checkAt), goes through every partition.
 func (s *sender) onTick(ctx actor.Context) {
 	now := time.Now()
+	if !now.Before(s.checkAt) {
+		s.checkAll(ctx, now)
+	} else {
+		for ps := range s.backingOff {
+			if !now.Before(ps.retryAt) {
+				delete(s.backingOff, ps)
+				s.trySend(ctx, ps)
+			}
+		}
+	}
+	s.wakeAll(ctx)
+}
+
+// checkAll fails the requests past their deadline and the batches past
+// their delivery timeout, sends what each partition may, and sets checkAt
+// to the earliest deadline left, at most fullCheckInterval away.
+func (s *sender) checkAll(ctx actor.Context, now time.Time) {
+	s.checkAt = now.Add(fullCheckInterval)
+	clear(s.backingOff)
 	for _, ps := range s.parts {
 		for i := 0; i < ps.inflight; i++ {
 			b := ps.queue[i]
@@ -555,8 +659,17 @@ func (s *sender) onTick(ctx actor.Context) {
 			s.expire(ps, now)
 		}
 		s.trySend(ctx, ps)
+		if now.Before(ps.retryAt) {
+			s.backingOff[ps] = struct{}{}
+		}
+		for i, b := range ps.queue {
+			if i < ps.inflight {
+				s.noteDeadline(s.requestDeadline(b))
+			} else {
+				s.noteDeadline(b.sealed.Add(s.p.cfg.deliveryTimeout))
+			}
+		}
 	}
-	s.wakeAll(ctx)
 }
 
 // refresh asks for topic's metadata, then sends what waits for it.
@@ -589,7 +702,7 @@ func (s *sender) refresh(ctx actor.Context, topic string) {
 			ps.leader = c.leader(k.topic, k.partition)
 			if ps.leader == nil {
 				s.setInFlight(ps, 0) // sent to a leader that is gone
-				ps.retryAt = now.Add(s.p.cfg.retryBackoff)
+				s.retryAfter(ps, now.Add(s.p.cfg.retryBackoff))
 				for _, b := range ps.queue[ps.inflight:] {
 					if b.lastErr == nil || errors.Is(b.lastErr, ErrTimeout) {
 						b.lastErr = &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: "no leader for " + topic}
@@ -633,7 +746,7 @@ func (s *sender) onConnectionLost(ctx actor.Context, addr string) {
 				b.lastErr = lost
 			}
 			s.setInFlight(ps, 0)
-			ps.retryAt = time.Time{}
+			s.retryAfter(ps, time.Time{})
 			s.expire(ps, now)
 		}
 	}
@@ -668,6 +781,7 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 		}
 		s.callPromise(pd, err)
 	}
+	s.leaveUnsent(b)
 	owner, topic := b.owner, b.inTopic
 	if s.p.cfg.acks != 0 && b.attempts == 1 && err == nil {
 		s.p.recycle(b)
@@ -678,6 +792,19 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 		if n := owner.outstanding.Add(-1); n == 0 || int(n) == s.p.cfg.maxInFlight-1 {
 			s.p.sealReady(topic, owner)
 		}
+	}
+}
+
+// leaveUnsent takes b, sent or completed, out of its partition's unsent
+// batches; when it was the last, the open batch may be sealed if it was
+// held open (see Producer.holdOpen).
+func (s *sender) leaveUnsent(b *batch) {
+	if !b.unsent {
+		return
+	}
+	b.unsent = false
+	if b.owner != nil && b.owner.unsent.Add(-1) == 0 && b.owner.held.Load() {
+		s.p.sealReady(b.inTopic, b.owner)
 	}
 }
 

@@ -218,9 +218,14 @@ type logDirActor struct {
 	allowanceSeq *atomic.Uint64
 	dirty        bool
 	usageSoon    bool // a usage report is due after usageDelay
-	recovered    recoveryTotals
-	timers       []scheduler.CancelFunc
-	logger       *logrus.Entry
+	// sorted holds the keys of partitions in order, for usage; nil once
+	// a partition is added or removed. Sorting them for every report cost
+	// a node of thousands of partitions more than anything else the
+	// reports do.
+	sorted    []disk.TopicPartition
+	recovered recoveryTotals
+	timers    []scheduler.CancelFunc
+	logger    *logrus.Entry
 }
 
 // NewLogDirProps returns the props of a log-dir actor.
@@ -329,6 +334,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	a.dirty = true
 	if m.Deleted {
 		delete(a.partitions, m.TP)
+		a.sorted = nil
 		a.reportUsage(ctx)
 		a.allocate(ctx)
 		return
@@ -342,6 +348,7 @@ func (a *logDirActor) onReport(ctx actor.Context, m *PartitionReport) {
 	if p == nil {
 		p = newPartitionState(PartitionReport{})
 		a.partitions[m.TP] = p
+		a.sorted = nil
 	}
 	if !p.lastSeen.IsZero() && m.AppendedBytes >= p.report.AppendedBytes {
 		p.rate = decayRate(p.rate, float64(m.AppendedBytes-p.report.AppendedBytes), now.Sub(p.lastSeen))
@@ -444,17 +451,20 @@ func (a *logDirActor) onSetDraining(ctx actor.Context, m *setDraining) {
 // usage describes the directory now.
 func (a *logDirActor) usage() *messages.LogDirInfo {
 	info := &messages.LogDirInfo{Path: a.cfg.Path, State: a.state, Error: a.failure, Partitions: int32(len(a.partitions))}
-	keys := make([]disk.TopicPartition, 0, len(a.partitions))
-	for tp := range a.partitions {
-		keys = append(keys, tp)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Topic != keys[j].Topic {
-			return keys[i].Topic < keys[j].Topic
+	if a.sorted == nil {
+		a.sorted = make([]disk.TopicPartition, 0, len(a.partitions))
+		for tp := range a.partitions {
+			a.sorted = append(a.sorted, tp)
 		}
-		return keys[i].Partition < keys[j].Partition
-	})
-	for _, tp := range keys {
+		sort.Slice(a.sorted, func(i, j int) bool {
+			if a.sorted[i].Topic != a.sorted[j].Topic {
+				return a.sorted[i].Topic < a.sorted[j].Topic
+			}
+			return a.sorted[i].Partition < a.sorted[j].Partition
+		})
+	}
+	info.PartitionUsage = make([]*messages.PartitionUsage, 0, len(a.sorted))
+	for _, tp := range a.sorted {
 		p := a.partitions[tp]
 		info.Bytes += p.report.SizeBytes
 		info.WriteBytesPerS += p.rate
@@ -586,6 +596,7 @@ func (a *logDirActor) countPartitionsOnDisk() {
 		if p == nil {
 			p = newPartitionState(PartitionReport{TP: tp})
 			a.partitions[tp] = p
+			a.sorted = nil
 		}
 		p.report.SizeBytes = size
 	}

@@ -75,8 +75,11 @@ type PartitionManagerConfig struct {
 // followers and consumers send it their fetches of several partitions,
 // which it answers as Kafka's fetch purgatory does (see gather).
 type partitionManager struct {
-	cfg      PartitionManagerConfig
-	children map[disk.TopicPartition]*actor.PID
+	cfg PartitionManagerConfig
+	// dispatcher runs the mailboxes of the node's partitions (see
+	// PartitionConfig.Dispatcher).
+	dispatcher actor.Dispatcher
+	children   map[disk.TopicPartition]*actor.PID
 	// starting are the partitions waiting for the placement actor to
 	// choose their directory.
 	starting     map[disk.TopicPartition]bool
@@ -145,10 +148,14 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 		logger.WithField("reason", fmt.Sprint(reason)).Error("partition actor failed; restarting it")
 		return actor.RestartDirective
 	})
+	// The node's partitions run on goroutines it keeps (see
+	// actors.WorkerDispatcher): each append goes deep, and a node of many
+	// partitions appends a few records at a time to each.
+	dispatcher := actors.NewWorkerDispatcher(300, 5*time.Second)
 	return actors.Props(func() actor.Actor {
 		outboxes := actors.NewOutboxes(logger)
 		return &partitionManager{
-			cfg: cfg, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{},
+			cfg: cfg, dispatcher: dispatcher, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{},
 			produces: newProduceGathers(cfg.NodeID, cfg.Transport, outboxes), logger: logger,
 			states: map[disk.TopicPartition]*messages.PartitionState{}, fetchers: map[int32]*fetcherRef{},
 			gathers:  newGathers(),
@@ -413,6 +420,7 @@ func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, ch
 			ReplicaLagMax:  m.cfg.ReplicaLagMax,
 			Background:     dormant,
 			Metrics:        m.cfg.Metrics,
+			Dispatcher:     m.dispatcher,
 			Logger:         m.cfg.Logger,
 		})
 		// A checkpoint describes the log as it was at start-up: once the

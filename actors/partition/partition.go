@@ -58,6 +58,11 @@ type PartitionConfig struct {
 	// Transport is the actor system's remote state: fetch frames come from
 	// its pool, and received produce requests are released to it.
 	Transport *remote.Transport
+	// Dispatcher runs the partition's mailbox: the node's
+	// actors.WorkerDispatcher, shared by its partitions. Nil: protoactor's
+	// default, a goroutine started for each message that finds the mailbox
+	// empty.
+	Dispatcher actor.Dispatcher
 	// LogDirActor receives the partition's reports (size, recovery point)
 	// and its final report when it stops. May be nil.
 	LogDirActor *actor.PID
@@ -295,7 +300,15 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 			a.behavior.Become(a.leading)
 		}
 		return a
-	}, cfg.Logger) // a panic's line names the actor, and so the partition
+	}, cfg.Logger, dispatchedBy(cfg.Dispatcher)...) // a panic's line names the actor, and so the partition
+}
+
+// dispatchedBy is the props option of a partition run by d, none for nil.
+func dispatchedBy(d actor.Dispatcher) []actor.PropsOption {
+	if d == nil {
+		return nil
+	}
+	return []actor.PropsOption{actor.WithDispatcher(d)}
 }
 
 // logger is the partition's logger, with its topic, partition and log
