@@ -135,24 +135,7 @@ func BenchmarkKafkaConsume(b *testing.B) {
 	for _, target := range []string{"depot", "kfake"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
 			seeds := kafkaBenchTargets(b)[target](b)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			prod := benchKgoProducer(b, seeds)
-			value := benchValue()
-			for range b.N {
-				prod.Produce(ctx, &kgo.Record{Value: value}, nil)
-			}
-			require.NoError(b, prod.Flush(ctx))
-			cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"),
-				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-			b.SetBytes(benchRecordBytes)
-			b.ResetTimer()
-			for got := 0; got < b.N; {
-				fs := cl.PollFetches(ctx)
-				require.NoError(b, fs.Err())
-				got += fs.NumRecords()
-			}
-			b.StopTimer()
+			benchReadBack(b, seeds, benchKgoProducer(b, seeds))
 		})
 	}
 	b.Run("actor-client", func(b *testing.B) {
@@ -216,25 +199,8 @@ func BenchmarkKafkaConsumeManyPartitions(b *testing.B) {
 	for _, target := range []string{"depot", "kfake"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
 			seeds := targets[target](b)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			prod := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("orders"), kgo.RequiredAcks(kgo.LeaderAck()),
-				kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-			value := benchValue()
-			for range b.N {
-				prod.Produce(ctx, &kgo.Record{Value: value}, nil)
-			}
-			require.NoError(b, prod.Flush(ctx))
-			cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"),
-				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-			b.SetBytes(benchRecordBytes)
-			b.ResetTimer()
-			for got := 0; got < b.N; {
-				fs := cl.PollFetches(ctx)
-				require.NoError(b, fs.Err())
-				got += fs.NumRecords()
-			}
-			b.StopTimer()
+			benchReadBack(b, seeds, kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("orders"), kgo.RequiredAcks(kgo.LeaderAck()),
+				kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())))
 		})
 	}
 }
@@ -290,4 +256,26 @@ func processCPU() time.Duration {
 	var usage syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &usage)
 	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
+}
+
+// benchReadBack produces b.N records to "orders" through prod, then times
+// a kgo consumer of seeds reading them all back from the start.
+func benchReadBack(b *testing.B, seeds []string, prod *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	value := benchValue()
+	for range b.N {
+		prod.Produce(ctx, &kgo.Record{Value: value}, nil)
+	}
+	require.NoError(b, prod.Flush(ctx))
+	cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	b.SetBytes(benchRecordBytes)
+	b.ResetTimer()
+	for got := 0; got < b.N; {
+		fs := cl.PollFetches(ctx)
+		require.NoError(b, fs.Err())
+		got += fs.NumRecords()
+	}
+	b.StopTimer()
 }

@@ -108,62 +108,62 @@ func validateStoredGeneration(v *messages.OffsetValue) error {
 }
 
 // validateDepotGeneration checks a stored generation of Depot's protocol:
-// members with ids, each once, a group instance id at most once, and
-// timeouts within the bounds a join may ask.
+// its members, as validateMembers checks them.
 func validateDepotGeneration(gen *messages.DepotGeneration) error {
-	if gen.Generation < 0 {
-		return fmt.Errorf("generation %d", gen.Generation)
-	}
-	if len(gen.Members) == 0 {
-		return errors.New("no members")
-	}
-	ids, instances := map[string]bool{}, map[string]bool{}
-	for _, mem := range gen.Members {
-		if err := validateStoredMember(mem.MemberId, mem.GroupInstanceId, mem.SessionTimeoutMs, mem.RebalanceTimeoutMs, ids, instances); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := validateMembers(gen.Generation, gen.Members)
+	return err
 }
 
-// validateStoredMember checks one stored member against those before it,
-// whose ids and group instance ids it adds to ids and instances.
-func validateStoredMember(id, instance string, sessionMs, rebalanceMs int32, ids, instances map[string]bool) error {
-	session := time.Duration(sessionMs) * time.Millisecond
-	switch {
-	case id == "" || ids[id]:
-		return fmt.Errorf("member id %q empty or named twice", id)
-	case instance != "" && instances[instance]:
-		return fmt.Errorf("group instance %q named twice", instance)
-	case session < MinSessionTimeout || session > MaxSessionTimeout:
-		return fmt.Errorf("member %q: session timeout %d ms", id, sessionMs)
-	case rebalanceMs <= 0:
-		return fmt.Errorf("member %q: rebalance timeout %d ms", id, rebalanceMs)
-	}
-	ids[id] = true
-	if instance != "" {
-		instances[instance] = true
-	}
-	return nil
-}
-
-// validateClassicGeneration checks a stored classic generation: members
-// as validateStoredMember checks them, and a leader among them.
+// validateClassicGeneration checks a stored classic generation: its
+// members, as validateMembers checks them, and a leader among them.
 func validateClassicGeneration(gen *messages.ClassicGeneration) error {
-	if gen.Generation < 0 {
-		return fmt.Errorf("generation %d", gen.Generation)
-	}
-	if len(gen.Members) == 0 {
-		return errors.New("no members")
-	}
-	ids, instances := map[string]bool{}, map[string]bool{}
-	for _, mem := range gen.Members {
-		if err := validateStoredMember(mem.MemberId, mem.GroupInstanceId, mem.SessionTimeoutMs, mem.RebalanceTimeoutMs, ids, instances); err != nil {
-			return err
-		}
+	ids, err := validateMembers(gen.Generation, gen.Members)
+	if err != nil {
+		return err
 	}
 	if !ids[gen.Leader] {
 		return fmt.Errorf("leader %q is not a member", gen.Leader)
 	}
 	return nil
+}
+
+// storedMember is what validateMembers reads of a stored member of either
+// protocol.
+type storedMember interface {
+	GetMemberId() string
+	GetGroupInstanceId() string
+	GetSessionTimeoutMs() int32
+	GetRebalanceTimeoutMs() int32
+}
+
+// validateMembers checks a stored generation's number and members: at
+// least one, with ids, each once, a group instance id at most once, and
+// timeouts within the bounds a join may ask. It returns their ids.
+func validateMembers[M storedMember](generation int32, members []M) (map[string]bool, error) {
+	if generation < 0 {
+		return nil, fmt.Errorf("generation %d", generation)
+	}
+	if len(members) == 0 {
+		return nil, errors.New("no members")
+	}
+	ids, instances := map[string]bool{}, map[string]bool{}
+	for _, mem := range members {
+		id, instance := mem.GetMemberId(), mem.GetGroupInstanceId()
+		session := time.Duration(mem.GetSessionTimeoutMs()) * time.Millisecond
+		switch {
+		case id == "" || ids[id]:
+			return nil, fmt.Errorf("member id %q empty or named twice", id)
+		case instance != "" && instances[instance]:
+			return nil, fmt.Errorf("group instance %q named twice", instance)
+		case session < MinSessionTimeout || session > MaxSessionTimeout:
+			return nil, fmt.Errorf("member %q: session timeout %d ms", id, mem.GetSessionTimeoutMs())
+		case mem.GetRebalanceTimeoutMs() <= 0:
+			return nil, fmt.Errorf("member %q: rebalance timeout %d ms", id, mem.GetRebalanceTimeoutMs())
+		}
+		ids[id] = true
+		if instance != "" {
+			instances[instance] = true
+		}
+	}
+	return ids, nil
 }
