@@ -392,3 +392,32 @@ func TestRegisterAgainFences(t *testing.T) {
 	require.True(t, n.Fenced, "a node registered again is fenced until it is unfenced")
 	require.Equal(t, "127.0.0.1:9", image.Address(1))
 }
+
+// A new incarnation of a node that the image holds live fences the old one
+// first, as Fence does: a partition it led gets another member of its ISR
+// for leader, in a new epoch, and the node leaves the ISRs; the same
+// incarnation registering again changes no partition.
+func TestRegisterNewIncarnationFencesTheOld(t *testing.T) {
+	recs := append(append(register(1), register(2)...),
+		CreateTopic(&messages.CreateTopicRequest{Name: "two", Partitions: 1}, "id2", [][]int32{{1, 2}}))
+	image, _ := replay(t, Empty(), recs...)
+	two, _ := image.Topic("two")
+	require.Equal(t, int32(1), two.Partitions[0].Leader)
+	n, _ := image.Node(1)
+
+	same := image.Register(&messages.RegisterNodeRequest{NodeId: 1, Address: n.Address, Incarnation: n.Incarnation})
+	require.Len(t, same, 1, "the same incarnation: its registration alone")
+
+	again, _ := replay(t, image, image.Register(&messages.RegisterNodeRequest{NodeId: 1, Address: n.Address, Incarnation: n.Incarnation + 1})...)
+	two, _ = again.Topic("two")
+	require.Equal(t, int32(2), two.Partitions[0].Leader, "another member of the ISR leads")
+	require.Equal(t, []int32{2}, two.Partitions[0].ISR)
+	require.Equal(t, int32(1), two.Partitions[0].LeaderEpoch)
+	n, _ = again.Node(1)
+	require.True(t, n.Fenced)
+	require.Equal(t, []int32{2}, again.Live())
+
+	// Fenced already (its old process lapsed), it registers alone.
+	fenced, _ := replay(t, image, image.Fence(1)...)
+	require.Len(t, fenced.Register(&messages.RegisterNodeRequest{NodeId: 1, Address: n.Address, Incarnation: n.Incarnation + 2}), 1)
+}

@@ -70,6 +70,21 @@ func NameCluster(id string) *messages.MetadataRecord {
 	return &messages.MetadataRecord{Record: &messages.MetadataRecord_Cluster{Cluster: &messages.ClusterRecord{ClusterId: id}}}
 }
 
+// Register returns the records that register the node m describes, as
+// RegisterNode's, after, for a new incarnation of a node the image holds
+// unfenced, the records that fence it (Fence's): the old process is gone,
+// and its leaderships and ISR places go with it, as Kafka's controller
+// fences a broker that registers with a new epoch. Registered alone, the
+// node would be fenced with them kept, and a partition it led would wait
+// for a leader that no election replaces.
+func (im *Image) Register(m *messages.RegisterNodeRequest) []*messages.MetadataRecord {
+	var out []*messages.MetadataRecord
+	if n, ok := im.nodes[m.GetNodeId()]; ok && n.Incarnation != m.GetIncarnation() {
+		out = im.Fence(m.GetNodeId())
+	}
+	return append(out, RegisterNode(m))
+}
+
 // RegisterNode returns the record that registers the node m describes. The
 // node is fenced until Unfence.
 func RegisterNode(m *messages.RegisterNodeRequest) *messages.MetadataRecord {
