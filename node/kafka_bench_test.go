@@ -34,9 +34,10 @@ func benchKgoProducer(b *testing.B, seeds []string) *kgo.Client {
 }
 
 // kafkaBenchTargets are the Kafka listeners the Kafka benchmarks measure,
-// each with the topic "orders" of one partition: a node's ("depot"), and
-// kfake's, franz-go's in-memory fake cluster ("kfake"), as the yardstick.
-func kafkaBenchTargets(b *testing.B) map[string]func(b *testing.B) []string {
+// each with a topic "orders" of that many partitions: a node's ("depot"),
+// and kfake's, franz-go's in-memory fake cluster ("kfake"), as the
+// yardstick.
+func kafkaBenchTargets(partitions int32) map[string]func(b *testing.B) []string {
 	return map[string]func(b *testing.B) []string{
 		"depot": func(b *testing.B) []string {
 			cfg := testConfig(b, b.TempDir())
@@ -44,12 +45,12 @@ func kafkaBenchTargets(b *testing.B) map[string]func(b *testing.B) []string {
 			n := startNode(b, cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", 1, nil)
+			_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", partitions, nil)
 			require.NoError(b, err)
 			return []string{n.KafkaAddress()}
 		},
 		"kfake": func(b *testing.B) []string {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "orders"))
 			require.NoError(b, err)
 			b.Cleanup(c.Close)
 			return c.ListenAddrs()
@@ -68,7 +69,7 @@ func kafkaBenchTargets(b *testing.B) map[string]func(b *testing.B) []string {
 func BenchmarkKafkaProduce(b *testing.B) {
 	for _, target := range []string{"depot", "kfake"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
-			seeds := kafkaBenchTargets(b)[target](b)
+			seeds := kafkaBenchTargets(1)[target](b)
 			cl := benchKgoProducer(b, seeds)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
@@ -134,7 +135,7 @@ func BenchmarkKafkaProduce(b *testing.B) {
 func BenchmarkKafkaConsume(b *testing.B) {
 	for _, target := range []string{"depot", "kfake"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
-			seeds := kafkaBenchTargets(b)[target](b)
+			seeds := kafkaBenchTargets(1)[target](b)
 			benchReadBack(b, seeds, benchKgoProducer(b, seeds))
 		})
 	}
@@ -177,25 +178,7 @@ func BenchmarkKafkaConsume(b *testing.B) {
 //
 //	go test -run '^$' -bench KafkaConsumeManyPartitions -benchtime 200000x ./node/
 func BenchmarkKafkaConsumeManyPartitions(b *testing.B) {
-	const partitions = 64
-	targets := map[string]func(b *testing.B) []string{
-		"depot": func(b *testing.B) []string {
-			cfg := testConfig(b, b.TempDir())
-			cfg.HTTP, cfg.KafkaListen = "", "127.0.0.1:0"
-			n := startNode(b, cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_, err := newClient(b, n.Address()).CreateTopic(ctx, "orders", partitions, nil)
-			require.NoError(b, err)
-			return []string{n.KafkaAddress()}
-		},
-		"kfake": func(b *testing.B) []string {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "orders"))
-			require.NoError(b, err)
-			b.Cleanup(c.Close)
-			return c.ListenAddrs()
-		},
-	}
+	targets := kafkaBenchTargets(64)
 	for _, target := range []string{"depot", "kfake"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
 			seeds := targets[target](b)
