@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
 )
@@ -32,15 +33,15 @@ func TestBadProduceRequestsChangeNothing(t *testing.T) {
 	})
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	pid := partitionPID(t, n, "events", 0)
-	good := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: 1, Records: batchOf(t, "first")})
+	good := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: 1, Records: actortest.Batch(t, "first")})
 	require.Equal(t, messages.ErrorCode_NONE, good.Error)
 
-	flipped := batchOf(t, "x", "y")
+	flipped := actortest.Batch(t, "x", "y")
 	flipped[len(flipped)-1] ^= 0x01
-	oversized := batchOf(t, string(make([]byte, 3000)))
-	truncated := batchOf(t, "z")
+	oversized := actortest.Batch(t, string(make([]byte, 3000)))
+	truncated := actortest.Batch(t, "z")
 	truncated = truncated[:len(truncated)-3]
-	badMagic := batchOf(t, "m")
+	badMagic := actortest.Batch(t, "m")
 	badMagic[16] = 1
 
 	for _, tc := range []struct {
@@ -50,13 +51,13 @@ func TestBadProduceRequestsChangeNothing(t *testing.T) {
 		want    messages.ErrorCode
 	}{
 		{"bad crc", 1, flipped, messages.ErrorCode_CORRUPT_MESSAGE},
-		{"bad crc after a good batch", -1, append(batchOf(t, "ok"), flipped...), messages.ErrorCode_CORRUPT_MESSAGE},
+		{"bad crc after a good batch", -1, append(actortest.Batch(t, "ok"), flipped...), messages.ErrorCode_CORRUPT_MESSAGE},
 		{"truncated batch", 1, truncated, messages.ErrorCode_CORRUPT_MESSAGE},
 		{"bad magic", 1, badMagic, messages.ErrorCode_CORRUPT_MESSAGE},
 		{"empty request", 1, nil, messages.ErrorCode_CORRUPT_MESSAGE},
 		{"garbage", 1, []byte("this is not a record batch at all, not even close"), messages.ErrorCode_CORRUPT_MESSAGE},
 		{"oversized batch", -1, oversized, messages.ErrorCode_MESSAGE_TOO_LARGE},
-		{"bad acks", 2, batchOf(t, "a"), messages.ErrorCode_INVALID_REQUIRED_ACKS},
+		{"bad acks", 2, actortest.Batch(t, "a"), messages.ErrorCode_INVALID_REQUIRED_ACKS},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: tc.acks, Records: tc.records})
@@ -87,16 +88,16 @@ func TestProduceRequestsAnsweredEachAsAlone(t *testing.T) {
 	n := startNode(t, testConfig(t, t.TempDir()))
 	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "events", Partitions: 2})
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
-	flipped := batchOf(t, "x")
+	flipped := actortest.Batch(t, "x")
 	flipped[len(flipped)-1] ^= 0x01
 	reqs := []*messages.ProduceRequest{
-		{Topic: "events", Partition: 0, Acks: 1, Records: batchOf(t, "a"), CorrelationId: 1},
+		{Topic: "events", Partition: 0, Acks: 1, Records: actortest.Batch(t, "a"), CorrelationId: 1},
 		{Topic: "events", Partition: 1, Acks: 1, Records: flipped, CorrelationId: 2},
-		{Topic: "nope", Partition: 0, Acks: 1, Records: batchOf(t, "b"), CorrelationId: 3},
-		{Topic: "events", Partition: -1, Acks: -1, Records: batchOf(t, "c"), CorrelationId: 4},
-		{Topic: "events", Partition: 1, Acks: 2, Records: batchOf(t, "d"), CorrelationId: 5},
-		{Topic: "events", Partition: 1, Acks: -1, Records: batchOf(t, "e"), CorrelationId: 6},
-		{Topic: "events", Partition: 0, Acks: 1, Records: batchOf(t, "f"), CorrelationId: 7},
+		{Topic: "nope", Partition: 0, Acks: 1, Records: actortest.Batch(t, "b"), CorrelationId: 3},
+		{Topic: "events", Partition: -1, Acks: -1, Records: actortest.Batch(t, "c"), CorrelationId: 4},
+		{Topic: "events", Partition: 1, Acks: 2, Records: actortest.Batch(t, "d"), CorrelationId: 5},
+		{Topic: "events", Partition: 1, Acks: -1, Records: actortest.Batch(t, "e"), CorrelationId: 6},
+		{Topic: "events", Partition: 0, Acks: 1, Records: actortest.Batch(t, "f"), CorrelationId: 7},
 	}
 	manager := actor.NewPID(n.System().Address(), actors.PartitionManagerName)
 	resp := request[*messages.ProduceResponses](t, n, manager, &messages.ProduceRequests{Requests: reqs})
@@ -132,7 +133,7 @@ func TestLeaderStampsItsEpoch(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	pid := partitionPID(t, n, "events", 0)
 	for i, epoch := range []int32{7, -1, 1 << 30} {
-		b := batchOf(t, fmt.Sprint(i))
+		b := actortest.Batch(t, fmt.Sprint(i))
 		wire.SetLeaderEpoch(b, epoch)
 		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "events", Acks: 1, Records: b})
 		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
@@ -212,6 +213,6 @@ func TestUnknownMessageTypeFromPeer(t *testing.T) {
 	created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: "after", Partitions: 1})
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	pid := partitionPID(t, n, "after", 0)
-	resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "after", Acks: 1, Records: batchOf(t, "v")})
+	resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "after", Acks: 1, Records: actortest.Batch(t, "v")})
 	require.Equal(t, messages.ErrorCode_NONE, resp.Error)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/disk"
@@ -258,7 +259,7 @@ func TestFailedLogDirGoesOfflineAndNodeKeepsServing(t *testing.T) {
 	require.True(t, inBad >= 0 && inGood >= 0, "one partition in each dir: %v", created.Topic.Partitions)
 
 	fsys.armed.Store(true)
-	resp := request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", inBad), &messages.ProduceRequest{Topic: "t", Partition: inBad, Acks: -1, Records: batchOf(t, "x")})
+	resp := request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", inBad), &messages.ProduceRequest{Topic: "t", Partition: inBad, Acks: -1, Records: actortest.Batch(t, "x")})
 	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, resp.Error)
 
 	// The directory is offline with its reason; the other keeps serving.
@@ -266,7 +267,7 @@ func TestFailedLogDirGoesOfflineAndNodeKeepsServing(t *testing.T) {
 		dirs := describeDirs(t, n)
 		return dirs[0].State == disks.LogDirOffline && strings.Contains(dirs[0].Error, "injected")
 	}, 10*time.Second, 20*time.Millisecond)
-	resp = request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", inGood), &messages.ProduceRequest{Topic: "t", Partition: inGood, Acks: -1, Records: batchOf(t, "y")})
+	resp = request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", inGood), &messages.ProduceRequest{Topic: "t", Partition: inGood, Acks: -1, Records: actortest.Batch(t, "y")})
 	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 	st := request[*messages.PartitionStatusResponse](t, n, partitionPID(t, n, "t", inBad), &messages.PartitionStatusRequest{})
 	require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, st.Error)

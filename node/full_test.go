@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/actors/disks"
 	"github.com/depot-dev/depot/actors/topic"
@@ -44,7 +45,7 @@ func TestFullLogDirRefusesAppendsAndRecovers(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	pid := partitionPID(t, n, "t", 0)
 	produce := func(value string) *messages.ProduceResponse {
-		return request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: batchOf(t, value)})
+		return request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: actortest.Batch(t, value)})
 	}
 	require.Equal(t, messages.ErrorCode_NONE, produce("before").Error)
 
@@ -176,7 +177,7 @@ func TestDeclaredCapacityIsAnExactQuota(t *testing.T) {
 		Name: "q", Partitions: partitions, Configs: map[string]string{topic.ConfigSegmentBytes: fmt.Sprint(256 << 10)}})
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 
-	batch := batchOf(t, string(make([]byte, 64<<10)))
+	batch := actortest.Batch(t, string(make([]byte, 64<<10)))
 	pids := make([]*actor.PID, partitions)
 	pending := make([]int, partitions)
 	for p := range pids {
@@ -259,7 +260,7 @@ func TestEveryDirFull(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	pids := []*actor.PID{partitionPID(t, n, "t", 0), partitionPID(t, n, "t", 1)}
 	produce := func(p int, value string) *messages.ProduceResponse {
-		return request[*messages.ProduceResponse](t, n, pids[p], &messages.ProduceRequest{Topic: "t", Partition: int32(p), Acks: 1, Records: batchOf(t, value)})
+		return request[*messages.ProduceResponse](t, n, pids[p], &messages.ProduceRequest{Topic: "t", Partition: int32(p), Acks: 1, Records: actortest.Batch(t, value)})
 	}
 
 	// The two dirs share one file system, which fills: both go full at
@@ -318,7 +319,7 @@ func produceUntilRefused(t *testing.T, n *Node, topic string, partition int32, v
 	pid := partitionPID(t, n, topic, partition)
 	for acked := 0; ; acked++ {
 		require.Less(t, acked, 10000, "%s-%d never refused", topic, partition)
-		r := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: topic, Partition: partition, Acks: 1, Records: batchOf(t, value)})
+		r := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: topic, Partition: partition, Acks: 1, Records: actortest.Batch(t, value)})
 		if r.Error != messages.ErrorCode_NONE {
 			require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, r.Error, r.ErrorMessage)
 			return acked
@@ -372,7 +373,7 @@ func TestRestartOfAFullDir(t *testing.T) {
 
 			n = startNode(t, cfg)
 			require.Eventually(t, func() bool { return describeDirs(t, n)[0].State == disks.LogDirFull }, 10*time.Second, 20*time.Millisecond, "back full")
-			r := request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", 0), &messages.ProduceRequest{Topic: "t", Acks: 1, Records: batchOf(t, "refused")})
+			r := request[*messages.ProduceResponse](t, n, partitionPID(t, n, "t", 0), &messages.ProduceRequest{Topic: "t", Acks: 1, Records: actortest.Batch(t, "refused")})
 			require.Equal(t, messages.ErrorCode_KAFKA_STORAGE_ERROR, r.Error, r.ErrorMessage)
 			require.Len(t, fetchAll(t, n, partitionPID(t, n, "t", 0), "t"), acked)
 			require.NoError(t, n.Stop())
@@ -381,7 +382,7 @@ func TestRestartOfAFullDir(t *testing.T) {
 			pid := partitionPID(t, n, "t", 0)
 			require.Len(t, fetchAll(t, n, partitionPID(t, n, "t", 0), "t"), acked)
 			require.Equal(t, disks.LogDirOnline, describeDirs(t, n)[0].State, "back online")
-			r = request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: batchOf(t, "taken")})
+			r = request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "t", Acks: 1, Records: actortest.Batch(t, "taken")})
 			require.Equal(t, messages.ErrorCode_NONE, r.Error, r.ErrorMessage)
 		})
 	}

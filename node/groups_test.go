@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/assign"
 	"github.com/depot-dev/depot/actors/group"
 	"github.com/depot-dev/depot/messages"
@@ -625,7 +626,7 @@ func TestDeleteRecords(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 	pid := partitionPID(t, n, "d", 0)
 	for i := 0; i < 5; i++ {
-		p := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "d", Acks: 1, Records: batchOf(t, fmt.Sprint("value-", i))})
+		p := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "d", Acks: 1, Records: actortest.Batch(t, fmt.Sprint("value-", i))})
 		require.Equal(t, messages.ErrorCode_NONE, p.Error, p.ErrorMessage)
 	}
 	for _, tc := range []struct {

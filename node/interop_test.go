@@ -46,7 +46,7 @@ func TestStockRemotePeerProducesAndFetches(t *testing.T) {
 		}
 		want = append(want, values...)
 		resp, err := actors.Request[*messages.ProduceResponse](ctx, peer.Root, pid,
-			&messages.ProduceRequest{Topic: "interop", Acks: 1, Records: batchOf(t, values...)}, requestTimeout)
+			&messages.ProduceRequest{Topic: "interop", Acks: 1, Records: actortest.Batch(t, values...)}, requestTimeout)
 		require.NoError(t, err)
 		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 		require.Equal(t, int64(i*50), resp.BaseOffset)

@@ -125,7 +125,7 @@ func TestKafkaBatchesAreStoredAsSent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	raw := batchOf(t, "v0", "v1")
+	raw := actortest.Batch(t, "v0", "v1")
 
 	md, err := kadm.NewClient(cl).Metadata(ctx, "raw")
 	require.NoError(t, err)
@@ -489,7 +489,7 @@ func TestKafkaPipelinedAnswersInOrder(t *testing.T) {
 	pt := kmsg.NewProduceRequestTopic()
 	pt.Topic = "pipe"
 	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Records = batchOf(t, "woken")
+	pp.Records = actortest.Batch(t, "woken")
 	pt.Partitions = append(pt.Partitions, pp)
 	produce.Topics = append(produce.Topics, pt)
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/messages"
 )
@@ -278,7 +279,7 @@ func TestIdlePartitionMemory(t *testing.T) {
 		created := request[*messages.CreateTopicResponse](t, n, n.Metadata(), &messages.CreateTopicRequest{Name: fmt.Sprintf("idle-%d", i), Partitions: perTopic})
 		require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	}
-	records := batchOf(t, "idle")
+	records := actortest.Batch(t, "idle")
 	var wg sync.WaitGroup
 	errs := make(chan error, topics)
 	for i := range topics {

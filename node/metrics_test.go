@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -49,7 +50,7 @@ func TestMetricsDoNotGrowWithPartitions(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_NONE, created.Error, created.ErrorMessage)
 	for p := int32(0); p < 300; p += 7 {
 		pid := partitionPID(t, n, "wide", p)
-		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "wide", Partition: p, Acks: -1, Records: batchOf(t, "v")})
+		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "wide", Partition: p, Acks: -1, Records: actortest.Batch(t, "v")})
 		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 	}
 	after := depotSeries(t, n)

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -158,7 +159,7 @@ func produceAll(t *testing.T, n *Node, pid *actor.PID, acks int32, first, count,
 	var values []string
 	for i := first; i < first+count; i++ {
 		v := fmt.Sprintf("v%06d-%s", i, strings.Repeat("x", size))
-		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "orders", Acks: acks, Records: batchOf(t, v)})
+		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "orders", Acks: acks, Records: actortest.Batch(t, v)})
 		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 		require.Equal(t, int64(i), resp.BaseOffset)
 		values = append(values, fmt.Sprintf("%d:%s", i, v))

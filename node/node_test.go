@@ -42,17 +42,6 @@ func request[T any](t testing.TB, n *Node, pid *actor.PID, msg any) T {
 	return res
 }
 
-func batchOf(t *testing.T, values ...string) []byte {
-	t.Helper()
-	b := wire.NewBuilder(wire.NoProducer)
-	for _, v := range values {
-		b.Append(time.Now().UnixMilli(), nil, []byte(v), nil)
-	}
-	out, err := b.AppendTo(nil)
-	require.NoError(t, err)
-	return out
-}
-
 func partitionPID(t testing.TB, n *Node, topic string, partition int32) *actor.PID {
 	t.Helper()
 	md := request[*messages.MetadataResponse](t, n, n.Metadata(), &messages.MetadataRequest{Topics: []string{topic}})
@@ -92,7 +81,7 @@ func TestNodeProduceFetchRestart(t *testing.T) {
 
 	pid := partitionPID(t, n, "orders", 1)
 	for _, acks := range []int32{1, -1} {
-		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "orders", Partition: 1, Acks: acks, Records: batchOf(t, "a", "b")})
+		resp := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "orders", Partition: 1, Acks: acks, Records: actortest.Batch(t, "a", "b")})
 		require.Equal(t, messages.ErrorCode_NONE, resp.Error, resp.ErrorMessage)
 	}
 	require.Equal(t, []string{"0:a", "1:b", "2:a", "3:b"}, fetchValues(t, n, pid, "orders", 0))

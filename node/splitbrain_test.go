@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -55,12 +56,12 @@ func TestNoSplitBrain(t *testing.T) {
 	// acknowledges.
 	n := c.nodes[old]
 	pid := actor.NewPID(n.Address(), actors.PartitionActorName("sb", p.Partition))
-	one := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "sb", Partition: p.Partition, Acks: 1, Records: batchOf(t, "lost")})
+	one := request[*messages.ProduceResponse](t, n, pid, &messages.ProduceRequest{Topic: "sb", Partition: p.Partition, Acks: 1, Records: actortest.Batch(t, "lost")})
 	require.Equal(t, messages.ErrorCode_NONE, one.Error, one.ErrorMessage)
 	allDone := make(chan *messages.ProduceResponse, 1)
 	go func() {
 		res, err := actors.Request[*messages.ProduceResponse](context.Background(), n.System().Root, pid,
-			&messages.ProduceRequest{Topic: "sb", Partition: p.Partition, Acks: -1, TimeoutMs: int32((3 * lag).Milliseconds()), Records: batchOf(t, "never")}, 2*time.Minute)
+			&messages.ProduceRequest{Topic: "sb", Partition: p.Partition, Acks: -1, TimeoutMs: int32((3 * lag).Milliseconds()), Records: actortest.Batch(t, "never")}, 2*time.Minute)
 		if err != nil {
 			res = &messages.ProduceResponse{Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: err.Error()}
 		}
@@ -91,7 +92,7 @@ func TestNoSplitBrain(t *testing.T) {
 	// It takes acks=all writes while the old one cannot.
 	ln := others[now.Leader]
 	lpid := actor.NewPID(ln.Address(), actors.PartitionActorName("sb", p.Partition))
-	res := request[*messages.ProduceResponse](t, ln, lpid, &messages.ProduceRequest{Topic: "sb", Partition: p.Partition, Acks: -1, Records: batchOf(t, "kept")})
+	res := request[*messages.ProduceResponse](t, ln, lpid, &messages.ProduceRequest{Topic: "sb", Partition: p.Partition, Acks: -1, Records: actortest.Batch(t, "kept")})
 	require.Equal(t, messages.ErrorCode_NONE, res.Error, res.ErrorMessage)
 
 	select {

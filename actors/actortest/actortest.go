@@ -1,7 +1,7 @@
 // Package actortest has what the tests of several packages share: actor
 // systems and loggers whose output goes through the test's log, so that a
-// passing run prints nothing and a failing test shows what it logged, and
-// fuzz seeds read from testdata.
+// passing run prints nothing and a failing test shows what it logged, fuzz
+// seeds read from testdata, and record batches.
 package actortest
 
 import (
@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/wire"
 )
 
 // testWriter writes each line to t.Log until the test has ended, and
@@ -75,4 +77,19 @@ func AddSeedFiles(f *testing.F, name string, add func([]byte)) {
 		}
 		add(b)
 	}
+}
+
+// Batch is a record batch, without a producer, of one record for each of
+// values, timestamped now.
+func Batch(t testing.TB, values ...string) []byte {
+	t.Helper()
+	b := wire.NewBuilder(wire.NoProducer)
+	for _, v := range values {
+		b.Append(time.Now().UnixMilli(), nil, []byte(v), nil)
+	}
+	out, err := b.AppendTo(nil)
+	if err != nil {
+		t.Fatalf("actortest: build a batch: %v", err)
+	}
+	return out
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/disk"
-	"github.com/depot-dev/depot/wire"
 )
 
 const flusherTestTimeout = 10 * time.Second
@@ -159,7 +158,7 @@ func TestFlusherPasses(t *testing.T) {
 		if l == failing {
 			require.ErrorIs(t, m.Err, errInjectedSync)
 			require.Error(t, err, "the log fails with its fsync")
-			_, err = l.Append(batchOf(t, "after"))
+			_, err = l.Append(actortest.Batch(t, "after"))
 			require.Error(t, err)
 			continue
 		}
@@ -258,20 +257,9 @@ func openTestLog(t *testing.T, fs disk.FS, dir string) *disk.Log {
 	return l
 }
 
-func batchOf(t *testing.T, values ...string) []byte {
-	t.Helper()
-	b := wire.NewBuilder(wire.NoProducer)
-	for _, v := range values {
-		b.Append(time.Now().UnixMilli(), nil, []byte(v), nil)
-	}
-	out, err := b.AppendTo(nil)
-	require.NoError(t, err)
-	return out
-}
-
 func appendValue(t *testing.T, l *disk.Log, value string) {
 	t.Helper()
-	_, err := l.Append(batchOf(t, value))
+	_, err := l.Append(actortest.Batch(t, value))
 	require.NoError(t, err)
 }
 
