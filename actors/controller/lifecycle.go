@@ -366,17 +366,17 @@ func (a *controllerActor) buildRegister(m *messages.RegisterNodeRequest) ([]*mes
 				fmt.Sprintf("node id %d is held by a live node at %s", id, n.Address)
 		}
 	}
-	// Another node's new incarnation fences its old one, leaderships and
-	// ISR places included (metadata.Image.Register).
-	recs := a.image.Register(m)
-	if id == a.cfg.NodeID {
-		// The active controller's own node has caught up by definition:
-		// it is unfenced at once, keeping what it led.
-		recs = []*messages.MetadataRecord{metadata.RegisterNode(m)}
-		delta := metadata.NewDelta(a.image, nil)
-		_ = delta.Replay(recs[0])
-		recs = append(recs, delta.Apply().Unfence(id)...)
+	if id != a.cfg.NodeID {
+		// Another node's new incarnation fences its old one, leaderships
+		// and ISR places included (metadata.Image.Register).
+		return a.image.Register(m), a.registered(id, m, now), messages.ErrorCode_NONE, ""
 	}
+	// The active controller's own node has caught up by definition: it is
+	// unfenced at once, keeping what it led.
+	recs := []*messages.MetadataRecord{metadata.RegisterNode(m)}
+	delta := metadata.NewDelta(a.image, nil)
+	_ = delta.Replay(recs[0])
+	recs = append(recs, delta.Apply().Unfence(id)...)
 	return recs, a.registered(id, m, now), messages.ErrorCode_NONE, ""
 }
 

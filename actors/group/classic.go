@@ -776,9 +776,7 @@ func (g *classicGroup) assign(assignments []*messages.SyncGroupAssignment) {
 		}
 		mem.assignment = a.GetAssignment()
 		if g.protocolType == ConsumerProtocolType {
-			for _, tp := range a.GetPartitions() {
-				mem.partitions = append(mem.partitions, assign.TopicPartition{Topic: tp.GetTopic(), Partition: tp.GetPartition()})
-			}
+			mem.partitions = fromMessagePartitions(a.GetPartitions())
 		}
 	}
 	g.state = groupStable
@@ -963,15 +961,11 @@ func (g *classicGroup) storeGeneration() {
 	}
 	gen := &messages.ClassicGeneration{ProtocolType: g.protocolType, Generation: g.generation, Protocol: g.protocol, Leader: g.leader}
 	for _, mem := range g.sortedMembers() {
-		stored := &messages.ClassicMember{
+		gen.Members = append(gen.Members, &messages.ClassicMember{
 			MemberId: mem.id, GroupInstanceId: mem.instanceID, ClientId: mem.clientID, ClientHost: mem.clientHost,
 			SessionTimeoutMs: int32(mem.sessionTimeout.Milliseconds()), RebalanceTimeoutMs: int32(mem.rebalanceTimeout.Milliseconds()),
-			Protocols: mem.protocols, Topics: mem.topics, Assignment: mem.assignment,
-		}
-		for _, tp := range mem.partitions {
-			stored.Partitions = append(stored.Partitions, &messages.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
-		}
-		gen.Members = append(gen.Members, stored)
+			Protocols: mem.protocols, Topics: mem.topics, Assignment: mem.assignment, Partitions: toMessagePartitions(mem.partitions),
+		})
 	}
 	g.effects.generation = gen
 }
@@ -990,11 +984,9 @@ func (g *classicGroup) restore(gen *messages.ClassicGeneration) {
 		mem := &classicMember{
 			id: stored.MemberId, instanceID: stored.GroupInstanceId, clientID: stored.ClientId, clientHost: stored.ClientHost,
 			protocols: stored.Protocols, topics: stored.Topics, assignment: stored.Assignment,
+			partitions:       fromMessagePartitions(stored.Partitions),
 			sessionTimeout:   time.Duration(stored.SessionTimeoutMs) * time.Millisecond,
 			rebalanceTimeout: time.Duration(stored.RebalanceTimeoutMs) * time.Millisecond,
-		}
-		for _, tp := range stored.Partitions {
-			mem.partitions = append(mem.partitions, assign.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
 		}
 		g.members[mem.id] = mem
 		if mem.instanceID != "" {
