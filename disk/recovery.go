@@ -287,6 +287,12 @@ func (l *Log) load(opts Options) error {
 			}
 		}
 	}
+	if l.recovery.SegmentsValidated > 0 {
+		// A killed process may have created segments without syncing
+		// the directory: the page cache kept their entries, which the
+		// sync below must make durable with their batches.
+		l.dirDirty = true
+	}
 	if err := l.Sync(); err != nil {
 		return err
 	}
