@@ -53,7 +53,12 @@ const scanChunk = 1 << 20
 // The leader-epoch cache is read from the partition's
 // leader-epoch-checkpoint, and the batches validated must not carry an
 // epoch above the latest of its epochs or opts.LeaderEpoch, whichever is
-// higher. When the checkpoint is missing or damaged (a log written before
+// higher: a batch above both is taken for damage. A batch validated above
+// the latest epoch of the cache, and not above opts.LeaderEpoch, extends
+// the cache with its epoch at its base offset, as Kafka's LogLoader does:
+// the partition's epoch from the metadata, passed as opts.LeaderEpoch,
+// covers the epoch of every batch appended, whether or not the checkpoint
+// kept it. When the checkpoint is missing or damaged (a log written before
 // its partition had leader epochs, a file removed by hand), no epoch is
 // taken for damage and the cache is rebuilt from the batch headers once
 // recovery is done; a damaged one is logged at Warn (a missing one only
@@ -363,8 +368,13 @@ func (l *Log) recoverEpochs(opts Options, checkpointed []EpochEntry, rebuild boo
 		return nil
 	}
 	if !rebuild {
-		l.logger().WithFields(logrus.Fields{"file": file, "end_offset": end, "start_offset": l.startOffset, "epochs": len(entries)}).
-			Info("recovery: leader epochs outside the log dropped")
+		fields := logrus.Fields{"file": file, "end_offset": end, "start_offset": l.startOffset, "epochs": len(entries)}
+		if latest := latestEpoch(checkpointed); latestEpoch(entries) > latest {
+			l.logger().WithFields(fields).WithField("checkpoint_latest_epoch", latest).
+				Info("recovery: leader epochs of batches past the checkpoint's latest added to it")
+		} else {
+			l.logger().WithFields(fields).Info("recovery: leader epochs outside the log dropped")
+		}
 	}
 	if err := writeEpochCheckpoint(l.fs, l.dir, entries); err != nil {
 		return err
@@ -520,6 +530,12 @@ func (l *Log) validate(seg *segment, fileSize int64, trusted bool, floor int64) 
 		}
 		if derr == nil {
 			derr = l.checkLeaderEpoch(&h)
+		}
+		if derr == nil && h.LeaderEpoch >= 0 && h.LeaderEpoch > latestEpoch(l.epochs) {
+			// Kafka's LogSegment.recover: an epoch the checkpoint lost to
+			// a crash, which the partition's covers (checkLeaderEpoch).
+			// recoverEpochs writes the cache back.
+			l.epochs, _ = assignEpoch(l.epochs, EpochEntry{Epoch: h.LeaderEpoch, StartOffset: h.BaseOffset})
 		}
 		if derr != nil {
 			fields := logrus.Fields{"segment": seg.path, "position": position, "error": derr.Error()}
