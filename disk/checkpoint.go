@@ -99,6 +99,19 @@ func WriteCheckpoint(fsys FS, path string, offsets map[TopicPartition]int64) err
 // with ErrNoSpace when the file system had no room for them; those of the
 // syncs never are.
 func writeFileAtomic(fsys FS, path string, b []byte) error {
+	return replaceFile(fsys, path, b, true)
+}
+
+// replaceFile replaces the file at path with b: path+".tmp" written,
+// renamed over path. With durable, the .tmp is synced before the rename
+// and the directory after it, as writeFileAtomic does. Without, nothing
+// is synced: a process kill finds path whole, old or new, since the page
+// cache survives it, but an OS crash may find the old file, or, should
+// the directory be synced before path's bytes, the new one empty or
+// torn; syncFile and a directory sync make it durable. When it fails
+// before the rename, the old file is as it was and the .tmp is removed.
+// Errors are marked as writeFileAtomic's.
+func replaceFile(fsys FS, path string, b []byte, durable bool) error {
 	tmp := path + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -112,8 +125,10 @@ func writeFileAtomic(fsys FS, path string, b []byte) error {
 	if _, err := f.Write(b); err != nil {
 		return abandon(noSpace(fmt.Errorf("disk: write checkpoint %s: %w", tmp, err)))
 	}
-	if err := f.Sync(); err != nil {
-		return abandon(fmt.Errorf("disk: sync checkpoint %s: %w", tmp, err))
+	if durable {
+		if err := f.Sync(); err != nil {
+			return abandon(fmt.Errorf("disk: sync checkpoint %s: %w", tmp, err))
+		}
 	}
 	if err := f.Close(); err != nil {
 		_ = fsys.Remove(tmp)
@@ -123,8 +138,27 @@ func writeFileAtomic(fsys FS, path string, b []byte) error {
 		_ = fsys.Remove(tmp)
 		return noSpace(fmt.Errorf("disk: write checkpoint: %w", err))
 	}
-	if err := fsys.SyncDir(pathpkg.Dir(path)); err != nil {
-		return fmt.Errorf("disk: write checkpoint: %w", err)
+	if durable {
+		if err := fsys.SyncDir(pathpkg.Dir(path)); err != nil {
+			return fmt.Errorf("disk: write checkpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+// syncFile makes the bytes of the file at path durable: it opens it
+// read-only and fsyncs it. The directory entry is not made durable.
+func syncFile(fsys FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("disk: sync %s: %w", path, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("disk: sync %s: %w", path, err)
 	}
 	return nil
 }

@@ -155,7 +155,14 @@
 // non-negative int64s and never decrease (two epochs start at the same
 // offset when the first of them holds no batch). Numbers are decimal
 // without sign or leading zeros. The file is replaced atomically as the
-// other checkpoints are (ParseEpochCheckpoint, AppendEpochCheckpoint).
+// other checkpoints are (ParseEpochCheckpoint, AppendEpochCheckpoint),
+// but for the first batch of a new epoch: the append writes it, renamed
+// over the old one, without a sync, and the flush that first covers the
+// batch syncs it, and the directory, before the segment. So a batch's
+// epoch is in the checkpoint in the page cache before the batch is
+// written, and durable before any flush covers the batch; after an OS
+// crash, recovery takes a later epoch from the batches past the recovery
+// point, up to the partition's (Options.LeaderEpoch).
 // This layout is Kafka's (LeaderEpochCheckpointFile) and is never to
 // change.
 package disk

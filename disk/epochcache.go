@@ -19,16 +19,33 @@ import (
 // log diverges from its leader's.
 //
 // The cache lives in Log.epochs and in the partition's
-// leader-epoch-checkpoint, written whole, atomically and durably, on every
-// change before the call that made it returns. The functions below are
-// the cache's rules, pure; the Log methods after them persist what they
+// leader-epoch-checkpoint, written whole and atomically (a .tmp renamed
+// over it) on every change before the call that made it returns. The
+// explicit changes (AssignEpoch, SetEpochs, truncations, a raised start
+// offset, recovery's write-back) write it durably: the .tmp synced before
+// the rename, the directory after it. An append that brings a new epoch
+// writes it without any sync, as Kafka does since KAFKA-15046 (an fsync
+// on the append path stalled produce), and the log remembers that it is
+// not durable yet (Log.epochsUnsynced). The functions below are the
+// cache's rules, pure; the Log methods after them persist what they
 // change.
 //
-// The one invariant that recovery relies on: no batch on disk carries an
-// epoch above the latest epoch of the checkpoint on disk. A batch of a new
-// epoch is therefore written only once its epoch is in the checkpoint, and
-// recovery takes a batch above it (or above Options.LeaderEpoch, if that
-// is higher) for damage, since the CRC does not cover the epoch.
+// The invariant that recovery relies on: a batch's epoch is in the
+// checkpoint in the page cache before the batch is written, and durable
+// before any flush covers the batch. So a process kill (kill -9, the page
+// cache survives) never leaves a batch above the checkpoint's latest
+// epoch; and whatever makes batches durable and raises the recovery point
+// (Flush, a FlushJob, Settle, Close) syncs the checkpoint and the
+// directory first, so no batch below the recovery point is above it
+// either. After an OS crash, a batch past the recovery point may still
+// carry an epoch the checkpoint lost (writeback wrote the batch, not the
+// checkpoint): recovery, as Kafka's LogLoader does, assigns the epoch of a
+// validated batch above the cache's latest, as long as it is not above
+// Options.LeaderEpoch, the partition's epoch from the metadata, which
+// covers every epoch a batch was appended in. A batch above both is taken
+// for damage (the CRC does not cover the epoch) and cut, with what
+// follows it; no flush made it durable, so nothing acknowledged as
+// durable goes with it.
 
 // latestEpoch returns the epoch of the last entry, NoLeaderEpoch when
 // there is none.
@@ -149,10 +166,12 @@ func (l *Log) AssignEpoch(epoch int32, startOffset int64) error {
 	if err := l.checkWrite(); err != nil {
 		return err
 	}
-	return l.assignEpoch(epoch, startOffset)
+	return l.assignEpoch(epoch, startOffset, true)
 }
 
-func (l *Log) assignEpoch(epoch int32, startOffset int64) error {
+// assignEpoch is AssignEpoch, writing the checkpoint durably when durable
+// is set and otherwise without a sync, for an append (see storeEpochs).
+func (l *Log) assignEpoch(epoch int32, startOffset int64, durable bool) error {
 	switch latest := l.LatestEpoch(); {
 	case epoch < 0 || startOffset < 0:
 		return fmt.Errorf("%w: epoch %d at offset %d", ErrInvalidEpoch, epoch, startOffset)
@@ -163,7 +182,7 @@ func (l *Log) assignEpoch(epoch int32, startOffset int64) error {
 	}
 	entries, changed := assignEpoch(l.epochs, EpochEntry{Epoch: epoch, StartOffset: startOffset})
 	if changed || l.epochsStale {
-		if err := l.saveEpochs(entries); err != nil {
+		if err := l.storeEpochs(entries, durable); err != nil {
 			return err
 		}
 	}
@@ -205,12 +224,18 @@ func (l *Log) SetEpochs(entries []EpochEntry) error {
 	return nil
 }
 
-// saveEpochs writes entries to the checkpoint, then makes them the cache.
-// On an error wrapping ErrNoSpace the checkpoint and the cache are as they
-// were; any other error fails the log, with entries the cache, as the
-// file may hold them.
-func (l *Log) saveEpochs(entries []EpochEntry) error {
-	if err := writeEpochCheckpoint(l.fs, l.dir, entries); err != nil {
+// saveEpochs writes entries to the checkpoint durably, then makes them
+// the cache: storeEpochs with durable set.
+func (l *Log) saveEpochs(entries []EpochEntry) error { return l.storeEpochs(entries, true) }
+
+// storeEpochs writes entries to the checkpoint, then makes them the
+// cache. With durable, the checkpoint is durable when it returns, a
+// checkpoint an append left unsynced included; without, it is written
+// without a sync and left for syncEpochs. On an error wrapping ErrNoSpace
+// the checkpoint and the cache are as they were; any other error fails
+// the log, with entries the cache, as the file may hold them.
+func (l *Log) storeEpochs(entries []EpochEntry, durable bool) error {
+	if err := writeEpochCheckpoint(l.fs, l.dir, entries, durable); err != nil {
 		if errors.Is(err, ErrNoSpace) {
 			return err
 		}
@@ -220,6 +245,26 @@ func (l *Log) saveEpochs(entries []EpochEntry) error {
 	l.epochs = entries
 	l.epochsOnDisk = true
 	l.epochsStale = false
+	l.epochsUnsynced = !durable
+	if !durable {
+		l.epochsWrites++
+	}
+	return nil
+}
+
+// syncEpochs makes durable the checkpoint that an append wrote without a
+// sync, if any: its bytes, then the directory (which makes dirDirty's
+// changes durable too). Whatever makes the log's batches durable calls
+// it first. An error fails the log, as that of any fsync does.
+func (l *Log) syncEpochs() error {
+	if !l.epochsUnsynced {
+		return nil
+	}
+	if err := syncEpochCheckpoint(l.fs, l.dir); err != nil {
+		return l.fail(err)
+	}
+	l.epochsUnsynced = false
+	l.dirDirty = false
 	return nil
 }
 
@@ -267,8 +312,9 @@ func (l *Log) markEpochs() epochsMark {
 // system made it undo its batch: the checkpoint is rewritten as it was at
 // m, or removed if there was none. Should that find no room either, the
 // epoch stays assigned, the state AssignEpoch(epoch, EndOffset()) alone
-// leaves, whose entry holds no batch; the append's error stands either
-// way. An error removing or syncing fails the log and is returned.
+// leaves, whose entry holds no batch, in a checkpoint that the next flush
+// or Close makes durable; the append's error stands either way. An error
+// removing or syncing fails the log and is returned.
 func (l *Log) undoEpochs(m epochsMark) error {
 	if slices.Equal(l.epochs, m.entries) {
 		return nil
@@ -286,6 +332,9 @@ func (l *Log) undoEpochs(m epochsMark) error {
 	if err := l.fs.Remove(epochCheckpointPath(l.dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return l.fail(fmt.Errorf("disk: remove %s: %w", epochCheckpointPath(l.dir), err))
 	}
+	// The checkpoint the append wrote without a sync is gone: there is
+	// nothing left to sync but its removal.
+	l.epochsUnsynced = false
 	if err := l.syncDir(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package disk
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -524,6 +525,14 @@ func requireEpochsMatchBatches(t testing.TB, l *Log, msg string) {
 // carries an epoch above the latest of the checkpoint, when there is one.
 func requireNoBatchAboveCheckpoint(t testing.TB, mem *MemFS, dir, msg string) {
 	t.Helper()
+	requireNoBatchAboveCheckpointBelow(t, mem, dir, math.MaxInt64, msg)
+}
+
+// requireNoBatchAboveCheckpointBelow is requireNoBatchAboveCheckpoint for
+// the batches that start below offset below only: after an OS crash, what
+// a flush made durable, below the recovery point.
+func requireNoBatchAboveCheckpointBelow(t testing.TB, mem *MemFS, dir string, below int64, msg string) {
+	t.Helper()
 	entries, found, err := readEpochCheckpoint(mem, dir)
 	require.NoError(t, err, msg)
 	if !found {
@@ -541,6 +550,9 @@ func requireNoBatchAboveCheckpoint(t testing.TB, mem *MemFS, dir, msg string) {
 		it.Reset(b)
 		for it.Next() {
 			h := it.Header()
+			if h.BaseOffset >= below {
+				break
+			}
 			require.LessOrEqual(t, h.LeaderEpoch, latestEpoch(entries), "%s: batch at %d of %s", msg, h.BaseOffset, name)
 		}
 	}
@@ -789,7 +801,7 @@ func TestEpochCheckpointWriteFailure(t *testing.T) {
 				requireEpochsMatchBatches(t, l, msg)
 				require.NoError(t, l.Close())
 			}
-			require.GreaterOrEqual(t, failures, 5, "open, write, sync, rename and directory sync of the checkpoint each failed")
+			require.GreaterOrEqual(t, failures, 5, "each write failed in turn: the checkpoint's open, write and rename, its syncs where it is written durably, the batch's for an append")
 		})
 	}
 }
@@ -947,12 +959,18 @@ func TestEpochCheckpointStale(t *testing.T) {
 }
 
 // TestEpochModel runs random appends as leader and follower, epoch
-// assignments, truncations, start offset raises, retention, reopens and
-// crashes against the cache's rules applied to a model. After every step
-// the log's cache is the model's, its checkpoint holds it, it matches the
-// batches, and no batch carries an epoch above the checkpoint's.
+// assignments, truncations, start offset raises, retention, flushes and
+// flush jobs (run, or covered by a sync of everything as a syncfs would),
+// reopens, process kills and OS crashes against the cache's rules applied
+// to a model. After every step the log's cache is the model's, its
+// checkpoint holds it, it matches the batches, and no batch carries an
+// epoch above the checkpoint's. An append writes a new epoch without a
+// sync, so an OS crash may lose it: the model keeps what was durable, and
+// the epochs of the batches that survived past it are the model's again
+// when the partition's epoch, given to Open, covers them, and are cut
+// with their batches otherwise.
 func TestEpochModel(t *testing.T) {
-	for _, seed := range []uint64{1, 2, uint64(time.Now().UnixNano())} {
+	for _, seed := range []uint64{1, 2, 3, 4, uint64(time.Now().UnixNano())} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
@@ -975,43 +993,70 @@ func runEpochModel(t *testing.T, seed uint64, steps int) {
 	})
 	l := openLog(t, mem, "/p", opts)
 	var model []EpochEntry
+	// durable is the model as the checkpoint holds it durably; unsynced
+	// the epochs appends assigned since, in a checkpoint not synced yet.
+	var durable, unsynced []EpochEntry
 	// epoch is the epoch of the next batch: -1 until the first epoch.
 	epoch := NoLeaderEpoch
 	newEpoch := func() int32 {
 		epoch = max(epoch, l.LatestEpoch()) + 1 + int32(rng.IntN(2))
 		return epoch
 	}
-	reopen := func(recoveryPoint int64) {
+	// appended records a batch of epoch appended at start.
+	appended := func(start int64) func() {
+		if epoch <= latestEpoch(model) {
+			return func() {}
+		}
+		e := EpochEntry{Epoch: epoch, StartOffset: start}
+		model, _ = assignEpoch(model, e)
+		return func() {
+			if l.epochsUnsynced {
+				unsynced = append(unsynced, e)
+			}
+		}
+	}
+	followerAppend := func() {
+		if rng.IntN(5) == 0 {
+			newEpoch()
+		}
+		b := leaderBatch(t, 1+rng.IntN(4), epoch, l.EndOffset())
+		done := appended(l.EndOffset())
+		appendFollower(t, l, b)
+		done()
+	}
+	reopen := func(recoveryPoint int64, leaderEpoch int32) {
 		o := opts
 		o.RecoveryPoint = recoveryPoint
 		o.LogStartOffset = l.StartOffset()
+		o.LeaderEpoch = leaderEpoch
 		l = openLog(t, mem, "/p", o)
+	}
+	// afterRecovery applies to the model what recovery does to the cache.
+	afterRecovery := func() {
+		if rec := l.Recovery(); (rec.BytesTruncated > 0 || rec.SegmentsDeleted > 0) && l.EndOffset() > l.StartOffset() {
+			model, _ = dropEpochsFrom(model, l.EndOffset())
+		} else {
+			model, _ = dropEpochsFrom(model, l.EndOffset()+1)
+		}
+		model, _ = startEpochsAt(model, l.StartOffset())
 	}
 	for step := 0; step < steps; step++ {
 		var op string
 		switch p := rng.IntN(100); {
-		case p < 35:
+		case p < 33:
 			op = "follower append"
-			if rng.IntN(5) == 0 {
-				newEpoch()
-			}
-			b := leaderBatch(t, 1+rng.IntN(4), epoch, l.EndOffset())
-			if epoch > latestEpoch(model) {
-				model, _ = assignEpoch(model, EpochEntry{Epoch: epoch, StartOffset: l.EndOffset()})
-			}
-			appendFollower(t, l, b)
-		case p < 50:
+			followerAppend()
+		case p < 48:
 			op = "leader append"
 			if rng.IntN(5) == 0 {
 				newEpoch()
 			}
 			// The partition's epoch, which a restart does not keep.
 			l.SetLeaderEpoch(epoch)
-			if epoch > latestEpoch(model) {
-				model, _ = assignEpoch(model, EpochEntry{Epoch: epoch, StartOffset: l.EndOffset()})
-			}
+			done := appended(l.EndOffset())
 			appendBatch(t, l, leaderBatch(t, 1+rng.IntN(4), epoch, 0))
-		case p < 56:
+			done()
+		case p < 53:
 			op = "assign"
 			e := max(l.LatestEpoch(), 0)
 			if rng.IntN(2) == 0 {
@@ -1020,7 +1065,7 @@ func runEpochModel(t *testing.T, seed uint64, steps int) {
 			model, _ = assignEpoch(model, EpochEntry{Epoch: e, StartOffset: l.EndOffset()})
 			require.NoError(t, l.AssignEpoch(e, l.EndOffset()))
 			epoch = e
-		case p < 62:
+		case p < 59:
 			op = "truncate"
 			offset := l.StartOffset() + rng.Int64N(l.EndOffset()-l.StartOffset()+2)
 			truncates := offset < l.EndOffset()
@@ -1028,23 +1073,46 @@ func runEpochModel(t *testing.T, seed uint64, steps int) {
 			if truncates {
 				model, _ = dropEpochsFrom(model, l.EndOffset())
 			}
-		case p < 67:
+		case p < 63:
 			op = "delete before"
 			offset := l.StartOffset() + rng.Int64N(l.EndOffset()-l.StartOffset()+1)
 			require.NoError(t, l.DeleteBefore(offset))
 			model, _ = startEpochsAt(model, l.StartOffset())
-		case p < 72:
+		case p < 67:
 			op = "retention"
 			_, err := l.ApplyRetention()
 			require.NoError(t, err)
 			model, _ = startEpochsAt(model, l.StartOffset())
-		case p < 80:
+		case p < 73:
 			op = "flush"
 			require.NoError(t, l.Flush(l.EndOffset()-rng.Int64N(3)))
-		case p < 88:
+		case p < 79:
+			op = "flush job"
+			j, err := l.StartFlush()
+			require.NoError(t, err)
+			if rng.IntN(2) == 0 {
+				op += " beside an append"
+				followerAppend()
+			}
+			if rng.IntN(3) == 0 {
+				op += " by a sync of everything"
+				mem.SyncAll()
+			} else {
+				require.NoError(t, j.Run())
+			}
+			require.NoError(t, l.FinishFlush(j, nil))
+			require.Equal(t, j.UpTo(), l.RecoveryPoint())
+		case p < 85:
 			op = "reopen"
 			require.NoError(t, l.Close())
-			reopen(l.EndOffset())
+			reopen(l.EndOffset(), NoLeaderEpoch)
+		case p < 91:
+			// The page cache outlives the process: every epoch is in
+			// the checkpoint, synced or not.
+			op = "kill"
+			abandon(l)
+			reopen(l.RecoveryPoint(), NoLeaderEpoch)
+			afterRecovery()
 		default:
 			op = "crash"
 			flushed := l.RecoveryPoint()
@@ -1052,17 +1120,33 @@ func runEpochModel(t *testing.T, seed uint64, steps int) {
 			if rng.IntN(2) == 0 {
 				mem.Crash()
 			} else {
+				op = "torn crash"
 				mem.CrashTorn(rng)
 			}
-			requireNoBatchAboveCheckpoint(t, mem, "/p", "after the crash")
-			reopen(flushed)
-			require.GreaterOrEqual(t, l.EndOffset(), flushed, "step %d: flushed batches survive", step)
-			if rec := l.Recovery(); (rec.BytesTruncated > 0 || rec.SegmentsDeleted > 0) && l.EndOffset() > l.StartOffset() {
-				model, _ = dropEpochsFrom(model, l.EndOffset())
-			} else {
-				model, _ = dropEpochsFrom(model, l.EndOffset()+1)
+			requireNoBatchAboveCheckpointBelow(t, mem, "/p", flushed, "after the crash")
+			// Without a checkpoint, no epoch is damage (the cache is
+			// rebuilt from the batches).
+			survived, checkpointed, err := readEpochCheckpoint(mem, "/p")
+			require.NoError(t, err)
+			// The partition's epoch from the metadata, or none.
+			leaderEpoch := NoLeaderEpoch
+			if rng.IntN(2) == 0 {
+				leaderEpoch = epoch
+				op += " with the partition's epoch"
 			}
-			model, _ = startEpochsAt(model, l.StartOffset())
+			reopen(flushed, leaderEpoch)
+			require.GreaterOrEqual(t, l.EndOffset(), flushed, "step %d: flushed batches survive", step)
+			model = slices.Clone(durable)
+			for _, e := range unsynced {
+				if e.StartOffset < l.EndOffset() {
+					// Its batch survived, and its epoch with it.
+					if checkpointed && e.Epoch > latestEpoch(survived) {
+						require.LessOrEqual(t, e.Epoch, leaderEpoch, "step %d: a batch above the checkpoint and the partition's epoch is cut", step)
+					}
+					model, _ = assignEpoch(model, e)
+				}
+			}
+			afterRecovery()
 		}
 		msg := fmt.Sprintf("step %d %s: start %d end %d", step, op, l.StartOffset(), l.EndOffset())
 		if len(model) == 0 {
@@ -1075,6 +1159,9 @@ func runEpochModel(t *testing.T, seed uint64, steps int) {
 		}
 		requireEpochsMatchBatches(t, l, msg)
 		requireNoBatchAboveCheckpoint(t, mem, "/p", msg)
+		if !l.epochsUnsynced {
+			durable, unsynced = slices.Clone(model), nil
+		}
 	}
 	require.NoError(t, l.Close())
 }

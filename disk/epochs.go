@@ -135,13 +135,29 @@ func parseEpochEntry(l []byte) (EpochEntry, int, error) {
 func epochCheckpointPath(dir string) string { return path.Join(dir, LeaderEpochCheckpointFile) }
 
 // writeEpochCheckpoint replaces the leader-epoch checkpoint of dir with
-// entries, atomically and durably (see writeFileAtomic).
-func writeEpochCheckpoint(fsys FS, dir string, entries []EpochEntry) error {
+// entries, atomically; durably when durable is set (see replaceFile), and
+// otherwise until syncEpochCheckpoint only for as long as the OS runs.
+func writeEpochCheckpoint(fsys FS, dir string, entries []EpochEntry, durable bool) error {
 	b, err := AppendEpochCheckpoint(nil, entries)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(fsys, epochCheckpointPath(dir), b)
+	return replaceFile(fsys, epochCheckpointPath(dir), b, durable)
+}
+
+// syncEpochCheckpoint makes the leader-epoch checkpoint of dir durable, as
+// writeEpochCheckpoint without durable left it: its bytes, then the
+// directory, which holds the rename that put it in place. In that order,
+// an OS crash never finds the new name with bytes that were not synced.
+// It touches nothing but the files, so it may run on any goroutine.
+func syncEpochCheckpoint(fsys FS, dir string) error {
+	if err := syncFile(fsys, epochCheckpointPath(dir)); err != nil {
+		return err
+	}
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("disk: sync directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // readEpochCheckpoint reads the leader-epoch checkpoint of dir. found is

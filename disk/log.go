@@ -42,10 +42,16 @@ type Log struct {
 	leaderEpoch   int32 // see Options.LeaderEpoch
 	// epochs is the leader-epoch cache (see epochcache.go), as the
 	// checkpoint holds it unless epochsStale; epochsOnDisk reports
-	// whether the checkpoint file exists.
-	epochs       []EpochEntry
-	epochsOnDisk bool
-	epochsStale  bool
+	// whether the checkpoint file exists. epochsUnsynced reports that an
+	// append wrote the checkpoint without a sync and nothing has made it
+	// durable since (see syncEpochs); epochsWrites counts those writes,
+	// so that a FlushJob clears epochsUnsynced only when none came after
+	// its start.
+	epochs         []EpochEntry
+	epochsOnDisk   bool
+	epochsStale    bool
+	epochsUnsynced bool
+	epochsWrites   uint64
 	// dirDirty is set when segment files were created since the directory
 	// was last synced.
 	dirDirty      bool
@@ -293,16 +299,23 @@ func (l *Log) append(batch []byte, h wire.Header, asFollower bool) (AppendResult
 	}
 	em := l.markEpochs()
 	if h.LeaderEpoch >= 0 && h.LeaderEpoch > l.LatestEpoch() {
-		// The epoch goes into the checkpoint, durably, before the batch
-		// is written, and is taken back if the batch is undone: so no
-		// batch on disk, however a crash finds the files, carries an
-		// epoch above the checkpoint's latest, and recovery, which takes
-		// such a batch for damage, never cuts an appended one. Assigned
+		// The epoch goes into the checkpoint before the batch is
+		// written, and is taken back if the batch is undone: so a
+		// process kill never leaves a batch above the checkpoint's
+		// latest epoch, which recovery would take for damage. Assigned
 		// after the write instead, a kill between the two would leave
 		// the batch in the file (the page cache outlives the process)
 		// and the checkpoint without its epoch, and the next Open would
 		// cut the batch and everything after it.
-		if err := l.assignEpoch(h.LeaderEpoch, l.EndOffset()); err != nil {
+		//
+		// It is written without a sync, which would cost two fsyncs on
+		// the append path of every partition's first batch of an epoch:
+		// the flush that first covers the batch syncs it first (see
+		// epochcache.go). But while a FlushJob that syncs the checkpoint
+		// is in flight, it is written durably: the job's directory sync
+		// could make this rename durable before these bytes.
+		durable := l.flushing != nil && l.flushing.epochsDir != ""
+		if err := l.assignEpoch(h.LeaderEpoch, l.EndOffset(), durable); err != nil {
 			return AppendResult{}, err
 		}
 	}
@@ -468,7 +481,10 @@ func (l *Log) seal(old *segment) error {
 // Flush makes durable every segment holding offsets below upTo (its .log
 // and indexes), oldest first, then the directory if segments were created
 // since the last flush, and raises the recovery point to upTo (at most
-// EndOffset). Many appends share one Flush: a group commit.
+// EndOffset). Many appends share one Flush: a group commit. A
+// leader-epoch checkpoint that an append wrote without a sync is made
+// durable first, with the directory, so that no batch is durable before
+// its epoch.
 //
 // A flush writes the index entries still in memory before each fsync. When
 // the file system has no room for them, the error wraps ErrNoSpace, the
@@ -481,8 +497,11 @@ func (l *Log) Flush(upTo int64) error {
 	if upTo > l.EndOffset() {
 		upTo = l.EndOffset()
 	}
-	if upTo <= l.recoveryPoint && !l.dirDirty {
+	if upTo <= l.recoveryPoint && !l.dirDirty && !l.epochsUnsynced {
 		return nil
+	}
+	if err := l.syncEpochs(); err != nil {
+		return err
 	}
 	if upTo > l.recoveryPoint {
 		first := max(l.segmentIndex(l.recoveryPoint), 0)
@@ -503,10 +522,9 @@ func (l *Log) Flush(upTo int64) error {
 		}
 	}
 	if l.dirDirty {
-		if err := l.fs.SyncDir(l.dir); err != nil {
-			return l.fail(fmt.Errorf("disk: sync directory %s: %w", l.dir, err))
+		if err := l.syncDir(); err != nil {
+			return err
 		}
-		l.dirDirty = false
 	}
 	if upTo > l.recoveryPoint {
 		l.recoveryPoint = upTo
@@ -518,9 +536,10 @@ func (l *Log) Flush(upTo int64) error {
 // Sync flushes everything: Flush(EndOffset()).
 func (l *Log) Sync() error { return l.Flush(l.EndOffset()) }
 
-// Settle makes durable all that the log has written, the active segment's
-// index entries included (a Flush writes them but leaves them unsynced, so
-// that a group commit costs one fsync), so that none of its files holds
+// Settle makes durable all that the log has written, the leader-epoch
+// checkpoint and the active segment's index entries included (a Flush
+// writes the entries but leaves them unsynced, so that a group commit
+// costs one fsync), so that none of its files holds
 // unsynced bytes and the file cache may close every one of them (see
 // FileCache). The owner calls it when the log has gone idle. It costs
 // nothing when all is synced, and does nothing while a FlushJob is in
@@ -557,25 +576,43 @@ func (l *Log) Settle() error {
 // (Close, Delete, TruncateTo, DeleteBefore, ApplyRetention) and a second
 // StartFlush; appends, rolls, reads and Flush go on. A sealed segment and
 // the directory, left to sync by a roll, are synced by StartFlush itself:
-// that happens once a segment, and keeps Run to one fsync.
+// that happens once a segment, and keeps Run to one fsync. A leader-epoch
+// checkpoint that an append wrote without a sync is left to the job,
+// whose Run syncs it and the directory before the segment (see
+// epochcache.go): the first flush after a new epoch costs three fsyncs.
 type FlushJob struct {
 	upTo int64
 	file File   // the active segment's .log; nil when nothing is to sync
 	path string // of file
+	// epochsDir is the partition directory when the job syncs its
+	// leader-epoch checkpoint, on epochsFS; epochsWrites is the log's
+	// count of unsynced writes of it at StartFlush.
+	epochsDir    string
+	epochsFS     FS
+	epochsWrites uint64
 }
 
 // UpTo returns the offset below which everything is durable once the job
 // has run and been finished without error.
 func (j *FlushJob) UpTo() int64 { return j.upTo }
 
-// Run does the job's fsync (fdatasync where the file can: the log needs
-// its bytes and size, not its times). It touches nothing of the log but the
-// file, which stays open until FinishFlush, so it may run on any goroutine,
-// and the jobs of many logs may run at once; the File must allow Sync
-// concurrently with Write (os.File and MemFS files do). The file cache keeps
-// its descriptor open while it holds the bytes to sync (see FileCache), or
-// syncs them itself before it closes it, and reopens it if need be.
+// Run does the job's fsyncs: of the leader-epoch checkpoint and the
+// partition directory when the job carries them, then of the active
+// segment's .log (fdatasync where the file can: the log needs its bytes
+// and size, not its times). It touches nothing of the log but the files,
+// the segment's staying open until FinishFlush, and changes nothing in
+// memory, so it may run on any goroutine, and the jobs of many logs may
+// run at once; a syncfs of the whole file system does what it does. The
+// File must allow Sync concurrently with Write (os.File and MemFS files
+// do). The file cache keeps its descriptor open while it holds the bytes
+// to sync (see FileCache), or syncs them itself before it closes it, and
+// reopens it if need be.
 func (j *FlushJob) Run() error {
+	if j.epochsDir != "" {
+		if err := syncEpochCheckpoint(j.epochsFS, j.epochsDir); err != nil {
+			return err
+		}
+	}
 	if j.file == nil {
 		return nil
 	}
@@ -588,10 +625,12 @@ func (j *FlushJob) Run() error {
 // StartFlush starts a FlushJob covering every offset below EndOffset(). It
 // writes out the active segment's buffered index entries and syncs any
 // segment sealed since the recovery point and the directory, as Flush
-// does; it returns ErrFlushInFlight while another job is unfinished, and
-// as Flush an error wrapping ErrNoSpace, starting no job and leaving the
-// log usable, when the index entries find no room. The job's fsync, Run,
-// fails the log on any error (FinishFlush).
+// does, a leader-epoch checkpoint an append left unsynced first; with
+// nothing of that to sync, it leaves such a checkpoint to the job. It
+// returns ErrFlushInFlight while another job is unfinished, and as Flush
+// an error wrapping ErrNoSpace, starting no job and leaving the log
+// usable, when the index entries find no room. The job's fsyncs, Run,
+// fail the log on any error (FinishFlush).
 func (l *Log) StartFlush() (*FlushJob, error) {
 	if err := l.checkWrite(); err != nil {
 		return nil, err
@@ -600,17 +639,28 @@ func (l *Log) StartFlush() (*FlushJob, error) {
 		return nil, fmt.Errorf("%w: %s", ErrFlushInFlight, l.dir)
 	}
 	j := &FlushJob{upTo: l.EndOffset()}
+	var sealed []*segment
+	if j.upTo > l.recoveryPoint {
+		first := max(l.segmentIndex(l.recoveryPoint), 0)
+		sealed = l.segments[first : len(l.segments)-1]
+	}
+	if len(sealed) > 0 || l.dirDirty {
+		// Syncs here, on the owner's goroutine, after a roll: the
+		// checkpoint's first, which the job need not carry then.
+		if err := l.syncEpochs(); err != nil {
+			return nil, err
+		}
+	}
+	if l.epochsUnsynced {
+		j.epochsDir, j.epochsFS, j.epochsWrites = l.dir, l.fs, l.epochsWrites
+	}
+	for _, s := range sealed {
+		if err := s.sync(); err != nil {
+			return nil, l.failUnlessFull(err)
+		}
+	}
 	if j.upTo > l.recoveryPoint {
 		active := l.active()
-		first := max(l.segmentIndex(l.recoveryPoint), 0)
-		for _, s := range l.segments[first:] {
-			if s == active {
-				break
-			}
-			if err := s.sync(); err != nil {
-				return nil, l.failUnlessFull(err)
-			}
-		}
 		if err := active.flushIndexes(); err != nil {
 			return nil, l.failUnlessFull(err)
 		}
@@ -626,8 +676,11 @@ func (l *Log) StartFlush() (*FlushJob, error) {
 }
 
 // FinishFlush ends j with the error its Run returned: on success the
-// recovery point rises to j.UpTo(); an error fails the log, as a failed
-// Flush does, and is returned.
+// recovery point rises to j.UpTo(), and the leader-epoch checkpoint the
+// job synced is durable unless an append wrote it again since
+// StartFlush; an error fails the log, as a failed Flush does, and is
+// returned. j may have been run by a syncfs of the file system instead
+// of Run.
 func (l *Log) FinishFlush(j *FlushJob, runErr error) error {
 	if l.flushing != j {
 		return fmt.Errorf("disk: finish of a flush not in flight on %s", l.dir)
@@ -638,6 +691,9 @@ func (l *Log) FinishFlush(j *FlushJob, runErr error) error {
 	}
 	if l.closed || l.failed != nil {
 		return l.checkWrite()
+	}
+	if j.epochsDir != "" && l.epochsWrites == j.epochsWrites {
+		l.epochsUnsynced = false
 	}
 	if j.upTo > l.recoveryPoint {
 		l.recoveryPoint = j.upTo
@@ -1015,6 +1071,10 @@ func (l *Log) truncateTo(offset int64) error {
 	} else if _, err := seg.log.Seek(seg.size, 0); err != nil {
 		return l.fail(fmt.Errorf("disk: seek %s: %w", seg.path, err))
 	}
+	// The sync makes the batches kept durable: their epochs first.
+	if err := l.syncEpochs(); err != nil {
+		return err
+	}
 	if err := seg.sync(); err != nil {
 		return l.fail(err)
 	}
@@ -1091,8 +1151,14 @@ func (l *Log) removeSegments(segs []*segment) error {
 	return nil
 }
 
-// syncDir makes the directory's entries durable.
+// syncDir makes the directory's entries durable. A leader-epoch
+// checkpoint that an append wrote without a sync is synced first (see
+// syncEpochs): the directory must not make its rename durable before its
+// bytes.
 func (l *Log) syncDir() error {
+	if l.epochsUnsynced {
+		return l.syncEpochs()
+	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.fail(fmt.Errorf("disk: sync directory %s: %w", l.dir, err))
 	}
@@ -1221,8 +1287,8 @@ func (l *Log) ApplyRetention() (int, error) {
 
 // Close syncs the log and closes its files; later calls return ErrClosed.
 // Every change of the leader-epoch cache is in its checkpoint already,
-// but for one left stale for lack of room (see TruncateTo), which Close
-// rewrites.
+// and is made durable if an append wrote it without a sync, but for one
+// left stale for lack of room (see TruncateTo), which Close rewrites.
 //
 // On a full file system the index entries still in memory, or that
 // checkpoint, may find no room: Close then fsyncs the .log files all the
@@ -1268,6 +1334,9 @@ func (l *Log) Close() error {
 // after a flush found no room for them: cause. It returns cause, or the
 // error of an fsync, which fails the log.
 func (l *Log) syncLogs(cause error) error {
+	if err := l.syncEpochs(); err != nil {
+		return err
+	}
 	first := max(l.segmentIndex(l.recoveryPoint), 0)
 	for _, s := range l.segments[first:] {
 		if err := s.log.Sync(); err != nil {

@@ -56,9 +56,11 @@ const scanChunk = 1 << 20
 // higher: a batch above both is taken for damage. A batch validated above
 // the latest epoch of the cache, and not above opts.LeaderEpoch, extends
 // the cache with its epoch at its base offset, as Kafka's LogLoader does:
-// the partition's epoch from the metadata, passed as opts.LeaderEpoch,
-// covers the epoch of every batch appended, whether or not the checkpoint
-// kept it. When the checkpoint is missing or damaged (a log written before
+// an append writes the checkpoint without a sync and a flush syncs it
+// before the batch (see epochcache.go), so after an OS crash a batch past
+// the recovery point may carry an epoch the checkpoint lost, and the
+// partition's epoch from the metadata, passed as opts.LeaderEpoch, covers
+// it. When the checkpoint is missing or damaged (a log written before
 // its partition had leader epochs, a file removed by hand), no epoch is
 // taken for damage and the cache is rebuilt from the batch headers once
 // recovery is done; a damaged one is logged at Warn (a missing one only
@@ -67,11 +69,14 @@ const scanChunk = 1 << 20
 // when recovery cut a torn tail there, unless the end is the start offset
 // (Kafka's truncateFromEnd); those below the start offset as DeleteBefore
 // drops them, a log emptied at opts.LogStartOffset included. A changed
-// cache, or one rebuilt with any epoch, is written back: a log none of
-// whose batches carries an epoch keeps an empty cache and no file.
+// cache, or one rebuilt with any epoch, is written back durably: a log
+// none of whose batches carries an epoch keeps an empty cache and no
+// file.
 //
 // Everything recovered is synced before Open returns, so RecoveryPoint is
-// then EndOffset.
+// then EndOffset; a log that needed validating has its checkpoint synced
+// before its batches, as the process that wrote them may have left it in
+// the page cache only.
 //
 // A clean open writes nothing, so it succeeds on a full file system. A
 // recovery that must rebuild indexes, or create a segment or the
@@ -292,11 +297,14 @@ func (l *Log) load(opts Options) error {
 			}
 		}
 	}
-	if l.recovery.SegmentsValidated > 0 {
+	if l.recovery.BytesValidated > 0 {
 		// A killed process may have created segments without syncing
-		// the directory: the page cache kept their entries, which the
-		// sync below must make durable with their batches.
+		// the directory, and written the epochs of its batches to the
+		// checkpoint without a sync: the page cache kept them, and the
+		// sync below makes them durable, the checkpoint before the
+		// batches.
 		l.dirDirty = true
+		l.epochsUnsynced = l.epochsOnDisk
 	}
 	if err := l.Sync(); err != nil {
 		return err
@@ -376,10 +384,11 @@ func (l *Log) recoverEpochs(opts Options, checkpointed []EpochEntry, rebuild boo
 			l.logger().WithFields(fields).Info("recovery: leader epochs outside the log dropped")
 		}
 	}
-	if err := writeEpochCheckpoint(l.fs, l.dir, entries); err != nil {
+	if err := writeEpochCheckpoint(l.fs, l.dir, entries, true); err != nil {
 		return err
 	}
 	l.epochsOnDisk = true
+	l.epochsUnsynced = false
 	return nil
 }
 
