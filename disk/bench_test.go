@@ -264,3 +264,57 @@ func BenchmarkReadReopen(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFirstAppendOfEpoch appends the first batch of a new leader
+// epoch to each of many fresh logs on the OS file system, as a topic of
+// many partitions takes its first writes once its leaders are elected:
+// one op is one log's append, timed alone (opening and removing the logs
+// is not).
+func BenchmarkFirstAppendOfEpoch(b *testing.B) { benchmarkFirstAppendOfEpoch(b, false) }
+
+// BenchmarkFirstAppendAndFlushOfEpoch is BenchmarkFirstAppendOfEpoch with
+// the group commit that acks=all waits for after it, a FlushJob run on
+// the same goroutine: what the first write of an epoch costs in all.
+func BenchmarkFirstAppendAndFlushOfEpoch(b *testing.B) { benchmarkFirstAppendOfEpoch(b, true) }
+
+func benchmarkFirstAppendOfEpoch(b *testing.B, flush bool) {
+	batch := makeBatch(b, 4, 100, 1)
+	wire.SetLeaderEpoch(batch, 1)
+	header, err := wire.Validate(batch)
+	require.NoError(b, err)
+	dir := b.TempDir()
+	opts := testOptions(newClock(), nil)
+	opts.LeaderEpoch = 1
+	// Logs are opened a chunk at a time, untimed, then appended to.
+	const chunk = 64
+	logs := make([]*Log, 0, chunk)
+	b.ResetTimer()
+	for done := 0; done < b.N; done += len(logs) {
+		b.StopTimer()
+		logs = logs[:0]
+		for i := 0; i < chunk && done+i < b.N; i++ {
+			logs = append(logs, openLog(b, OS, filepath.Join(dir, fmt.Sprintf("t-%d", done+i)), opts))
+		}
+		b.StartTimer()
+		for _, l := range logs {
+			if _, err := l.AppendValidated(batch, header); err != nil {
+				b.Fatal(err)
+			}
+			if !flush {
+				continue
+			}
+			j, err := l.StartFlush()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.FinishFlush(j, j.Run()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		for _, l := range logs {
+			require.NoError(b, l.Delete())
+		}
+		b.StartTimer()
+	}
+}
