@@ -148,12 +148,15 @@ func replaceFile(fsys FS, path string, b []byte, durable bool) error {
 
 // syncFile makes the bytes of the file at path durable: it opens it
 // read-only and fsyncs it. The directory entry is not made durable.
-func syncFile(fsys FS, path string) error {
+func syncFile(fsys FS, path string) error { return syncFileWith(fsys, path, File.Sync) }
+
+// syncFileWith opens the file at path read-only and runs sync on it.
+func syncFileWith(fsys FS, path string, sync func(File) error) error {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("disk: sync %s: %w", path, err)
 	}
-	err = f.Sync()
+	err = sync(f)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = cerr
 	}

@@ -16,3 +16,22 @@ func syncData(f File) error {
 	}
 	return f.Sync()
 }
+
+// fileSystemSyncer is a File that can make its whole file system durable
+// at once, and then tell whether its own bytes failed to reach the device:
+// on Linux, syncfs(2), which writes back every dirty file and commits the
+// journal once, and then sync_file_range(2) waiting on the file, which
+// costs no I/O once syncfs has run and reports a writeback error of this
+// file that no earlier call on its descriptor reported. syncfs alone
+// reports errors for the file system as a whole, and only once for all its
+// descriptors: without the check, a file whose writeback failed while
+// syncfs reported the error to another caller would be taken for durable.
+type fileSystemSyncer interface {
+	// SyncFileSystem syncs the file system of the file; an error wrapping
+	// errNoFileSystemSync when it cannot, which changes nothing.
+	SyncFileSystem() error
+	// CheckWriteback waits for the writeback of the file's bytes and
+	// returns the error of any that failed since the descriptor last
+	// reported one.
+	CheckWriteback() error
+}

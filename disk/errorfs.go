@@ -17,7 +17,8 @@ import (
 // as syscall.ENOSPC, for a disk that fills); by default every operation is
 // eligible, and with InjectWritesOnly(true) only the mutating ones
 // (creating, truncating or writing opens, Write, WriteAt, Truncate, Sync,
-// Remove, RemoveAll, Rename, MkdirAll, SyncDir). The injection fires once
+// SyncFileSystem, CheckWriteback, Remove, RemoveAll, Rename, MkdirAll,
+// SyncDir). The injection fires once
 // unless InjectSticky(true), after which every later eligible operation
 // fails too, like a dead disk. A failing Write or WriteAt writes nothing,
 // or with TornWrites a random prefix of its bytes first.
@@ -238,6 +239,24 @@ func (f *errorFile) Sync() error {
 		return err
 	}
 	return f.inner.Sync()
+}
+
+// SyncFileSystem syncs the inner file's file system where it can (see
+// fileSystemSyncer); it counts as a mutating operation.
+func (f *errorFile) SyncFileSystem() error {
+	if err := f.fs.op("syncfs", f.inner.Name(), true); err != nil {
+		return err
+	}
+	return syncFileSystem(f.inner)
+}
+
+// CheckWriteback checks the inner file where it can (see
+// fileSystemSyncer); it counts as a mutating operation, as a sync does.
+func (f *errorFile) CheckWriteback() error {
+	if err := f.fs.op("check", f.inner.Name(), true); err != nil {
+		return err
+	}
+	return checkWriteback(f.inner)
 }
 
 func (f *errorFile) Truncate(size int64) error {

@@ -514,11 +514,46 @@ func (h *cachedFile) Size() (int64, error) {
 // Sync fsyncs the file. On success the writes that had returned when it
 // began no longer keep the descriptor open. It returns the error of an
 // fsync the cache made to close the descriptor, if one failed.
-func (h *cachedFile) Sync() error {
+func (h *cachedFile) Sync() error { return h.syncWith(File.Sync) }
+
+// SyncData is Sync with fdatasync where the descriptor's file can (see
+// dataSyncer).
+func (h *cachedFile) SyncData() error { return h.syncWith(syncData) }
+
+// syncWith is Sync with sync doing the descriptor's sync.
+func (h *cachedFile) syncWith(sync func(File) error) error {
 	f, written, err := h.acquire("sync")
 	if err != nil {
 		return err
 	}
+	return h.endSync(f, written, sync)
+}
+
+// writes returns the count of the writes that have returned: those a
+// sync of the file system that starts now covers (see confirmSync).
+func (h *cachedFile) writes() uint64 {
+	h.cache.mu.Lock()
+	defer h.cache.mu.Unlock()
+	return h.written
+}
+
+// confirmSync ends a sync of the file's whole file system that began when
+// writes returned written (see RunFlushJobs): it checks the descriptor for
+// a failed writeback of the file's own, and on success the writes up to
+// written count as synced. A descriptor the cache closed meanwhile was
+// synced first, and is reopened to be checked.
+func (h *cachedFile) confirmSync(written uint64) error {
+	f, _, err := h.acquire("sync")
+	if err != nil {
+		return err
+	}
+	return h.endSync(f, written, checkWriteback)
+}
+
+// endSync runs sync on f, the descriptor acquired for it, unless an fsync
+// the cache made to close the descriptor failed, whose error it returns
+// then; on success the writes up to written count as synced.
+func (h *cachedFile) endSync(f File, written uint64, sync func(File) error) error {
 	h.cache.mu.Lock()
 	failed := h.failed
 	h.cache.mu.Unlock()
@@ -526,8 +561,32 @@ func (h *cachedFile) Sync() error {
 		h.release(false)
 		return failed
 	}
-	err = f.Sync()
+	err := sync(f)
 	h.releaseSynced(false, written, err == nil)
+	return err
+}
+
+// SyncFileSystem syncs the file system of the descriptor's file where it
+// can (see fileSystemSyncer).
+func (h *cachedFile) SyncFileSystem() error {
+	f, _, err := h.acquire("syncfs")
+	if err != nil {
+		return err
+	}
+	err = syncFileSystem(f)
+	h.release(false)
+	return err
+}
+
+// CheckWriteback checks the descriptor's file for a failed writeback
+// where it can (see fileSystemSyncer).
+func (h *cachedFile) CheckWriteback() error {
+	f, _, err := h.acquire("check")
+	if err != nil {
+		return err
+	}
+	err = checkWriteback(f)
+	h.release(false)
 	return err
 }
 

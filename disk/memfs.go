@@ -686,6 +686,26 @@ func (f *memFile) Sync() error {
 	return nil
 }
 
+// SyncFileSystem makes the whole MemFS durable, as syncfs does a file
+// system (see SyncAll).
+func (f *memFile) SyncFileSystem() error {
+	f.fs.mu.Lock()
+	err := f.check("syncfs")
+	f.fs.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	f.fs.SyncAll()
+	return nil
+}
+
+// CheckWriteback finds no failed writeback: a MemFS has none.
+func (f *memFile) CheckWriteback() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	return f.check("check")
+}
+
 func (f *memFile) Truncate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
