@@ -61,12 +61,21 @@ type Flushed struct {
 // Run runs the job on the calling goroutine and sends its Flushed through
 // sender, unless it was claimed already; it reports whether it ran it.
 func (f *Flush) Run(sender actor.SenderContext) bool {
-	if !f.claimed.CompareAndSwap(false, true) {
+	if !f.claim() {
 		return false
 	}
-	f.finish(f.Job.Run())
-	sender.Send(f.ReplyTo, &Flushed{Flush: f, Err: f.err})
+	f.complete(sender, f.Job.Run())
 	return true
+}
+
+// claim claims f to run it, unless someone did.
+func (f *Flush) claim() bool { return f.claimed.CompareAndSwap(false, true) }
+
+// complete ends f, which the caller claimed and ran, with the job's
+// result, and sends it as a Flushed through sender.
+func (f *Flush) complete(sender actor.SenderContext, err error) {
+	f.finish(err)
+	sender.Send(f.ReplyTo, &Flushed{Flush: f, Err: f.err})
 }
 
 // Wait runs the job on the calling goroutine if no one has claimed it, or
@@ -74,7 +83,7 @@ func (f *Flush) Run(sender actor.SenderContext) bool {
 // Wait runs it. For a partition that stops, which gets no later message to
 // learn the result from: the wait is that of one fsync.
 func (f *Flush) Wait() error {
-	if f.claimed.CompareAndSwap(false, true) {
+	if f.claim() {
 		f.finish(f.Job.Run())
 	}
 	<-f.done
@@ -89,12 +98,28 @@ func (f *Flush) finish(err error) {
 	close(f.done)
 }
 
+// DefaultFileSystemSyncFlushes is the default of
+// FlusherConfig.FileSystemSyncFlushes: a pass of at least this many
+// flushes syncs its log dir's whole file system at once. Measured on a
+// virtual disk (ext4 on virtio), with a few hundred bytes appended to each
+// file, 16 files took 1.2-1.8 ms with fdatasyncs against 0.26-0.28 ms with
+// syncfs, and 10,000 files 280-350 ms against 40-47 ms (see
+// disk.RunFlushJobs); a pass of one partition keeps its own fdatasync,
+// which writes back nothing else of the file system.
+const DefaultFileSystemSyncFlushes = 16
+
 // FlusherConfig is what a flusher needs.
 type FlusherConfig struct {
 	// Parallelism bounds the fsyncs a pass runs at once. Default
 	// DefaultFlushParallelism.
 	Parallelism int
-	Logger      *logrus.Entry
+	// FileSystemSyncFlushes is the fewest flushes for which a pass syncs
+	// the whole file system at once (disk.RunFlushJobs) instead of each
+	// file: the log dir's file systems are its own, or what else they
+	// hold is little. Default DefaultFileSystemSyncFlushes; negative:
+	// never.
+	FileSystemSyncFlushes int
+	Logger                *logrus.Entry
 }
 
 // FlusherStatusRequest asks a flusher what it is doing; it answers with a
@@ -140,6 +165,9 @@ func NewFlusherProps(cfg FlusherConfig) *actor.Props {
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = DefaultFlushParallelism
 	}
+	if cfg.FileSystemSyncFlushes == 0 {
+		cfg.FileSystemSyncFlushes = DefaultFileSystemSyncFlushes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = actors.DiscardLogger()
 	}
@@ -181,9 +209,13 @@ func (a *flusherActor) startPass(ctx actor.Context) {
 	a.passing = true
 	a.passes++
 	a.flushes += uint64(len(pass))
-	root, self := ctx.ActorSystem().Root, ctx.Self()
+	root, self, together := ctx.ActorSystem().Root, ctx.Self(), a.together(len(pass))
 	go func() {
-		runPass(root, pass, workers)
+		if together {
+			runPassTogether(root, pass)
+		} else {
+			runPass(root, pass, workers)
+		}
 		root.Send(self, &passDone{})
 	}()
 }
@@ -198,6 +230,12 @@ func (a *flusherActor) release(ctx actor.Context) {
 	}
 	root := ctx.ActorSystem().Root
 	go runPass(root, pass, workers)
+}
+
+// together reports whether a pass of n flushes syncs the file system at
+// once.
+func (a *flusherActor) together(n int) bool {
+	return a.cfg.FileSystemSyncFlushes > 0 && n >= a.cfg.FileSystemSyncFlushes
 }
 
 // gatherPass is the pass that starts over the flushes waiting: those not
@@ -233,4 +271,21 @@ func runPass(sender actor.SenderContext, pass []*Flush, workers int) {
 	}
 	work()
 	wg.Wait()
+}
+
+// runPassTogether runs the flushes of pass that no one has claimed with
+// one sync of their file system (disk.RunFlushJobs) and sends each its
+// result through sender.
+func runPassTogether(sender actor.SenderContext, pass []*Flush) {
+	claimed := make([]*Flush, 0, len(pass))
+	jobs := make([]*disk.FlushJob, 0, len(pass))
+	for _, f := range pass {
+		if f.claim() {
+			claimed = append(claimed, f)
+			jobs = append(jobs, f.Job)
+		}
+	}
+	for i, err := range disk.RunFlushJobs(jobs) {
+		claimed[i].complete(sender, err)
+	}
 }

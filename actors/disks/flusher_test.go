@@ -173,6 +173,82 @@ func TestFlusherPasses(t *testing.T) {
 	require.Equal(t, parallelism, fs.maxConcurrent(), "at most Parallelism fsyncs at once")
 }
 
+// TestFlusherSyncsManyAtOnce: a pass of FileSystemSyncFlushes flushes or
+// more syncs their file system once, and then each file's writeback is
+// checked: each log is durable as after its own fsync, and a failed
+// writeback is that log's alone.
+func TestFlusherSyncsManyAtOnce(t *testing.T) {
+	const logs = 8
+	system := actortest.System(t)
+	mem := disk.NewMemFS()
+	fs := newSyncFS(mem)
+	flusher := system.Root.Spawn(NewFlusherProps(FlusherConfig{FileSystemSyncFlushes: 4, Logger: quietLogger()}))
+	results := make(chan *Flushed, logs+1)
+	to := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*Flushed); ok {
+			results <- m
+		}
+	}))
+	var ls []*disk.Log
+	for i := range logs + 1 {
+		l := openTestLog(t, fs, fmt.Sprintf("/data/t-%d", i))
+		appendValue(t, l, fmt.Sprint("value-", i))
+		ls = append(ls, l)
+	}
+	failing := ls[3]
+	fs.fail(failing.Dir())
+	flushes := map[*Flush]*disk.Log{}
+	send := func(l *disk.Log) {
+		job, err := l.StartFlush()
+		require.NoError(t, err)
+		f := NewFlush(job, to)
+		flushes[f] = l
+		system.Root.Send(flusher, f)
+	}
+	first := fs.hold(ls[0].Dir())
+	send(ls[0]) // a pass of one, its own fsync, held
+	first.waitEntered(t, 1)
+	for _, l := range ls[1:] {
+		send(l)
+	}
+	waitStatus(t, system, flusher, func(s *FlusherStatusResponse) bool { return s.Waiting == logs })
+	fs.release(first)
+	for range logs + 1 {
+		var m *Flushed
+		select {
+		case m = <-results:
+		case <-time.After(flusherTestTimeout):
+			require.FailNow(t, "a flush was not answered")
+		}
+		l := flushes[m.Flush]
+		err := l.FinishFlush(m.Flush.Job, m.Err)
+		if l == failing {
+			require.ErrorIs(t, m.Err, errInjectedSync)
+			require.Error(t, err, "the log fails with its writeback")
+			continue
+		}
+		require.NoError(t, m.Err, l.Dir())
+		require.NoError(t, err)
+		require.Equal(t, l.EndOffset(), l.RecoveryPoint(), l.Dir())
+	}
+	status := waitStatus(t, system, flusher, func(s *FlusherStatusResponse) bool { return !s.Passing })
+	require.Equal(t, uint64(2), status.Passes)
+	require.Equal(t, 1, fs.syncCount(), "only the pass of one synced its file")
+	require.Equal(t, 1, fs.fileSystemSyncCount(), "the pass of many synced the file system once")
+
+	for _, l := range ls {
+		require.NoError(t, l.Close())
+	}
+	mem.Crash()
+	for i, l := range ls {
+		if l == failing {
+			continue
+		}
+		reopened := openTestLog(t, mem, l.Dir())
+		require.Equal(t, int64(1), reopened.EndOffset(), "log %d is durable", i)
+	}
+}
+
 // A flusher that stops still runs the flushes waiting for it: their
 // partitions are waiting for the results.
 func TestStoppedFlusherRunsWaitingFlushes(t *testing.T) {
@@ -273,6 +349,7 @@ type syncFS struct {
 	mu         sync.Mutex
 	gates      []*syncGate
 	syncs      int
+	fsSyncs    int // of the whole file system, by any file
 	running    int
 	maxRunning int
 	failing    map[string]bool
@@ -342,6 +419,12 @@ func (s *syncFS) syncCount() int {
 	return s.syncs
 }
 
+func (s *syncFS) fileSystemSyncCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fsSyncs
+}
+
 func (s *syncFS) maxConcurrent() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -390,4 +473,29 @@ func (f *syncFile) Sync() error {
 		return errInjectedSync
 	}
 	return f.File.Sync()
+}
+
+// fileSystemSyncer is what a disk.File of a MemFS does to sync its whole
+// file system at once.
+type fileSystemSyncer interface {
+	SyncFileSystem() error
+	CheckWriteback() error
+}
+
+func (f *syncFile) SyncFileSystem() error {
+	f.fs.mu.Lock()
+	f.fs.fsSyncs++
+	f.fs.mu.Unlock()
+	return f.File.(fileSystemSyncer).SyncFileSystem()
+}
+
+// CheckWriteback fails for the directories the syncFS fails.
+func (f *syncFile) CheckWriteback() error {
+	f.fs.mu.Lock()
+	failing := f.fs.failing[f.dir]
+	f.fs.mu.Unlock()
+	if failing {
+		return errInjectedSync
+	}
+	return f.File.(fileSystemSyncer).CheckWriteback()
 }

@@ -99,7 +99,10 @@ type LogDirConfig struct {
 	Now func() time.Time
 	// FlushParallelism is its flusher's (see FlusherConfig.Parallelism).
 	FlushParallelism int
-	Logger           *logrus.Entry
+	// FileSystemSyncFlushes is its flusher's (see
+	// FlusherConfig.FileSystemSyncFlushes).
+	FileSystemSyncFlushes int
+	Logger                *logrus.Entry
 }
 
 // Reserve is a log dir's free-space reserve: Bytes, or Percent of its
@@ -317,7 +320,7 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 // startFlusher spawns the dir's flusher. Without one, the partitions,
 // whose flushes come back from it as dead letters, sync their own files.
 func (a *logDirActor) startFlusher(ctx actor.Context) {
-	props := NewFlusherProps(FlusherConfig{Parallelism: a.cfg.FlushParallelism, Logger: a.logger})
+	props := NewFlusherProps(FlusherConfig{Parallelism: a.cfg.FlushParallelism, FileSystemSyncFlushes: a.cfg.FileSystemSyncFlushes, Logger: a.logger})
 	if _, err := ctx.SpawnNamed(props, flusherName); err != nil {
 		a.logger.WithError(err).Error("cannot start the flusher; partitions sync their own files")
 	}
