@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -65,12 +66,15 @@ type FileCache struct {
 	handles                           int // handles not closed
 	// idle holds the open handles that may be closed now: not in use,
 	// without unsynced bytes; unsynced those that may be once
-	// synced. The most recently used first.
-	idle, unsynced handleList
-	reopens        int64
-	evictions      int64
-	evictionSyncs  int64
-	waits          int64
+	// synced. The most recently used first. The handles of index files
+	// are in idleIndexes and unsyncedIndexes instead, and closed before
+	// the others of their kind (see isIndexFile).
+	idle, unsynced               handleList
+	idleIndexes, unsyncedIndexes handleList
+	reopens                      int64
+	evictions                    int64
+	evictionSyncs                int64
+	waits                        int64
 }
 
 // FileCacheStats is what a FileCache holds and has done.
@@ -117,9 +121,9 @@ func (c *FileCache) Stats() FileCacheStats {
 		Handles:       c.handles,
 		Open:          c.used(),
 		Transient:     c.transient,
-		Idle:          c.idle.len,
-		Unsynced:      c.unsynced.len,
-		Pinned:        c.open - c.idle.len - c.unsynced.len,
+		Idle:          c.idle.len + c.idleIndexes.len,
+		Unsynced:      c.unsynced.len + c.unsyncedIndexes.len,
+		Pinned:        c.open - c.idle.len - c.idleIndexes.len - c.unsynced.len - c.unsyncedIndexes.len,
 		Reopens:       c.reopens,
 		Evictions:     c.evictions,
 		EvictionSyncs: c.evictionSyncs,
@@ -195,7 +199,7 @@ func (c *FileCache) openHandle(inner FS, name string, flag int, perm os.FileMode
 		c.signalLocked()
 		return nil, err
 	}
-	h := &cachedFile{cache: c, fs: inner, name: name, flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm, file: f}
+	h := &cachedFile{cache: c, fs: inner, name: name, flag: flag &^ (os.O_CREATE | os.O_EXCL | os.O_TRUNC), perm: perm, file: f, index: isIndexFile(name)}
 	c.handles++
 	c.open++
 	h.listLocked()
@@ -211,8 +215,16 @@ func (c *FileCache) openHandle(inner FS, name string, flag int, perm os.FileMode
 func (c *FileCache) reserveLocked() {
 	waited := false
 	for c.capacity > 0 && c.used() >= c.capacity {
+		if h := c.idleIndexes.back(); h != nil {
+			c.evictLocked(h)
+			continue
+		}
 		if h := c.idle.back(); h != nil {
 			c.evictLocked(h)
+			continue
+		}
+		if h := c.unsyncedIndexes.back(); h != nil {
+			c.syncLocked(h)
 			continue
 		}
 		if h := c.unsynced.back(); h != nil {
@@ -231,7 +243,7 @@ func (c *FileCache) reserveLocked() {
 
 // evictLocked closes the descriptor of h, an idle handle.
 func (c *FileCache) evictLocked(h *cachedFile) {
-	c.idle.remove(h)
+	h.list.remove(h)
 	f := h.file
 	h.file = nil
 	c.open--
@@ -255,7 +267,7 @@ func (c *FileCache) closeLocked(f File) {
 // closed, letting go of the mutex meanwhile; h stays open, listed as
 // what it is then. A failed fsync sticks to h (see cachedFile.failed).
 func (c *FileCache) syncLocked(h *cachedFile) {
-	c.unsynced.remove(h)
+	h.list.remove(h)
 	h.refs++
 	written, f := h.written, h.file
 	c.evictionSyncs++
@@ -270,6 +282,19 @@ func (c *FileCache) syncLocked(h *cachedFile) {
 	}
 	h.listLocked()
 	c.signalLocked()
+}
+
+// isIndexFile reports whether name is a segment's offset or time index,
+// whose descriptors the cache closes before those of other files of their
+// kind (idle, or holding unsynced bytes): a partition's .log is written at
+// each append and read at each fetch, its indexes once every
+// index.interval.bytes appended and at a lookup that misses the entries in
+// memory. With more segments than the cache holds descriptors for (10,000
+// partitions have 30,000 files), the .log files of the partitions in use
+// then keep theirs, while plain LRU order closed them for their indexes and
+// each append reopened its .log.
+func isIndexFile(name string) bool {
+	return strings.HasSuffix(name, indexExt) || strings.HasSuffix(name, timeIndexExt)
 }
 
 // signalLocked wakes the goroutines waiting for room.
@@ -287,6 +312,8 @@ type cachedFile struct {
 	fs    FS
 	flag  int // to reopen with
 	perm  os.FileMode
+	// index is set for an index file (see isIndexFile).
+	index bool
 	// position is where the next Write goes, restored on a reopen.
 	position atomic.Int64
 	// reopening is held while the descriptor is opened again, so that two
@@ -317,8 +344,12 @@ func (h *cachedFile) listLocked() {
 	}
 	switch {
 	case h.file == nil || h.refs > 0 || h.closed || h.failed != nil:
+	case h.written == h.synced && h.index:
+		c.idleIndexes.pushFront(h)
 	case h.written == h.synced:
 		c.idle.pushFront(h)
+	case h.index:
+		c.unsyncedIndexes.pushFront(h)
 	default:
 		c.unsynced.pushFront(h)
 	}

@@ -122,8 +122,9 @@ func (t *trackFS) unsyncedCloses() []string {
 }
 
 // TestFileCacheLRU: past its capacity, the cache closes the descriptors of
-// the handles least recently used, and an operation on one of them opens
-// it again, which makes it the most recently used.
+// the handles least recently used, those of index files first, and an
+// operation on one of them opens it again, which makes it the most
+// recently used.
 func TestFileCacheLRU(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -131,6 +132,9 @@ func TestFileCacheLRU(t *testing.T) {
 		use      []int // handles used, in order, after all were opened 0..n-1
 		n        int
 		want     []int // handles with a descriptor open at the end
+		// indexes are the handles of index files; the others are .log
+		// files.
+		indexes []int
 	}{
 		{name: "under capacity", capacity: 4, n: 3, want: []int{0, 1, 2}},
 		{name: "oldest go first", capacity: 2, n: 4, want: []int{2, 3}},
@@ -139,14 +143,24 @@ func TestFileCacheLRU(t *testing.T) {
 		{name: "round robin", capacity: 3, n: 5, use: []int{0, 1, 2, 3, 4, 0}, want: []int{0, 3, 4}},
 		{name: "capacity one", capacity: 1, n: 3, use: []int{1, 2, 0}, want: []int{0}},
 		{name: "no bound", capacity: 0, n: 5, use: []int{4, 3}, want: []int{0, 1, 2, 3, 4}},
+		{name: "an index goes before older logs", capacity: 3, n: 4, indexes: []int{2}, want: []int{0, 1, 3}},
+		{name: "indexes oldest first", capacity: 3, n: 5, indexes: []int{1, 2}, use: []int{1}, want: []int{1, 3, 4}},
+		{name: "logs once no index is open", capacity: 2, n: 4, indexes: []int{0}, use: []int{1, 2, 3}, want: []int{2, 3}},
+		{name: "an index in use stays", capacity: 2, n: 3, indexes: []int{1}, use: []int{1, 0, 2}, want: []int{0, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tfs := newTrackFS(NewMemFS())
 			cache := NewFileCache(tc.capacity)
 			cfs := cache.FS(tfs)
+			name := func(i int) string {
+				if slices.Contains(tc.indexes, i) {
+					return fmt.Sprintf("/f%d.index", i)
+				}
+				return fmt.Sprintf("/f%d.log", i)
+			}
 			files := make([]File, tc.n)
 			for i := range files {
-				f, err := cfs.OpenFile(fmt.Sprintf("/f%d", i), os.O_RDWR|os.O_CREATE, 0o644)
+				f, err := cfs.OpenFile(name(i), os.O_RDWR|os.O_CREATE, 0o644)
 				require.NoError(t, err)
 				files[i] = f
 			}
@@ -156,7 +170,7 @@ func TestFileCacheLRU(t *testing.T) {
 			}
 			var want []string
 			for _, i := range tc.want {
-				want = append(want, fmt.Sprintf("/f%d", i))
+				want = append(want, name(i))
 			}
 			require.Equal(t, want, tfs.openNow())
 			st := cache.Stats()
