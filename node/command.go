@@ -102,7 +102,7 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 	flags.DurationVar(&f.cfg.ReplicaLagMax, "replica-lag-max", partition.DefaultReplicaLagMax, "a follower that has not caught up with its leader for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
 	flags.DurationVar(&f.cfg.Quorum.LeaderRebalanceInterval, "leader-rebalance-interval", d.Quorum.LeaderRebalanceInterval, "how often preferred replicas become leaders again where they can (Kafka's auto.leader.rebalance.enable); negative: never")
 	flags.Uint64Var(&f.cfg.Quorum.SnapshotEvery, "metadata-snapshot-every", d.Quorum.SnapshotEvery, "metadata log entries applied between snapshots; each snapshot compacts the log, and a node that was away long catches up from one")
-	flags.IntVar(&f.cfg.MaxOpenFiles, "max-open-files", d.MaxOpenFiles, "most descriptors the node's partition logs hold open at once, whatever its partition count: segment files least recently used are closed and reopened on use (default: half the process's open-file limit)")
+	flags.IntVar(&f.cfg.MaxOpenFiles, "max-open-files", d.MaxOpenFiles, "most descriptors the node's partition logs hold open at once, whatever its partition count: segment files least recently used are closed and reopened on use (default: the process's open-file limit less 4096, or half of it when it is lower)")
 	flags.StringVar(&f.reserve, "disk-reserve", "", "free space each log dir keeps: under it the dir is full, refusing appends while reads go on; bytes or a percentage of capacity (default: the smaller of 5% and 5GiB)")
 	return f
 }

@@ -124,8 +124,8 @@ type Config struct {
 	// the directories they sync), whatever its partition count: the files
 	// least recently used are closed and reopened on their next use (see
 	// disk.FileCache: a file in use stays open, one holding unsynced bytes
-	// is synced before it is closed). Default DefaultMaxOpenFiles(): half
-	// the process's limit. Nodes that share a process set theirs, so that
+	// is synced before it is closed). Default DefaultMaxOpenFiles(): the
+	// process's limit less 4096, or half of it when it is lower. Nodes that share a process set theirs, so that
 	// together they stay under its limit.
 	MaxOpenFiles int
 	// FS is the file system; default the operating system's.
@@ -277,18 +277,26 @@ func (c Config) validate() error {
 	return nil
 }
 
-// DefaultMaxOpenFiles is the MaxOpenFiles of a node given none: half the
+// DefaultMaxOpenFiles is the MaxOpenFiles of a node given none: the
 // process's limit on open files (the soft RLIMIT_NOFILE, which Go raises
-// to the hard limit at start-up), leaving the other half to sockets, the
-// metadata log, lock files and checkpoints; 1024 when the limit cannot be
-// read, and at most 1<<20.
+// to the hard limit at start-up) less a reserve of openFilesReserve, or
+// of half the limit when that is less, for sockets, the metadata log,
+// lock files and checkpoints; 1024 when the limit cannot be read, and at
+// most 1<<20.
 func DefaultMaxOpenFiles() int {
 	limit := processFileLimit()
 	if limit == 0 {
 		return 1024
 	}
-	return int(max(1, min(limit/2, 1<<20)))
+	return int(max(1, min(limit-min(limit/2, openFilesReserve), 1<<20)))
 }
+
+// openFilesReserve is the descriptors DefaultMaxOpenFiles leaves to what
+// is not a partition's file: a node holds a few dozen of them and one
+// socket a client connection. With a limit of 20,000, half of it left the
+// 10,000 .log files of 10,000 partitions, with their indexes, 10,000
+// descriptors, and every append reopened its file; 15,904 keep them open.
+const openFilesReserve = 4096
 
 // processFileLimit is the soft RLIMIT_NOFILE of the process, 0 when it
 // cannot be read.

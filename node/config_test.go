@@ -52,12 +52,13 @@ func TestFormatBytesReadsBack(t *testing.T) {
 	}
 }
 
-// The file cache's bound defaults to half the process's open-file limit,
-// and one past the limit, or below 1, is refused.
+// The file cache's bound defaults to the process's open-file limit less
+// 4096, or half of it when that is less, and one past the limit, or below
+// 1, is refused.
 func TestMaxOpenFiles(t *testing.T) {
 	var rl unix.Rlimit
 	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &rl))
-	require.Equal(t, int(min(rl.Cur/2, 1<<20)), DefaultMaxOpenFiles())
+	require.Equal(t, int(min(rl.Cur-min(rl.Cur/2, 4096), 1<<20)), DefaultMaxOpenFiles())
 	require.Equal(t, DefaultMaxOpenFiles(), DefaultConfig().MaxOpenFiles)
 	for _, tc := range []struct {
 		maxOpenFiles int
