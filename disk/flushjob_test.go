@@ -2,6 +2,7 @@ package disk
 
 import (
 	"path"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -171,6 +172,54 @@ func TestFlushJobRunsBesideAppends(t *testing.T) {
 	require.NoError(t, l.Close())
 	l = openLog(t, OS, dir, opts)
 	require.Equal(t, int64(800), l.EndOffset())
+	requireReadable(t, l)
+	require.NoError(t, l.Close())
+}
+
+// TestFlushJobLeavesFewIndexEntriesInMemory: a group commit writes the
+// active segment's index entries only once groupCommitIndexEntries wait;
+// a kill with fewer in memory loses nothing, recovery reading the batch
+// headers the entries would have pointed to.
+func TestFlushJobLeavesFewIndexEntriesInMemory(t *testing.T) {
+	clock := newClock()
+	m := NewMemFS()
+	opts := testOptions(clock, func(c *Config) { c.IndexIntervalBytes = 0 })
+	l := openLog(t, m, "/p", opts)
+	flushJob := func() {
+		t.Helper()
+		j, err := l.StartFlush()
+		require.NoError(t, err)
+		require.NoError(t, l.FinishFlush(j, j.Run()))
+	}
+	indexBytes := func() int { // of the active segment
+		t.Helper()
+		segments := l.Segments()
+		b, err := m.ReadFile(strings.TrimSuffix(segments[len(segments)-1].Path, ".log") + ".index")
+		require.NoError(t, err)
+		return len(b)
+	}
+	for i := range groupCommitIndexEntries - 1 {
+		appendBatch(t, l, makeBatch(t, 1, 50, int64(i)))
+	}
+	flushJob()
+	require.Zero(t, indexBytes(), "the entries wait in memory")
+
+	// A kill: the log is opened again without being closed, and rolls.
+	opts.RecoveryPoint = l.RecoveryPoint()
+	l = openLog(t, m, "/p", opts)
+	require.Equal(t, int64(groupCommitIndexEntries-1), l.EndOffset())
+	requireReadable(t, l)
+
+	// The entries of the batches recovery read are not rebuilt: a lookup
+	// there reads their headers from the entry before them.
+	for i := range groupCommitIndexEntries - 1 {
+		appendBatch(t, l, makeBatch(t, 1, 50, int64(100+i)))
+	}
+	flushJob()
+	require.Zero(t, indexBytes())
+	appendBatch(t, l, makeBatch(t, 1, 50, 200))
+	flushJob()
+	require.Equal(t, groupCommitIndexEntries*8, indexBytes(), "written once enough wait")
 	requireReadable(t, l)
 	require.NoError(t, l.Close())
 }

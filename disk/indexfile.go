@@ -68,6 +68,15 @@ func (x *indexFile[E]) add(e E) error {
 	return nil
 }
 
+// flushIfMany writes the pending entries to the file if at least least
+// of them wait.
+func (x *indexFile[E]) flushIfMany(least int) error {
+	if len(x.entries.tail) < least {
+		return nil
+	}
+	return x.flush()
+}
+
 // flush writes the pending entries to the file.
 func (x *indexFile[E]) flush() error {
 	if err := x.entries.flush(x.file); err != nil {

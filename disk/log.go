@@ -623,7 +623,8 @@ func (j *FlushJob) Run() error {
 }
 
 // StartFlush starts a FlushJob covering every offset below EndOffset(). It
-// writes out the active segment's buffered index entries and syncs any
+// writes out the active segment's buffered index entries once 64 wait
+// (Flush writes them all: see groupCommitIndexEntries), and syncs any
 // segment sealed since the recovery point and the directory, as Flush
 // does, a leader-epoch checkpoint an append left unsynced first; with
 // nothing of that to sync, it leaves such a checkpoint to the job. It
@@ -661,7 +662,7 @@ func (l *Log) StartFlush() (*FlushJob, error) {
 	}
 	if j.upTo > l.recoveryPoint {
 		active := l.active()
-		if err := active.flushIndexes(); err != nil {
+		if err := active.flushIndexesIfMany(groupCommitIndexEntries); err != nil {
 			return nil, l.failUnlessFull(err)
 		}
 		j.file, j.path = active.log, active.path

@@ -866,13 +866,13 @@ func TestNoSpaceClassifies(t *testing.T) {
 	}
 }
 
-// TestStartFlushOnAFullFileSystem starts a flush whose index entries find
-// no room: no job starts, the log stays usable, and the next start, given
-// room, goes through.
+// TestStartFlushOnAFullFileSystem starts a flush whose index entries, enough
+// for it to write them, find no room: no job starts, the log stays
+// usable, and the next start, given room, goes through.
 func TestStartFlushOnAFullFileSystem(t *testing.T) {
 	mem := NewMemFS()
 	l := openLog(t, mem, "/p", testOptions(newClock(), func(c *Config) { c.IndexIntervalBytes = 0 }))
-	for i := 0; i < 3; i++ {
+	for i := 0; i < groupCommitIndexEntries; i++ {
 		appendBatch(t, l, makeBatch(t, 1, 50, int64(i)))
 	}
 	mem.SetCapacity(mem.Used())

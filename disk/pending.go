@@ -7,6 +7,18 @@ package disk
 // everything pending first.
 const indexFlushEntries = 512
 
+// groupCommitIndexEntries is how many index entries of the active segment
+// wait in memory before a FlushJob writes them: a group commit of
+// acks=all, which many partitions each start several times a second,
+// writes them only then, not at each, as a flush of the log does. Written
+// at each, with thousands of partitions, each flush reopened the index
+// files that the file cache had closed for the .log files (see
+// FileCache). The entries are not synced either way; they bound what
+// recovery after a kill reads of the batch headers below the recovery
+// point (see Open): 64 entries, 256 KiB of the log at the default
+// index.interval.bytes.
+const groupCommitIndexEntries = 64
+
 // pendingEntries tracks which of an index's entries are in its file: the
 // first persisted of them. Not safe for concurrent use.
 type pendingEntries struct {

@@ -471,6 +471,15 @@ func (s *segment) settle() error {
 	return nil
 }
 
+// flushIndexesIfMany writes the buffered entries of each index to its file,
+// without syncing it, when at least least of them wait.
+func (s *segment) flushIndexesIfMany(least int) error {
+	if err := s.index.flushIfMany(least); err != nil {
+		return err
+	}
+	return s.timeIndex.flushIfMany(least)
+}
+
 // flushIndexes writes the buffered entries of both indexes to their files,
 // without syncing them.
 func (s *segment) flushIndexes() error {
