@@ -178,17 +178,15 @@ func (x *PartitionAssignment) GetRemovingReplicas() []int32 {
 }
 
 // StartPartitionsRequest asks a node's partition manager to start partition
-// actors (opening or creating their logs) with the topic's configs.
+// actors with the topic's configs. Their actors start at once; a partition
+// alone in its partition opens (or creates, or recovers) its log on first
+// use, or else in the manager's bounded background work after the answer,
+// and replicas of partitions with more than one replica open theirs at
+// once, since followers fetch at once.
 type StartPartitionsRequest struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Partitions []*PartitionAssignment `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	Configs    map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// background: the partitions' actors start at once, and each opens (and
-	// recovers) its log on first use, or else in the manager's bounded
-	// background work after the answer; replicas of partitions with more
-	// than one replica open at once all the same. A node's restart asks it;
-	// new partitions open before the answer.
-	Background    bool `protobuf:"varint,3,opt,name=background,proto3" json:"background,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*PartitionAssignment `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Configs       map[string]string      `protobuf:"bytes,2,rep,name=configs,proto3" json:"configs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -235,13 +233,6 @@ func (x *StartPartitionsRequest) GetConfigs() map[string]string {
 		return x.Configs
 	}
 	return nil
-}
-
-func (x *StartPartitionsRequest) GetBackground() bool {
-	if x != nil {
-		return x.Background
-	}
-	return false
 }
 
 type StartPartitionsResponse struct {
@@ -1932,18 +1923,15 @@ const file_node_proto_rawDesc = "" +
 	" \x01(\x05R\x06leader\x12%\n" +
 	"\x0eleader_address\x18\v \x01(\tR\rleaderAddress\x12'\n" +
 	"\x0fadding_replicas\x18\f \x03(\x05R\x0eaddingReplicas\x12+\n" +
-	"\x11removing_replicas\x18\r \x03(\x05R\x10removingReplicas\"\xf6\x01\n" +
+	"\x11removing_replicas\x18\r \x03(\x05R\x10removingReplicas\"\xdc\x01\n" +
 	"\x16StartPartitionsRequest\x12:\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1a.depot.PartitionAssignmentR\n" +
 	"partitions\x12D\n" +
-	"\aconfigs\x18\x02 \x03(\v2*.depot.StartPartitionsRequest.ConfigsEntryR\aconfigs\x12\x1e\n" +
-	"\n" +
-	"background\x18\x03 \x01(\bR\n" +
-	"background\x1a:\n" +
+	"\aconfigs\x18\x02 \x03(\v2*.depot.StartPartitionsRequest.ConfigsEntryR\aconfigs\x1a:\n" +
 	"\fConfigsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x03\x10\x04\"\x9e\x01\n" +
 	"\x17StartPartitionsResponse\x12&\n" +
 	"\x05error\x18\x01 \x01(\x0e2\x10.depot.ErrorCodeR\x05error\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x126\n" +

@@ -511,7 +511,7 @@ func (n *Node) startPartitions() error {
 	count := 0
 	var moved []*messages.PartitionAssignment
 	for _, t := range md.Topics {
-		req := &messages.StartPartitionsRequest{Configs: t.Configs, Background: true}
+		req := &messages.StartPartitionsRequest{Configs: t.Configs}
 		for _, p := range t.Partitions {
 			dir, holds := replicaDir(p, n.cfg.NodeID)
 			if !holds {

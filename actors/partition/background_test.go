@@ -109,9 +109,9 @@ func (f *backgroundFixture) manager(t *testing.T, fsys disk.FS, opens int, recov
 
 // start starts partitions t-0 to t-(n-1), alone in their partitions but
 // for those in replicated, which have a follower on node 2.
-func (f *backgroundFixture) start(t *testing.T, manager *actor.PID, n int, background bool, replicated ...int32) {
+func (f *backgroundFixture) start(t *testing.T, manager *actor.PID, n int, replicated ...int32) {
 	t.Helper()
-	req := &messages.StartPartitionsRequest{Background: background, Configs: map[string]string{topic.ConfigSegmentBytes: fmt.Sprint(f.config.Log.SegmentBytes)}}
+	req := &messages.StartPartitionsRequest{Configs: map[string]string{topic.ConfigSegmentBytes: fmt.Sprint(f.config.Log.SegmentBytes)}}
 	for i := range int32(n) {
 		p := &messages.PartitionAssignment{Topic: "t", Partition: i, NodeId: 1, LogDir: f.dir}
 		for _, r := range replicated {
@@ -160,7 +160,7 @@ func TestBackgroundStartAnswersRequestsBeforeItsTurn(t *testing.T) {
 	f := newBackgroundFixture(t, 1<<20)
 	const n = 6
 	first := f.manager(t, f.mem, 0, nil, nil)
-	f.start(t, first, n, false)
+	f.start(t, first, n)
 	for i := range int32(n) {
 		f.produce(t, first, i, -1, fmt.Sprintf("before-%d", i))
 	}
@@ -170,7 +170,7 @@ func TestBackgroundStartAnswersRequestsBeforeItsTurn(t *testing.T) {
 	fsys.gated = f.partitionDir(0)
 	metrics := NewMetrics(prometheus.NewRegistry())
 	restarted := f.manager(t, fsys, 1, nil, metrics)
-	f.start(t, restarted, n, true, 5)
+	f.start(t, restarted, n, 5)
 	select {
 	case <-fsys.entered:
 	case <-time.After(backgroundTestTimeout):
@@ -228,14 +228,14 @@ func TestBackgroundStartAnswersRequestsBeforeItsTurn(t *testing.T) {
 func TestBackgroundPartitionStopsUnopened(t *testing.T) {
 	f := newBackgroundFixture(t, 1<<20)
 	first := f.manager(t, f.mem, 0, nil, nil)
-	f.start(t, first, 2, false)
+	f.start(t, first, 2)
 	f.produce(t, first, 1, -1, "kept")
 	f.stop(t, first)
 
 	fsys := newListingFS(f.mem)
 	fsys.gated = f.partitionDir(0)
 	restarted := f.manager(t, fsys, 1, nil, nil)
-	f.start(t, restarted, 2, true)
+	f.start(t, restarted, 2)
 	<-fsys.entered
 	_, err := actors.Request[*messages.StopPartitionsResponse](context.Background(), f.system.Root, restarted,
 		&messages.StopPartitionsRequest{Partitions: []*messages.TopicPartition{{Topic: "t", Partition: 1}}}, backgroundTestTimeout)
@@ -265,7 +265,7 @@ func TestBackgroundPartitionStopsUnopened(t *testing.T) {
 func TestRecoveryValidatesOnlyBeyondTheCheckpoint(t *testing.T) {
 	f := newBackgroundFixture(t, 4<<10)
 	first := f.manager(t, f.mem, 0, nil, nil)
-	f.start(t, first, 1, false)
+	f.start(t, first, 1)
 	for i := range 40 {
 		f.produce(t, first, 0, -1, fmt.Sprintf("%0500d", i))
 	}
@@ -297,7 +297,7 @@ func TestRecoveryValidatesOnlyBeyondTheCheckpoint(t *testing.T) {
 				<-f.reports
 			}
 			restarted := f.manager(t, f.mem, 1, c.recoveryPoints, nil)
-			f.start(t, restarted, 1, true)
+			f.start(t, restarted, 1)
 			resp := f.produce(t, restarted, 0, 1, "after")
 			require.Equal(t, int64(50), resp.BaseOffset)
 			var recovered *disk.Recovery

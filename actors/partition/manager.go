@@ -309,7 +309,7 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		}
 	}
 	if len(unplaced) == 0 {
-		ctx.Respond(m.spawn(ctx, cfg, placed, nil, req.Background))
+		ctx.Respond(m.spawn(ctx, cfg, placed, nil))
 		m.wakeDormant(ctx)
 		return
 	}
@@ -339,7 +339,7 @@ func (m *partitionManager) onStart(ctx actor.Context, req *messages.StartPartiti
 		for i, p := range unplaced {
 			chosen[i] = inDir(p, dirs[i], m.cfg.DirIDs[dirs[i]])
 		}
-		ctx.Respond(m.spawn(ctx, cfg, placed, chosen, req.Background))
+		ctx.Respond(m.spawn(ctx, cfg, placed, chosen))
 		m.wakeDormant(ctx)
 	}
 	future := ctx.RequestFuture(m.cfg.Placement, choose, m.cfg.PlacementTimeout)
@@ -391,15 +391,18 @@ func dirName(p *messages.PartitionAssignment) string {
 }
 
 // spawn starts the partitions of placed and chosen, in the directories
-// they name by path, and answers with chosen. In the background, those
-// alone in their partition leave their logs closed until first used or
-// woken (see wakeDormant); those with other replicas open theirs at once.
-func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment, background bool) *messages.StartPartitionsResponse {
+// they name by path, and answers with chosen. Those alone in their
+// partition leave their logs closed until first used or woken (see
+// wakeDormant), whether a restart finds them or a topic's creation makes
+// them: creating a 10,000-partition topic's 40,000 directories and files
+// before the answer took longer than the controller waits for it (10 s
+// here). Those with other replicas open theirs at once.
+func (m *partitionManager) spawn(ctx actor.Context, cfg topic.Config, placed, chosen []*messages.PartitionAssignment) *messages.StartPartitionsResponse {
 	for _, p := range append(placed, chosen...) {
 		tp := disk.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 		checkpoints := m.cfg.Checkpoints[p.LogDir]
 		state := m.startState(p)
-		dormant := background && !replicated(state)
+		dormant := !replicated(state)
 		props := NewPartitionProps(PartitionConfig{
 			Topic:          p.Topic,
 			Partition:      p.Partition,

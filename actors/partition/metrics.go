@@ -64,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		dormant: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "depot_partitions_unopened",
-			Help: "Partitions of this node started in the background after a restart whose logs are not open yet: each opens on its first request, or in the background; 0 once every partition is readable.",
+			Help: "Partitions of this node started in the background, after a restart or a topic's creation, whose logs are not open yet: each opens on its first request, or in the background; 0 once every partition is readable.",
 		}),
 	}
 	reg.MustRegister(m.flushSeconds, m.ackWaitSeconds, m.replicaFetchSeconds, m.isrShrinks, m.isrExpands, m.fetchParts, m.dormant)
