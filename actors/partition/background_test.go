@@ -223,6 +223,39 @@ func TestBackgroundStartAnswersRequestsBeforeItsTurn(t *testing.T) {
 	f.stop(t, restarted)
 }
 
+// A new topic's partitions alone in their partition start as after a
+// restart: the answer comes before their logs are created, which the
+// background work creates a few at a time, while a request to one not yet
+// created creates it and is answered.
+func TestCreatedPartitionsOpenInTheBackground(t *testing.T) {
+	f := newBackgroundFixture(t, 1<<20)
+	const n = 4
+	fsys := newListingFS(f.mem)
+	fsys.gated = f.partitionDir(0)
+	metrics := NewMetrics(prometheus.NewRegistry())
+	manager := f.manager(t, fsys, 1, nil, metrics)
+	f.start(t, manager, n)
+	select {
+	case <-fsys.entered:
+	case <-time.After(backgroundTestTimeout):
+		t.Fatal("the background work did not create t-0")
+	}
+	for i := int32(1); i < n; i++ {
+		require.Zero(t, fsys.opens(f.partitionDir(i)), "t-%d waits its turn behind t-0", i)
+	}
+	resp := f.produce(t, manager, 2, 1, "first-2")
+	require.Equal(t, int64(0), resp.BaseOffset)
+	require.Equal(t, 1, fsys.opens(f.partitionDir(2)), "t-2 was created on its request")
+
+	close(fsys.release)
+	require.Eventually(t, func() bool { return testutil.ToFloat64(metrics.dormant) == 0 },
+		backgroundTestTimeout, time.Millisecond, "every partition is created in the background")
+	for i := range int32(n) {
+		require.Equal(t, 1, fsys.opens(f.partitionDir(i)), "t-%d opened once", i)
+	}
+	f.stop(t, manager)
+}
+
 // A partition that stops before its log opened has nothing to close: it
 // sends its log dir no report, so the dir keeps the checkpoint it read.
 func TestBackgroundPartitionStopsUnopened(t *testing.T) {
