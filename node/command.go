@@ -103,6 +103,7 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 	flags.DurationVar(&f.cfg.Quorum.LeaderRebalanceInterval, "leader-rebalance-interval", d.Quorum.LeaderRebalanceInterval, "how often preferred replicas become leaders again where they can (Kafka's auto.leader.rebalance.enable); negative: never")
 	flags.Uint64Var(&f.cfg.Quorum.SnapshotEvery, "metadata-snapshot-every", d.Quorum.SnapshotEvery, "metadata log entries applied between snapshots; each snapshot compacts the log, and a node that was away long catches up from one")
 	flags.IntVar(&f.cfg.MaxOpenFiles, "max-open-files", d.MaxOpenFiles, "most descriptors the node's partition logs hold open at once, whatever its partition count: segment files least recently used are closed and reopened on use (default: the process's open-file limit less 4096, or half of it when it is lower)")
+	flags.IntVar(&f.cfg.SyncfsPartitions, "syncfs-partitions", d.SyncfsPartitions, "a log dir's group commit of at least this many partitions syncs its whole file system at once (syncfs) rather than each partition's file; 0: never, for log dirs on a file system that other heavy writers share")
 	flags.StringVar(&f.reserve, "disk-reserve", "", "free space each log dir keeps: under it the dir is full, refusing appends while reads go on; bytes or a percentage of capacity (default: the smaller of 5% and 5GiB)")
 	return f
 }
@@ -133,6 +134,9 @@ func (f *commandFlags) config() (Config, error) {
 		if n == 0 {
 			cfg.Balance.ThrottleBytesPerS = -1
 		}
+	}
+	if cfg.SyncfsPartitions <= 0 {
+		cfg.SyncfsPartitions = -1
 	}
 	if f.reserve != "" {
 		r, err := ParseReserve(f.reserve)

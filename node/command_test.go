@@ -100,6 +100,8 @@ func TestCommandFlagsSetConfig(t *testing.T) {
 		{[]string{"--move-throttle", "0"}, func(c *Config) { c.Balance.ThrottleBytesPerS = -1 }},
 		{[]string{"--metadata-snapshot-every", "50"}, func(c *Config) { c.Quorum.SnapshotEvery = 50 }},
 		{[]string{"--max-open-files", "500"}, func(c *Config) { c.MaxOpenFiles = 500 }},
+		{[]string{"--syncfs-partitions", "64"}, func(c *Config) { c.SyncfsPartitions = 64 }},
+		{[]string{"--syncfs-partitions", "0"}, func(c *Config) { c.SyncfsPartitions = -1 }},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			want := DefaultConfig()

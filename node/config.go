@@ -128,6 +128,14 @@ type Config struct {
 	// process's limit less 4096, or half of it when it is lower. Nodes that share a process set theirs, so that
 	// together they stay under its limit.
 	MaxOpenFiles int
+	// SyncfsPartitions is the fewest partitions for which a log dir's
+	// group commit syncs its whole file system at once (syncfs) rather
+	// than each partition's file (see disks.FlusherConfig.FileSystemSyncFlushes):
+	// far cheaper with many partitions, but it also writes back whatever
+	// else the file system holds unsynced. Default
+	// disks.DefaultFileSystemSyncFlushes (16); negative: never, for log
+	// dirs on a file system that other heavy writers share.
+	SyncfsPartitions int
 	// FS is the file system; default the operating system's.
 	FS disk.FS
 	// Logger overrides the logger built from LogLevel.
@@ -180,6 +188,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOpenFiles == 0 {
 		c.MaxOpenFiles = DefaultMaxOpenFiles()
+	}
+	if c.SyncfsPartitions == 0 {
+		c.SyncfsPartitions = disks.DefaultFileSystemSyncFlushes
 	}
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = group.DefaultOffsetsTopicPartitions

@@ -385,15 +385,16 @@ func (n *Node) stopLogDir(path string) {
 // startLogDir spawns the log-dir actor of one directory.
 func (n *Node) startLogDir(spec disks.LogDirSpec, cp disks.Checkpoints) (*actor.PID, error) {
 	pid, err := n.system.Root.SpawnNamed(disks.NewLogDirProps(disks.LogDirConfig{
-		Path:          spec.Path,
-		FS:            n.cfg.FS,
-		Capacity:      spec.Capacity,
-		Draining:      spec.Draining,
-		Reserve:       n.cfg.DiskReserve,
-		Checkpoints:   cp,
-		Placement:     n.placement,
-		UsageInterval: n.cfg.TickInterval,
-		Logger:        n.logger,
+		Path:                  spec.Path,
+		FS:                    n.cfg.FS,
+		Capacity:              spec.Capacity,
+		Draining:              spec.Draining,
+		Reserve:               n.cfg.DiskReserve,
+		Checkpoints:           cp,
+		Placement:             n.placement,
+		UsageInterval:         n.cfg.TickInterval,
+		FileSystemSyncFlushes: n.cfg.SyncfsPartitions,
+		Logger:                n.logger,
 	}), actors.LogDirActorName(spec.Path))
 	if err != nil {
 		return nil, err
