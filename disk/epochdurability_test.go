@@ -92,6 +92,18 @@ func appendOfEpoch(t testing.TB, l *Log, epoch int32, asFollower bool) {
 	require.NoError(t, err)
 }
 
+// recordedLog opens a log at /p on a MemFS whose syncs rec records, and
+// appends a batch of epoch 0 to it as a follower.
+func recordedLog(t *testing.T) (*MemFS, *syncRecordFS, Options, *Log) {
+	t.Helper()
+	mem := NewMemFS()
+	rec := &syncRecordFS{FS: mem}
+	opts := testOptions(newClock(), nil)
+	l := openLog(t, rec, "/p", opts)
+	appendOfEpoch(t, l, 0, true)
+	return mem, rec, opts, l
+}
+
 // TestFirstAppendOfAnEpochDoesNotSync appends the first batch of a new
 // epoch, the log's first epoch or a later one, as a leader and as a
 // follower: the checkpoint is written, with the epoch, before the batch,
@@ -211,11 +223,7 @@ func TestFlushesSyncTheEpochCheckpointFirst(t *testing.T) {
 		}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			mem := NewMemFS()
-			rec := &syncRecordFS{FS: mem}
-			opts := testOptions(newClock(), nil)
-			l := openLog(t, rec, "/p", opts)
-			appendOfEpoch(t, l, 0, true)
+			mem, rec, opts, l := recordedLog(t)
 			require.NoError(t, l.Sync())
 			if tt.flushMessages > 0 {
 				require.NoError(t, l.SetConfig(testOptions(newClock(), func(c *Config) { c.FlushMessages = tt.flushMessages }).Config))
@@ -228,15 +236,24 @@ func TestFlushesSyncTheEpochCheckpointFirst(t *testing.T) {
 			}
 			require.False(t, l.epochsUnsynced, "the checkpoint is durable")
 
-			mem.Crash()
-			opts.RecoveryPoint = 10
-			l = openLog(t, mem, "/p", opts)
-			require.Equal(t, int64(10), l.EndOffset(), "the batch survives")
-			require.Equal(t, epochs(0, 0, 3, 5), l.Epochs(), "its epoch is in the checkpoint")
+			l = requireEpochSurvivesCrash(t, mem, opts)
 			requireCheckpoint(t, mem, l)
 			require.NoError(t, l.Close())
 		})
 	}
+}
+
+// requireEpochSurvivesCrash crashes mem and opens the log at /p again,
+// with opts and no partition epoch to recover epochs from: the batch of
+// epoch 3 that followed epoch 0's is there, its epoch in the checkpoint.
+func requireEpochSurvivesCrash(t *testing.T, mem *MemFS, opts Options) *Log {
+	t.Helper()
+	mem.Crash()
+	opts.RecoveryPoint = 10
+	l := openLog(t, mem, "/p", opts)
+	require.Equal(t, int64(10), l.EndOffset(), "the batch survives")
+	require.Equal(t, epochs(0, 0, 3, 5), l.Epochs(), "its epoch is in the checkpoint")
+	return l
 }
 
 // TestEpochAssignedWhileAFlushJobIsInFlight: a job covers the checkpoint as
@@ -248,11 +265,7 @@ func TestFlushesSyncTheEpochCheckpointFirst(t *testing.T) {
 func TestEpochAssignedWhileAFlushJobIsInFlight(t *testing.T) {
 	for _, jobSyncsCheckpoint := range []bool{true, false} {
 		t.Run(fmt.Sprintf("the job syncs the checkpoint=%v", jobSyncsCheckpoint), func(t *testing.T) {
-			mem := NewMemFS()
-			rec := &syncRecordFS{FS: mem}
-			opts := testOptions(newClock(), nil)
-			l := openLog(t, rec, "/p", opts)
-			appendOfEpoch(t, l, 0, true)
+			mem, rec, opts, l := recordedLog(t)
 			if !jobSyncsCheckpoint {
 				require.NoError(t, l.Sync())
 			}
@@ -386,11 +399,7 @@ func TestRecoveryAssignsEpochsOfBatchesPastTheCheckpoint(t *testing.T) {
 // Open that recovers the batch syncs the checkpoint before it, so that
 // the batch it reports durable keeps its epoch through an OS crash.
 func TestOpenSyncsACheckpointAKilledProcessLeft(t *testing.T) {
-	mem := NewMemFS()
-	rec := &syncRecordFS{FS: mem}
-	opts := testOptions(newClock(), nil)
-	l := openLog(t, rec, "/p", opts)
-	appendOfEpoch(t, l, 0, true)
+	mem, rec, opts, l := recordedLog(t)
 	require.NoError(t, l.Sync())
 	appendOfEpoch(t, l, 2, true)
 	abandon(l)
@@ -426,11 +435,7 @@ func requireEpochs(t *testing.T, want, got []EpochEntry, msg string) {
 func TestOpenSyncsNoCheckpointWithNothingToRecover(t *testing.T) {
 	for _, roll := range []bool{false, true} {
 		t.Run(fmt.Sprintf("empty active segment=%v", roll), func(t *testing.T) {
-			mem := NewMemFS()
-			rec := &syncRecordFS{FS: mem}
-			opts := testOptions(newClock(), nil)
-			l := openLog(t, rec, "/p", opts)
-			appendOfEpoch(t, l, 0, true)
+			_, rec, opts, l := recordedLog(t)
 			appendOfEpoch(t, l, 1, true)
 			if roll {
 				require.NoError(t, l.Roll())

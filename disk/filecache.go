@@ -599,24 +599,20 @@ func (h *cachedFile) endSync(f File, written uint64, sync func(File) error) erro
 
 // SyncFileSystem syncs the file system of the descriptor's file where it
 // can (see fileSystemSyncer).
-func (h *cachedFile) SyncFileSystem() error {
-	f, _, err := h.acquire("syncfs")
-	if err != nil {
-		return err
-	}
-	err = syncFileSystem(f)
-	h.release(false)
-	return err
-}
+func (h *cachedFile) SyncFileSystem() error { return h.call("syncfs", syncFileSystem) }
 
 // CheckWriteback checks the descriptor's file for a failed writeback
 // where it can (see fileSystemSyncer).
-func (h *cachedFile) CheckWriteback() error {
-	f, _, err := h.acquire("check")
+func (h *cachedFile) CheckWriteback() error { return h.call("check", checkWriteback) }
+
+// call runs fn, an operation named op that changes nothing of the file's
+// bytes, on the descriptor.
+func (h *cachedFile) call(op string, fn func(File) error) error {
+	f, _, err := h.acquire(op)
 	if err != nil {
 		return err
 	}
-	err = checkWriteback(f)
+	err = fn(f)
 	h.release(false)
 	return err
 }
@@ -624,15 +620,12 @@ func (h *cachedFile) CheckWriteback() error {
 // StartWriteback passes the hint on to the descriptor when its file can
 // take it (see writebacker), and does nothing otherwise.
 func (h *cachedFile) StartWriteback(offset, n int64) error {
-	f, _, err := h.acquire("writeback")
-	if err != nil {
-		return err
-	}
-	if w, ok := f.(writebacker); ok {
-		err = w.StartWriteback(offset, n)
-	}
-	h.release(false)
-	return err
+	return h.call("writeback", func(f File) error {
+		if w, ok := f.(writebacker); ok {
+			return w.StartWriteback(offset, n)
+		}
+		return nil
+	})
 }
 
 // Close closes the handle for good: its descriptor at once, or when the

@@ -127,11 +127,7 @@ func TestRunFlushJobsCoversTheEpochCheckpoint(t *testing.T) {
 			require.NoError(t, l.FinishFlush(j, nil))
 			require.False(t, l.epochsUnsynced, "the checkpoint is durable")
 
-			m.Crash()
-			opts.RecoveryPoint = 10
-			l = openLog(t, m, "/p", opts)
-			require.Equal(t, int64(10), l.EndOffset(), "the batch survives")
-			require.Equal(t, epochs(0, 0, 3, 5), l.Epochs(), "its epoch is in the checkpoint")
+			l = requireEpochSurvivesCrash(t, m, opts)
 			require.NoError(t, l.Close())
 		})
 	}

@@ -482,12 +482,7 @@ func (s *segment) flushIndexesIfMany(least int) error {
 
 // flushIndexes writes the buffered entries of both indexes to their files,
 // without syncing them.
-func (s *segment) flushIndexes() error {
-	if err := s.index.flush(); err != nil {
-		return err
-	}
-	return s.timeIndex.flush()
-}
+func (s *segment) flushIndexes() error { return s.flushIndexesIfMany(0) }
 
 // close closes the files without syncing and returns the first error.
 func (s *segment) close() error {

@@ -95,36 +95,72 @@ func TestFlushRunsOnce(t *testing.T) {
 	require.Len(t, got, 0, "one Flushed for one run")
 }
 
+// flusherFixture is a flusher and logs on one file system, each with a
+// value appended, whose flushes it is sent and answers to results.
+type flusherFixture struct {
+	system  *actor.ActorSystem
+	flusher *actor.PID
+	to      *actor.PID
+	results chan *Flushed
+	logs    []*disk.Log
+	flushes map[*Flush]*disk.Log
+}
+
+func newFlusherFixture(t *testing.T, fs disk.FS, cfg FlusherConfig, logs int) *flusherFixture {
+	t.Helper()
+	system := actortest.System(t)
+	f := &flusherFixture{
+		system:  system,
+		flusher: system.Root.Spawn(NewFlusherProps(cfg)),
+		results: make(chan *Flushed, logs),
+		flushes: map[*Flush]*disk.Log{},
+	}
+	f.to = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*Flushed); ok {
+			f.results <- m
+		}
+	}))
+	for i := range logs {
+		l := openTestLog(t, fs, fmt.Sprintf("/data/t-%d", i))
+		appendValue(t, l, fmt.Sprint("value-", i))
+		f.logs = append(f.logs, l)
+	}
+	return f
+}
+
+// send starts a flush of l and sends it to the flusher.
+func (f *flusherFixture) send(t *testing.T, l *disk.Log) {
+	t.Helper()
+	job, err := l.StartFlush()
+	require.NoError(t, err)
+	flush := NewFlush(job, f.to)
+	f.flushes[flush] = l
+	f.system.Root.Send(f.flusher, flush)
+}
+
+// next returns the next answer and the log of its flush.
+func (f *flusherFixture) next(t *testing.T) (*Flushed, *disk.Log) {
+	t.Helper()
+	select {
+	case m := <-f.results:
+		return m, f.flushes[m.Flush]
+	case <-time.After(flusherTestTimeout):
+		require.FailNow(t, "a flush was not answered")
+		return nil, nil
+	}
+}
+
 // The flushes that come while a pass runs are synced in the next one,
 // together, on at most Parallelism goroutines at once; each log's result
 // goes to its sender, and an fsync error is that log's alone.
 func TestFlusherPasses(t *testing.T) {
 	const logs, parallelism = 12, 3
-	system := actortest.System(t)
 	fs := newSyncFS(disk.NewMemFS())
-	flusher := system.Root.Spawn(NewFlusherProps(FlusherConfig{Parallelism: parallelism, Logger: quietLogger()}))
-	results := make(chan *Flushed, logs+1)
-	to := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if m, ok := ctx.Message().(*Flushed); ok {
-			results <- m
-		}
-	}))
-	var ls []*disk.Log
-	for i := range logs + 1 {
-		l := openTestLog(t, fs, fmt.Sprintf("/data/t-%d", i))
-		appendValue(t, l, fmt.Sprint("value-", i))
-		ls = append(ls, l)
-	}
+	f := newFlusherFixture(t, fs, FlusherConfig{Parallelism: parallelism, Logger: quietLogger()}, logs+1)
+	system, flusher, ls := f.system, f.flusher, f.logs
+	send := func(l *disk.Log) { f.send(t, l) }
 	failing := ls[5]
 	fs.fail(failing.Dir())
-	flushes := map[*Flush]*disk.Log{}
-	send := func(l *disk.Log) {
-		job, err := l.StartFlush()
-		require.NoError(t, err)
-		f := NewFlush(job, to)
-		flushes[f] = l
-		system.Root.Send(flusher, f)
-	}
 
 	first, rest := fs.hold(ls[0].Dir()), fs.hold()
 	send(ls[0]) // the first pass, held at its gate
@@ -144,13 +180,7 @@ func TestFlusherPasses(t *testing.T) {
 	fs.release(rest)
 	seen := map[*disk.Log]bool{}
 	for range logs + 1 {
-		var m *Flushed
-		select {
-		case m = <-results:
-		case <-time.After(flusherTestTimeout):
-			require.FailNow(t, "a flush was not answered", "%d of %d", len(seen), logs+1)
-		}
-		l := flushes[m.Flush]
+		m, l := f.next(t)
 		require.NotNil(t, l)
 		require.False(t, seen[l], "one answer a flush")
 		seen[l] = true
@@ -179,32 +209,13 @@ func TestFlusherPasses(t *testing.T) {
 // writeback is that log's alone.
 func TestFlusherSyncsManyAtOnce(t *testing.T) {
 	const logs = 8
-	system := actortest.System(t)
 	mem := disk.NewMemFS()
 	fs := newSyncFS(mem)
-	flusher := system.Root.Spawn(NewFlusherProps(FlusherConfig{FileSystemSyncFlushes: 4, Logger: quietLogger()}))
-	results := make(chan *Flushed, logs+1)
-	to := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if m, ok := ctx.Message().(*Flushed); ok {
-			results <- m
-		}
-	}))
-	var ls []*disk.Log
-	for i := range logs + 1 {
-		l := openTestLog(t, fs, fmt.Sprintf("/data/t-%d", i))
-		appendValue(t, l, fmt.Sprint("value-", i))
-		ls = append(ls, l)
-	}
+	f := newFlusherFixture(t, fs, FlusherConfig{FileSystemSyncFlushes: 4, Logger: quietLogger()}, logs+1)
+	system, flusher, ls := f.system, f.flusher, f.logs
+	send := func(l *disk.Log) { f.send(t, l) }
 	failing := ls[3]
 	fs.fail(failing.Dir())
-	flushes := map[*Flush]*disk.Log{}
-	send := func(l *disk.Log) {
-		job, err := l.StartFlush()
-		require.NoError(t, err)
-		f := NewFlush(job, to)
-		flushes[f] = l
-		system.Root.Send(flusher, f)
-	}
 	first := fs.hold(ls[0].Dir())
 	send(ls[0]) // a pass of one, its own fsync, held
 	first.waitEntered(t, 1)
@@ -214,13 +225,7 @@ func TestFlusherSyncsManyAtOnce(t *testing.T) {
 	waitStatus(t, system, flusher, func(s *FlusherStatusResponse) bool { return s.Waiting == logs })
 	fs.release(first)
 	for range logs + 1 {
-		var m *Flushed
-		select {
-		case m = <-results:
-		case <-time.After(flusherTestTimeout):
-			require.FailNow(t, "a flush was not answered")
-		}
-		l := flushes[m.Flush]
+		m, l := f.next(t)
 		err := l.FinishFlush(m.Flush.Job, m.Err)
 		if l == failing {
 			require.ErrorIs(t, m.Err, errInjectedSync)
