@@ -2,6 +2,7 @@ package partition
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -148,10 +149,10 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 		logger.WithField("reason", fmt.Sprint(reason)).Error("partition actor failed; restarting it")
 		return actor.RestartDirective
 	})
-	// The node's partitions run on goroutines it keeps (see
+	// The node's partitions run on a pool of goroutines (see
 	// actors.WorkerDispatcher): each append goes deep, and a node of many
 	// partitions appends a few records at a time to each.
-	dispatcher := actors.NewWorkerDispatcher(300, 5*time.Second)
+	dispatcher := actors.NewWorkerDispatcher(300, partitionWorkers(), 5*time.Second)
 	return actors.Props(func() actor.Actor {
 		outboxes := actors.NewOutboxes(logger)
 		return &partitionManager{
@@ -610,4 +611,11 @@ func (m *partitionManager) onTerminated(ctx actor.Context, t *actor.Terminated) 
 		kept = append(kept, p)
 	}
 	m.pendingStops = kept
+}
+
+// partitionWorkers is how many of the node's partitions run at once: eight
+// a processor, so that partitions blocked in a write, a read of a cold
+// segment or an fsync of their own leave others enough to run on.
+func partitionWorkers() int {
+	return max(16, 8*runtime.GOMAXPROCS(0))
 }
