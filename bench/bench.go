@@ -56,7 +56,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/wire"
 )
 
@@ -98,9 +97,6 @@ const (
 	DefaultRecords          = 1_000_000
 	DefaultDuration         = 60 * time.Second
 	DefaultBaselineDuration = 2 * time.Second
-	// DefaultMaxBufferedBytes is each producer's bound on unacknowledged
-	// bytes (the client's own default).
-	DefaultMaxBufferedBytes = client.DefaultMaxBufferedBytes
 	// DefaultDrainTimeout bounds how long tailing consumers may take to
 	// catch up once the producers are done.
 	DefaultDrainTimeout = 30 * time.Second
@@ -164,7 +160,8 @@ type Config struct {
 	Linger     time.Duration
 	BatchBytes int
 	// MaxBufferedBytes bounds each producer's unacknowledged bytes.
-	// Default DefaultMaxBufferedBytes.
+	// Default 0: the client's default, which grows with the partitions
+	// written to (see client.MaxBufferedBytes).
 	MaxBufferedBytes int64
 	// DrainTimeout bounds the tailing consumers' catch-up after
 	// production. Default 30 s.
@@ -209,9 +206,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Acks == 0 && !c.AcksSet {
 		c.Acks = 1
-	}
-	if c.MaxBufferedBytes == 0 {
-		c.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout

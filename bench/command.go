@@ -181,7 +181,7 @@ the client's, and the embedded node's when there is one.`,
 	f.DurationVar(&cfg.Warmup, "warmup", 0, "leave the first part of production out of the produce and end-to-end figures (steady state only)")
 	f.DurationVar(&cfg.Linger, "linger", 0, "producer linger (default the client's, 5ms)")
 	f.IntVar(&cfg.BatchBytes, "batch-bytes", 0, "producer batch size in bytes (default the client's, 1 MiB)")
-	f.Int64Var(&cfg.MaxBufferedBytes, "buffer-bytes", DefaultMaxBufferedBytes, "each producer's bound on bytes produced and not yet acknowledged")
+	f.Int64Var(&cfg.MaxBufferedBytes, "buffer-bytes", 0, "each producer's bound on bytes produced and not yet acknowledged, as Kafka's buffer.memory (default 16 MiB and 2 KiB a partition written to, up to 64 MiB)")
 	f.StringVar(&workload, "workload", string(WorkloadBoth), "produce, consume or both")
 	f.StringVarP(&output, "output", "o", "text", "output format: text or json (one object per line)")
 	f.StringVar(&plotPath, "plot", "", "write throughput over time and latency percentiles to this PNG file")

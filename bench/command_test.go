@@ -94,7 +94,8 @@ func TestBenchBothJSON(t *testing.T) {
 	}
 	require.NotContains(t, rows[RowEndToEnd], "cpu_cores", "the end-to-end row overlaps the produce row")
 	require.Positive(t, rows[RowProduce]["peak_buffered_bytes"])
-	require.Equal(t, float64(DefaultMaxBufferedBytes), rows[RowProduce]["buffer_bound_bytes"])
+	require.Equal(t, float64(client.DefaultMaxBufferedBytes+2*client.DefaultBufferedBytesPerPartition), rows[RowProduce]["buffer_bound_bytes"],
+		"the client's default for the two partitions written to")
 	require.Equal(t, "end-to-end", rows[RowEndToEnd]["latency"])
 	// The embedded node's data is gone.
 	entries, err := os.ReadDir(dir)

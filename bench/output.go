@@ -162,8 +162,12 @@ func (rep *Report) WriteText(w io.Writer) error {
 	if rep.Baseline != nil {
 		fmt.Fprint(w, ratioFootnote(rep.Baseline, rep.Results))
 	}
+	var bufferBound int64
+	for _, r := range rep.Results {
+		bufferBound = max(bufferBound, r.BufferBoundBytes)
+	}
 	_, err := fmt.Fprintf(w, "memory: peak RSS %.1f MB; producer buffer peak %.1f MB of %.1f MB bound\n",
-		float64(rep.PeakRSSBytes)/1e6, float64(rep.PeakBufferedBytes)/1e6, float64(cfg.MaxBufferedBytes)/1e6)
+		float64(rep.PeakRSSBytes)/1e6, float64(rep.PeakBufferedBytes)/1e6, float64(bufferBound)/1e6)
 	if err == nil && rep.DataDir != "" {
 		_, err = fmt.Fprintf(w, "data kept in %s\n", rep.DataDir)
 	}

@@ -358,7 +358,9 @@ func (r *run) producerOpts() []client.ProducerOpt {
 	opts := []client.ProducerOpt{
 		client.Acks(cfg.Acks),
 		client.Compression(cfg.Compression),
-		client.MaxBufferedBytes(cfg.MaxBufferedBytes),
+	}
+	if cfg.MaxBufferedBytes > 0 {
+		opts = append(opts, client.MaxBufferedBytes(cfg.MaxBufferedBytes))
 	}
 	if cfg.Linger > 0 {
 		opts = append(opts, client.Linger(cfg.Linger))
@@ -726,7 +728,9 @@ func (r *run) report(rep *Report) {
 	produce.CPUCores = coresBetween(cpuFrom, r.produceEnd)
 	produce.WarmupRecords = r.warmedUp.Load()
 	produce.PeakBufferedBytes = rep.PeakBufferedBytes
-	produce.BufferBoundBytes = cfg.MaxBufferedBytes
+	for _, p := range r.producers {
+		produce.BufferBoundBytes = max(produce.BufferBoundBytes, p.BufferBound())
+	}
 	rep.Results = append(rep.Results, produce)
 	if cfg.Workload == WorkloadBoth {
 		rep.Results = append(rep.Results, row(RowEndToEnd, latencyE2E, r.tail.records.Load(), since(r.produceStart.at, r.tail.last.Load()), r.e2e, r.tail.errors.Load()))

@@ -452,6 +452,36 @@ func TestProduceBackPressure(t *testing.T) {
 	require.ErrorIs(t, got, context.DeadlineExceeded)
 }
 
+// The default buffer bound grows with the partitions written to, up to its
+// limit; MaxBufferedBytes fixes it, and must be positive.
+func TestDefaultBufferBoundGrowsWithPartitions(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 10*time.Second)
+	require.NoError(t, fc.createTopic("a", 3))
+	require.NoError(t, fc.createTopic("b", 5))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	require.Equal(t, int64(DefaultMaxBufferedBytes), p.BufferBound())
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "a", Value: []byte("x")}))
+	require.Equal(t, int64(DefaultMaxBufferedBytes+3*DefaultBufferedBytesPerPartition), p.BufferBound())
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "b", Value: []byte("x")}))
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "a", Value: []byte("y")}))
+	require.Equal(t, int64(DefaultMaxBufferedBytes+8*DefaultBufferedBytesPerPartition), p.BufferBound(), "each topic counts once")
+	require.Equal(t, int64(DefaultMaxBufferedBytesLimit), defaultBufferBound(1_000_000))
+	require.Equal(t, int64(DefaultMaxBufferedBytesLimit), defaultBufferBound(24_576))
+	require.Less(t, defaultBufferBound(24_575), int64(DefaultMaxBufferedBytesLimit))
+
+	fixed, err := c.NewProducer(MaxBufferedBytes(1 << 20))
+	require.NoError(t, err)
+	defer fixed.Close()
+	require.NoError(t, fixed.ProduceSync(ctx, &Record{Topic: "b", Value: []byte("x")}))
+	require.Equal(t, int64(1<<20), fixed.BufferBound())
+
+	_, err = c.NewProducer(MaxBufferedBytes(0))
+	require.Error(t, err)
+}
+
 func TestUnknownTopic(t *testing.T) {
 	fc, c := setup(t)
 	ctx := testContext(t, 10*time.Second)
