@@ -452,6 +452,49 @@ func TestProduceBackPressure(t *testing.T) {
 	require.ErrorIs(t, got, context.DeadlineExceeded)
 }
 
+// Batches that reach the sender together go to their node in one
+// request: with its mailbox held, the first batches of 50 partitions queue
+// up in it, one message each, and are sent in one ProduceRequests (two if
+// a tick comes between them) rather than 50.
+func TestBatchesQueuedTogetherGoInOneRequest(t *testing.T) {
+	const n = 50
+	fc, c := setup(t)
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("many", n))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	keys := make([][]byte, n)
+	for i, found := 0, 0; found < n; i++ {
+		k := []byte(strconv.Itoa(i))
+		if part := KeyPartition(k, n); keys[part] == nil {
+			keys[part] = k
+			found++
+		}
+	}
+	require.NoError(t, p.ProduceSync(ctx, &Record{Topic: "many", Key: keys[0], Value: []byte("warm")}))
+	before := fc.produceRequests.Load()
+
+	mailbox, ok := c.System().ProcessRegistry.Get(p.sender)
+	require.True(t, ok)
+	mailbox.SendSystemMessage(p.sender, &actor.SuspendMailbox{})
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for _, k := range keys {
+		wg.Add(1)
+		p.Produce(ctx, &Record{Topic: "many", Key: k, Value: []byte("v")}, func(_ *Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	mailbox.SendSystemMessage(p.sender, &actor.ResumeMailbox{})
+	wg.Wait()
+	require.Zero(t, failed.Load())
+	require.LessOrEqual(t, fc.produceRequests.Load()-before, int32(2), "requests for %d partitions' batches", n)
+}
+
 // The default buffer bound grows with the partitions written to, up to its
 // limit; MaxBufferedBytes fixes it, and must be positive.
 func TestDefaultBufferBoundGrowsWithPartitions(t *testing.T) {

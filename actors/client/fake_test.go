@@ -73,6 +73,9 @@ type fakeCluster struct {
 	loseCreates int
 	// metadataRequests counts the MetadataRequests answered.
 	metadataRequests atomic.Int32
+	// produceRequests counts the ProduceRequests the partition manager
+	// took, and producePartitions the partitions' requests they carried.
+	produceRequests, producePartitions atomic.Int32
 	// fetchesRequests counts the FetchPartitionsRequests the partition
 	// manager took, and maxParts the most parts one named.
 	fetchesRequests atomic.Int32
@@ -187,6 +190,8 @@ func (m *fakeManager) Receive(ctx actor.Context) {
 }
 
 func (m *fakeManager) route(ctx actor.Context, req *messages.ProduceRequests) {
+	m.fc.produceRequests.Add(1)
+	m.fc.producePartitions.Add(int32(len(req.GetRequests())))
 	refused := map[*fakePartition]bool{}
 	g := &fakeGather{to: ctx.Sender()}
 	for _, r := range req.GetRequests() {

@@ -17,6 +17,10 @@ import (
 // senderTick wakes the sender to check timeouts and backoffs.
 type senderTick struct{}
 
+// senderFlush has the sender send what the batches handed to it since it
+// was sent made ready (see sender.flushLater).
+type senderFlush struct{}
+
 // partKey names a partition.
 type partKey struct {
 	topic     string
@@ -47,7 +51,9 @@ type sender struct {
 	refreshing map[string]refreshCall
 	refreshID  int64
 	corrID     int64
-	stopTick   scheduler.CancelFunc
+	// flushQueued is set while a senderFlush is in the mailbox.
+	flushQueued bool
+	stopTick    scheduler.CancelFunc
 	// backingOff are the partitions that wait for their retryAt to send
 	// again: a tick tries them once it has passed.
 	backingOff map[*partSender]struct{}
@@ -231,12 +237,21 @@ func (s *sender) tickInterval() time.Duration {
 
 // Receive dispatches the sender's messages.
 func (s *sender) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*batch); !ok {
+		// What the batches before left in the outboxes goes first:
+		// nothing but a batch's turn may change the batches in them.
+		s.flush(ctx)
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		d := s.tickInterval()
 		s.stopTick = scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendRepeatedly(d, d, ctx.Self(), &senderTick{})
 	case *batch:
 		s.onBatch(ctx, m)
+		s.flushLater(ctx)
+		return
+	case *senderFlush:
+		s.flushQueued = false
 	case *messages.ProduceResponses:
 		for _, r := range m.GetResponses() {
 			s.onResponse(ctx, r)
@@ -262,6 +277,20 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.p.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
 	}
 	s.flush(ctx)
+}
+
+// flushLater has the requests made in a batch's turn sent once the
+// messages already in the mailbox have been handled, so that they go with
+// those of the batches after it. An answer frees room for as many batches
+// as it answers, and completing them seals as many partitions' next
+// batches, which reach the sender one message each: sent at each, every
+// one would be a request of its own, and the node's answers as many.
+func (s *sender) flushLater(ctx actor.Context) {
+	if s.flushQueued || len(s.ready) == 0 && len(s.unanswered) == 0 {
+		return
+	}
+	s.flushQueued = true
+	ctx.Send(ctx.Self(), &senderFlush{})
 }
 
 // flush sends each node the requests made for it in this turn, in the
