@@ -296,6 +296,13 @@ type Result struct {
 	// row only.
 	PeakBufferedBytes int64 `json:"peak_buffered_bytes,omitempty"`
 	BufferBoundBytes  int64 `json:"buffer_bound_bytes,omitempty"`
+	// Requests and Batches are the ProduceRequests the producers sent
+	// while the produce row was measured, and the batches they carried
+	// (resends included); produce row only. With many partitions a
+	// batch holds few records, and what a record costs is mostly what its
+	// batch costs.
+	Requests int64 `json:"requests,omitempty"`
+	Batches  int64 `json:"batches,omitempty"`
 	// WarmupRecords is how many records, produce row only, were produced
 	// during the warm-up and left out of it (see Config.Warmup).
 	WarmupRecords int64 `json:"warmup_records,omitempty"`

@@ -94,6 +94,8 @@ func TestBenchBothJSON(t *testing.T) {
 	}
 	require.NotContains(t, rows[RowEndToEnd], "cpu_cores", "the end-to-end row overlaps the produce row")
 	require.Positive(t, rows[RowProduce]["peak_buffered_bytes"])
+	require.Positive(t, rows[RowProduce]["requests"])
+	require.GreaterOrEqual(t, rows[RowProduce]["batches"], rows[RowProduce]["requests"], "a request carries one batch or more")
 	require.Equal(t, float64(client.DefaultMaxBufferedBytes+2*client.DefaultBufferedBytesPerPartition), rows[RowProduce]["buffer_bound_bytes"],
 		"the client's default for the two partitions written to")
 	require.Equal(t, "end-to-end", rows[RowEndToEnd]["latency"])
@@ -109,6 +111,7 @@ func TestBenchPlot(t *testing.T) {
 	stdout, stderr, err := runCommand(t, "--records", "2000", "--acks", "all", "--dir", t.TempDir(), "--plot", path)
 	require.NoError(t, err, stderr)
 	require.Contains(t, stdout, "end-to-end")
+	require.Regexp(t, `batches: \d+ in \d+ requests, [\d.]+ records a batch, [\d.]+ batches a request; CPU [\d.]+ us a batch`, stdout)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")

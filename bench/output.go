@@ -165,6 +165,9 @@ func (rep *Report) WriteText(w io.Writer) error {
 	var bufferBound int64
 	for _, r := range rep.Results {
 		bufferBound = max(bufferBound, r.BufferBoundBytes)
+		if line := batchesLine(r); line != "" {
+			fmt.Fprintln(w, line)
+		}
 	}
 	_, err := fmt.Fprintf(w, "memory: peak RSS %.1f MB; producer buffer peak %.1f MB of %.1f MB bound\n",
 		float64(rep.PeakRSSBytes)/1e6, float64(rep.PeakBufferedBytes)/1e6, float64(bufferBound)/1e6)
@@ -172,4 +175,19 @@ func (rep *Report) WriteText(w io.Writer) error {
 		_, err = fmt.Fprintf(w, "data kept in %s\n", rep.DataDir)
 	}
 	return err
+}
+
+// batchesLine describes the batches of a produce row: how many records
+// each held, how many went in a request, and the process's CPU per batch
+// (with an embedded node's, when there is one); "" for other rows.
+func batchesLine(r Result) string {
+	if r.Batches <= 0 || r.Requests <= 0 {
+		return ""
+	}
+	line := fmt.Sprintf("batches: %d in %d requests, %.1f records a batch, %.1f batches a request",
+		r.Batches, r.Requests, float64(r.Records)/float64(r.Batches), float64(r.Batches)/float64(r.Requests))
+	if r.CPUCores > 0 {
+		line += fmt.Sprintf("; CPU %.1f us a batch", r.CPUCores*r.Seconds*1e6/float64(r.Batches))
+	}
+	return line
 }

@@ -187,6 +187,9 @@ type run struct {
 	produceStart, warmEndCPU, produceEnd cpuMark
 	consumeStart, consumeEnd             cpuMark
 	warmEndOnce                          sync.Once
+	// warmEndSent and produceEndSent are what the producers had sent at
+	// warmEndCPU and produceEnd.
+	warmEndSent, produceEndSent client.ProducerStats
 
 	produced      atomic.Int64
 	warmedUp      atomic.Int64 // acknowledged records sent during the warm-up
@@ -230,6 +233,17 @@ type item struct {
 	sent    time.Time
 	warm    bool // sent during the warm-up: not counted
 	promise func(*client.Record, error)
+}
+
+// sent sums what the producers have sent.
+func (r *run) sent() client.ProducerStats {
+	var total client.ProducerStats
+	for _, p := range r.producers {
+		st := p.Stats()
+		total.Requests += st.Requests
+		total.Batches += st.Batches
+	}
+	return total
 }
 
 func (r *run) getItem() *item {
@@ -307,7 +321,7 @@ func (r *run) execute(ctx context.Context) error {
 	r.produceStart = markCPU()
 	r.warmEnd = r.produceStart.at.Add(cfg.Warmup)
 	r.produceAll(ctx)
-	r.produceEnd = markCPU()
+	r.produceEnd, r.produceEndSent = markCPU(), r.sent()
 
 	ends, err := r.listEnds(context.WithoutCancel(ctx))
 	if err == nil && cfg.Acks == 0 {
@@ -504,7 +518,7 @@ func (r *run) produce(ctx context.Context, p *client.Producer, index int, quota 
 		it.sent, it.rec.Timestamp = now, now
 		it.warm = now.Before(r.warmEnd)
 		if !it.warm {
-			r.warmEndOnce.Do(func() { r.warmEndCPU = markCPU() })
+			r.warmEndOnce.Do(func() { r.warmEndCPU, r.warmEndSent = markCPU(), r.sent() })
 		}
 		binary.LittleEndian.PutUint64(it.rec.Value[valueTimePos:], uint64(now.UnixNano()))
 		p.Produce(ctx, &it.rec, it.promise)
@@ -717,15 +731,17 @@ func (r *run) report(rep *Report) {
 	}
 	// Throughput counts from the end of the warm-up (or from the start,
 	// when production ended before it).
-	measuredFrom, cpuFrom := r.produceStart.at, r.produceStart
+	measuredFrom, cpuFrom, sentFrom := r.produceStart.at, r.produceStart, client.ProducerStats{}
 	if r.warmEnd.Before(r.produceEnd.at) {
 		measuredFrom = r.warmEnd
 		if r.warmEndCPU.ok {
-			cpuFrom = r.warmEndCPU
+			cpuFrom, sentFrom = r.warmEndCPU, r.warmEndSent
 		}
 	}
 	produce := row(RowProduce, latencyAck, r.produced.Load(), r.produceEnd.at.Sub(measuredFrom).Seconds(), r.ack, r.produceErrors.Load())
 	produce.CPUCores = coresBetween(cpuFrom, r.produceEnd)
+	produce.Requests = r.produceEndSent.Requests - sentFrom.Requests
+	produce.Batches = r.produceEndSent.Batches - sentFrom.Batches
 	produce.WarmupRecords = r.warmedUp.Load()
 	produce.PeakBufferedBytes = rep.PeakBufferedBytes
 	for _, p := range r.producers {

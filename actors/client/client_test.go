@@ -495,6 +495,39 @@ func TestBatchesQueuedTogetherGoInOneRequest(t *testing.T) {
 	require.LessOrEqual(t, fc.produceRequests.Load()-before, int32(2), "requests for %d partitions' batches", n)
 }
 
+// No more than MaxInFlightPerNode requests await their answers at a node:
+// while they do, the batches ready meanwhile wait, and go together in the
+// next request once one is answered.
+func TestRequestsInFlightPerNodeAreBounded(t *testing.T) {
+	const n, inFlight = 40, 2
+	fc, c := setup(t)
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("many", n))
+	fc.setFaults(faults{holdProduce: 5 * time.Millisecond})
+	p, err := c.NewProducer(MaxInFlightPerNode(inFlight), Linger(time.Millisecond))
+	require.NoError(t, err)
+	defer p.Close()
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range 2000 {
+		wg.Add(1)
+		p.Produce(ctx, &Record{Topic: "many", Key: []byte(strconv.Itoa(i)), Value: []byte("v")}, func(_ *Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	require.Zero(t, failed.Load())
+	require.LessOrEqual(t, fc.maxUnanswered.Load(), int32(inFlight))
+	require.Equal(t, int32(inFlight), fc.maxUnanswered.Load(), "the bound was never reached")
+	st := p.Stats()
+	require.Equal(t, int64(fc.produceRequests.Load()), st.Requests)
+	require.Equal(t, int64(fc.producePartitions.Load()), st.Batches)
+	require.Greater(t, st.Batches, 2*st.Requests, "batches went together: %d in %d requests", st.Batches, st.Requests)
+}
+
 // The default buffer bound grows with the partitions written to, up to its
 // limit; MaxBufferedBytes fixes it, and must be positive.
 func TestDefaultBufferBoundGrowsWithPartitions(t *testing.T) {

@@ -76,6 +76,9 @@ type fakeCluster struct {
 	// produceRequests counts the ProduceRequests the partition manager
 	// took, and producePartitions the partitions' requests they carried.
 	produceRequests, producePartitions atomic.Int32
+	// unanswered counts the ProduceRequests awaiting their answer, and
+	// maxUnanswered its highest value.
+	unanswered, maxUnanswered atomic.Int32
 	// fetchesRequests counts the FetchPartitionsRequests the partition
 	// manager took, and maxParts the most parts one named.
 	fetchesRequests atomic.Int32
@@ -184,6 +187,7 @@ func (m *fakeManager) Receive(ctx actor.Context) {
 		msg.CorrelationId = slot.corrID
 		slot.g.resps[slot.i] = msg
 		if slot.g.waiting--; slot.g.waiting == 0 {
+			m.fc.unanswered.Add(-1)
 			ctx.Send(slot.g.to, &messages.ProduceResponses{Responses: slot.g.resps})
 		}
 	}
@@ -235,6 +239,11 @@ func (m *fakeManager) route(ctx actor.Context, req *messages.ProduceRequests) {
 	}
 	if len(g.resps) > 0 && g.waiting == 0 {
 		ctx.Send(g.to, &messages.ProduceResponses{Responses: g.resps})
+	}
+	if g.waiting > 0 {
+		n := m.fc.unanswered.Add(1)
+		for old := m.fc.maxUnanswered.Load(); n > old && !m.fc.maxUnanswered.CompareAndSwap(old, n); old = m.fc.maxUnanswered.Load() {
+		}
 	}
 }
 

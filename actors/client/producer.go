@@ -179,10 +179,11 @@ func MaxInFlightPerPartition(n int) ProducerOpt {
 // it syncs: 665k and 655k.
 const DefaultMaxInFlightAcksAll = 10
 
-// MaxInFlightPerNode bounds the bytes of the ProduceRequests awaiting an
-// answer per node, across its partitions, to about n batches of BatchBytes:
-// a batch is sent while less than that is in flight, so the last one sent
-// may cross it. The batches beyond wait in the producer, whose buffer bound
+// MaxInFlightPerNode bounds the ProduceRequests awaiting an answer per
+// node to n, and their bytes, across its partitions, to about n batches of
+// BatchBytes: a batch is sent while less than that is in flight, so the
+// last one sent may cross it, and joins the request being made, or makes
+// one while fewer than n are unanswered. The batches beyond wait in the producer, whose buffer bound
 // holds them back, rather than in the node's queues. Default 5, as Kafka's
 // max.in.flight.requests.per.connection, or DefaultMaxInFlightAcksAll with
 // Acks(-1). A Kafka request carries a batch for each of the node's
@@ -241,6 +242,25 @@ type Producer struct {
 
 	batches sync.Pool      // *batch
 	bufs    mem.BufferPool // batch buffers (see seal)
+
+	// requests and sentBatches count what the sender sent (see Stats).
+	requests, sentBatches atomic.Int64
+}
+
+// ProducerStats counts what a producer sent to the nodes.
+type ProducerStats struct {
+	// Requests is the ProduceRequests sent, each to one node.
+	Requests int64
+	// Batches is the batches those requests carried, resends included:
+	// with many partitions a node's and a producer's costs are per batch
+	// more than per record.
+	Batches int64
+}
+
+// Stats returns what the producer has sent so far. Safe for concurrent
+// use.
+func (p *Producer) Stats() ProducerStats {
+	return ProducerStats{Requests: p.requests.Load(), Batches: p.sentBatches.Load()}
 }
 
 // topicBuffer is a topic's open batches.

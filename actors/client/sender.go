@@ -115,6 +115,9 @@ type nodeSender struct {
 	waiting partQueue
 	manager *actor.PID
 	outbox  []*messages.ProduceRequest
+	// requests are the ProduceRequests awaiting an answer, by the
+	// correlation id of their first batch, with when they were sent.
+	requests map[int64]time.Time
 }
 
 func newSender(p *Producer) *sender {
@@ -156,16 +159,49 @@ func (s *sender) nodeWindow() int {
 
 // hasRoom reports whether n can take another batch: while its bytes in
 // flight are below the window, so that the last batch sent may cross it,
-// by less than a batch, and none waits behind a larger one.
+// by less than a batch, and none waits behind a larger one; and while
+// fewer than MaxInFlightPerNode requests await an answer, or this turn has
+// begun one, which the batch joins. As a Kafka producer sends a node a
+// request only while it has fewer than
+// max.in.flight.requests.per.connection, each with every batch ready:
+// with many partitions, an answer freeing room for k batches otherwise
+// sent k batches in a request, and its answer freed k again, so that
+// requests stayed as small as the first ones, 1.3 batches each at 10,000
+// partitions.
 func (s *sender) hasRoom(n *nodeSender) bool {
-	return n.bytes < s.nodeWindow()
+	return n.bytes < s.nodeWindow() &&
+		(s.p.cfg.acks == 0 || len(n.requests) < s.p.cfg.maxInFlightPerNode || len(n.outbox) > 0)
+}
+
+// answered notes that the ProduceRequests whose first batch had
+// correlation id corrID was answered.
+func (s *sender) answered(corrID int64) {
+	for _, n := range s.nodes {
+		if _, ok := n.requests[corrID]; ok {
+			delete(n.requests, corrID)
+			return
+		}
+	}
+}
+
+// forgetRequests stops counting, against their nodes' room, the requests
+// older than the request timeout: their answers were lost (remote delivery
+// is at most once), and their batches are sent again as theirs time out.
+func (s *sender) forgetRequests(now time.Time) {
+	for _, n := range s.nodes {
+		for id, sent := range n.requests {
+			if now.Sub(sent) >= s.p.cfg.requestTimeout {
+				delete(n.requests, id)
+			}
+		}
+	}
 }
 
 // nodeOf returns the state of the node that pid lives on.
 func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
 	n := s.nodes[pid.GetAddress()]
 	if n == nil {
-		n = &nodeSender{manager: actor.NewPID(pid.GetAddress(), actors.PartitionManagerName)}
+		n = &nodeSender{manager: actor.NewPID(pid.GetAddress(), actors.PartitionManagerName), requests: map[int64]time.Time{}}
 		s.nodes[pid.GetAddress()] = n
 	}
 	return n
@@ -253,10 +289,14 @@ func (s *sender) Receive(ctx actor.Context) {
 	case *senderFlush:
 		s.flushQueued = false
 	case *messages.ProduceResponses:
+		if rs := m.GetResponses(); len(rs) > 0 {
+			s.answered(rs[0].GetCorrelationId())
+		}
 		for _, r := range m.GetResponses() {
 			s.onResponse(ctx, r)
 		}
 	case *messages.ProduceResponse:
+		s.answered(m.GetCorrelationId())
 		s.onResponse(ctx, m)
 	case *senderTick:
 		s.onTick(ctx)
@@ -302,6 +342,7 @@ func (s *sender) flushLater(ctx actor.Context) {
 // so a partition's batches reach it in sequence.
 func (s *sender) flush(ctx actor.Context) {
 	limit := s.p.cfg.batchBytes
+	now := time.Now()
 	for _, n := range s.ready {
 		for reqs := n.outbox; len(reqs) > 0; {
 			k, size := 1, len(reqs[0].Records)
@@ -310,6 +351,11 @@ func (s *sender) flush(ctx actor.Context) {
 				k++
 			}
 			ctx.Request(n.manager, s.p.client.transport.OutgoingProduces(ctx.ActorSystem(), n.manager, reqs[:k]))
+			if s.p.cfg.acks != 0 {
+				n.requests[reqs[0].CorrelationId] = now
+			}
+			s.p.requests.Add(1)
+			s.p.sentBatches.Add(int64(k))
 			reqs = reqs[k:]
 		}
 		clear(n.outbox)
@@ -656,6 +702,7 @@ func (s *sender) noteDeadline(t time.Time) {
 // have passed (see checkAt), goes through every partition.
 func (s *sender) onTick(ctx actor.Context) {
 	now := time.Now()
+	s.forgetRequests(now)
 	if !now.Before(s.checkAt) {
 		s.checkAll(ctx, now)
 	} else {
@@ -763,6 +810,9 @@ func (s *sender) onConnectionLost(ctx actor.Context, addr string) {
 		}
 	}
 	node := s.nodes[addr]
+	if node != nil {
+		clear(node.requests) // their answers will not come
+	}
 	for _, ps := range s.parts {
 		inflight := node != nil && ps.node == node && ps.inflight > 0
 		if !inflight && (ps.leader == nil || ps.leader.GetAddress() != addr) {
