@@ -81,6 +81,10 @@ type lifecycle struct {
 	// duplicateSince is when the registration was first refused for a
 	// node id held by a live node.
 	duplicateSince time.Time
+	// fencedSince is when this node's registration or heartbeats began
+	// to fail, or to be answered with the node fenced; zero while it is
+	// registered and unfenced. warnedAt is when that was last logged.
+	fencedSince, warnedAt time.Time
 	// bytes and growth are the node's stored bytes and write rate, as its
 	// placement actor last told them, for the next heartbeat.
 	bytes  int64
@@ -241,9 +245,20 @@ func (a *controllerActor) onLifecycleAnswer(ctx actor.Context, m *lifecycleAnswe
 	l.inFlight = false
 	if m.err != nil {
 		a.logger.WithError(m.err).Debug("the active controller did not answer")
+		a.noteFenced(m.err.Error())
 		return
 	}
 	code, msg := errorOf(m.res)
+	switch r, ok := m.res.(*messages.NodeHeartbeatResponse); {
+	case code != messages.ErrorCode_NONE:
+		a.noteFenced(code.String() + ": " + msg)
+	case !m.heartbeat:
+		a.noteFenced("registered, not yet unfenced")
+	case ok && r.GetFenced():
+		a.noteFenced("heartbeats answered with the node fenced")
+	default:
+		l.fencedSince = time.Time{}
+	}
 	switch {
 	case code == messages.ErrorCode_DUPLICATE_BROKER_REGISTRATION && !m.heartbeat:
 		// Held by a live node, or by this node's own process before a
@@ -282,6 +297,28 @@ func (a *controllerActor) onLifecycleAnswer(ctx actor.Context, m *lifecycleAnswe
 		// Heartbeat at once: it unfences the node once it caught up.
 		a.sendLifecycle(ctx, a.cfg.Now())
 	}
+}
+
+// fencedWarnAfter is how long this node may stay unregistered or fenced
+// before it says so at warning level, and then how often it says it again.
+const fencedWarnAfter = 10 * time.Second
+
+// noteFenced notes that the answer to this node's registration or
+// heartbeat leaves it out of service, for why, and logs a warning once
+// that has lasted fencedWarnAfter: the refusals themselves are logged at
+// debug level, and a node kept fenced holds no partition.
+func (a *controllerActor) noteFenced(why string) {
+	l := &a.life
+	now := a.cfg.Now()
+	if l.fencedSince.IsZero() {
+		l.fencedSince = now
+	}
+	if now.Sub(l.fencedSince) < fencedWarnAfter || now.Sub(l.warnedAt) < fencedWarnAfter {
+		return
+	}
+	l.warnedAt = now
+	a.logger.WithFields(logrus.Fields{"for": now.Sub(l.fencedSince).Round(time.Second).String(), "last": why, "applied": a.applied, "controller": a.leader}).
+		Warn("this node is not yet registered and unfenced")
 }
 
 // refreshLoad asks the placement actor for the node's bytes and write rate,

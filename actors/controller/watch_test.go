@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
@@ -158,4 +160,36 @@ func TestWatchFencesANodeThatIsGone(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left")
+}
+
+// A node whose registration or heartbeats leave it fenced says so at
+// warning level once that has lasted fencedWarnAfter, then at most once
+// each fencedWarnAfter, and starts counting again once it is unfenced.
+func TestNoteFencedWarnsOnceItLasts(t *testing.T) {
+	logger, hook := logtest.NewNullLogger()
+	now := time.Unix(1000, 0)
+	a := &controllerActor{logger: logrus.NewEntry(logger)}
+	a.cfg.Now = func() time.Time { return now }
+
+	a.noteFenced("registered, not yet unfenced")
+	now = now.Add(fencedWarnAfter - time.Second)
+	a.noteFenced("heartbeats answered with the node fenced")
+	require.Empty(t, hook.AllEntries(), "not before fencedWarnAfter")
+	now = now.Add(time.Second)
+	a.noteFenced("heartbeats answered with the node fenced")
+	require.Len(t, hook.AllEntries(), 1)
+	require.Equal(t, logrus.WarnLevel, hook.LastEntry().Level)
+	require.Equal(t, "heartbeats answered with the node fenced", hook.LastEntry().Data["last"])
+	require.Equal(t, "10s", hook.LastEntry().Data["for"])
+	now = now.Add(time.Second)
+	a.noteFenced("NOT_CONTROLLER: no active controller")
+	require.Len(t, hook.AllEntries(), 1, "not again within fencedWarnAfter")
+	now = now.Add(fencedWarnAfter)
+	a.noteFenced("NOT_CONTROLLER: no active controller")
+	require.Len(t, hook.AllEntries(), 2)
+
+	a.life.fencedSince = time.Time{} // unfenced, as onLifecycleAnswer does
+	now = now.Add(time.Minute)
+	a.noteFenced("heartbeats answered with the node fenced")
+	require.Len(t, hook.AllEntries(), 2, "a new lapse is counted from its start")
 }
