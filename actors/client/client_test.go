@@ -507,19 +507,7 @@ func TestRequestsInFlightPerNodeAreBounded(t *testing.T) {
 	p, err := c.NewProducer(MaxInFlightPerNode(inFlight), Linger(time.Millisecond))
 	require.NoError(t, err)
 	defer p.Close()
-	var wg sync.WaitGroup
-	var failed atomic.Int32
-	for i := range 2000 {
-		wg.Add(1)
-		p.Produce(ctx, &Record{Topic: "many", Key: []byte(strconv.Itoa(i)), Value: []byte("v")}, func(_ *Record, err error) {
-			if err != nil {
-				failed.Add(1)
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	require.Zero(t, failed.Load())
+	produceAll(t, ctx, p, "many", 2000)
 	require.LessOrEqual(t, fc.maxUnanswered.Load(), int32(inFlight))
 	require.Equal(t, int32(inFlight), fc.maxUnanswered.Load(), "the bound was never reached")
 	st := p.Stats()

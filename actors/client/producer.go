@@ -402,8 +402,9 @@ func (c *Client) NewProducer(opts ...ProducerOpt) (*Producer, error) {
 		space:         make(chan struct{}),
 		bufs:          remote.NewBufferPool(),
 	}
-	p.bound.Store(cfg.maxBuffered)
-	if !cfg.maxBufferedSet {
+	if cfg.maxBufferedSet {
+		p.bound.Store(cfg.maxBuffered)
+	} else {
 		p.bound.Store(defaultBufferBound(0))
 	}
 	if cfg.idempotent {

@@ -342,7 +342,10 @@ func (s *sender) flushLater(ctx actor.Context) {
 // so a partition's batches reach it in sequence.
 func (s *sender) flush(ctx actor.Context) {
 	limit := s.p.cfg.batchBytes
-	now := time.Now()
+	var now time.Time
+	if len(s.ready) > 0 {
+		now = time.Now()
+	}
 	for _, n := range s.ready {
 		for reqs := n.outbox; len(reqs) > 0; {
 			k, size := 1, len(reqs[0].Records)
