@@ -353,9 +353,12 @@ func (s *sender) flush(ctx actor.Context) {
 				size += len(reqs[k].Records)
 				k++
 			}
+			// Taken before the send: a local receiver holds the very
+			// requests, and may change them.
+			first := reqs[0].CorrelationId
 			ctx.Request(n.manager, s.p.client.transport.OutgoingProduces(ctx.ActorSystem(), n.manager, reqs[:k]))
 			if s.p.cfg.acks != 0 {
-				n.requests[reqs[0].CorrelationId] = now
+				n.requests[first] = now
 			}
 			s.p.requests.Add(1)
 			s.p.sentBatches.Add(int64(k))
