@@ -41,8 +41,8 @@ type BatchOptions struct {
 // NoProducer is the BatchOptions of a producer without idempotence.
 var NoProducer = BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
 
-// Builder accumulates records into one batch. The zero value is not usable;
-// create with NewBuilder. A Builder is not safe for concurrent use. Reset lets
+// Builder accumulates records into one batch. Create one with NewBuilder, or
+// Reset a zero Builder before its first use. A Builder is not safe for concurrent use. Reset lets
 // one builder produce many batches without allocating.
 type Builder struct {
 	opts BatchOptions

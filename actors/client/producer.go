@@ -227,6 +227,10 @@ type Producer struct {
 
 	mu     sync.Mutex
 	topics map[string]*topicBuffer
+	// lastTopic is the topic buffer Produce used last: a producer writes
+	// mostly to one topic, and finds it there without the lock and the
+	// map.
+	lastTopic atomic.Pointer[topicBuffer]
 	// buffered is added to under mu and released without it, so that
 	// the sender's answers never wait for a producing goroutine; waiters
 	// counts the goroutines waiting on space, which a release then closes
@@ -274,12 +278,15 @@ type topicBuffer struct {
 type partitionBuffer struct {
 	topic     string
 	partition int32
-	builder   *wire.Builder
-	pending   []pending
-	bytes     int64
-	nextSeq   int32
-	lingerAt  time.Time
-	timer     *time.Timer
+	// builder is held by value: with many partitions each record
+	// lands in a partition whose buffer is out of the CPU's cache, and
+	// every pointer followed is another miss.
+	builder  wire.Builder
+	pending  []pending
+	bytes    int64
+	nextSeq  int32
+	lingerAt time.Time
+	timer    *time.Timer
 	// outstanding counts this partition's sealed batches not yet
 	// completed; the sender decrements it. While it is zero a record is
 	// sent at once, without waiting for Linger: batches grow only while the
@@ -478,9 +485,15 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 	if promise == nil {
 		promise = func(*Record, error) {}
 	}
-	p.mu.Lock()
-	tb := p.topics[r.Topic]
-	p.mu.Unlock()
+	tb := p.lastTopic.Load()
+	if tb == nil || tb.name != r.Topic {
+		p.mu.Lock()
+		tb = p.topics[r.Topic]
+		p.mu.Unlock()
+		if tb != nil {
+			p.lastTopic.Store(tb)
+		}
+	}
 	if tb == nil {
 		route, err := p.client.topicRoute(ctx, r.Topic)
 		if err != nil {
@@ -493,6 +506,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 			p.topics[r.Topic] = tb
 		}
 		p.mu.Unlock()
+		p.lastTopic.Store(tb)
 	}
 	if len(tb.partitions) == 0 {
 		promise(r, &Error{Code: messages.ErrorCode_UNKNOWN_TOPIC_OR_PARTITION, Message: r.Topic + " has no partitions"})
@@ -573,7 +587,7 @@ func (p *Producer) newTopicBuffer(topic string, n int) *topicBuffer {
 	tb := &topicBuffer{name: topic, partitioner: p.cfg.partitioner.ForTopic(topic), partitions: make([]*partitionBuffer, n)}
 	for i := range tb.partitions {
 		pb := &partitionBuffer{topic: topic, partition: int32(i)}
-		pb.builder = wire.NewBuilder(p.batchOptions(pb))
+		pb.builder.Reset(p.batchOptions(pb))
 		tb.partitions[i] = pb
 	}
 	return tb

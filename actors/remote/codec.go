@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -81,24 +82,49 @@ func (c remoteCodec) marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, erro
 	bare := make([]int, len(b.Envelopes))
 	var gathered []*gatheredPieces // by envelope, when any is a token
 	batchSize := headSize
+	// metaSize bounds what goes into meta: framing, and the pieces
+	// copied in; whole says whether every piece is.
+	metaSize, whole := 16+headSize, true
 	for i, e := range b.Envelopes {
 		data := e.MessageData
 		n := len(data)
+		pieces := [][]byte{data}
 		if e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && gatheredType(b.TypeNames[e.TypeId]) {
 			if g, ok := c.t.outgoing.take(data); ok {
 				if gathered == nil {
 					gathered = make([]*gatheredPieces, len(b.Envelopes))
 				}
 				gathered[i], n = &g, g.size
+				pieces = g.pieces
 			}
 		}
 		e.MessageData = nil
 		bare[i] = proto.Size(e)
 		e.MessageData = data
 		batchSize += protowire.SizeTag(3) + protowire.SizeBytes(envelopeSize(bare[i], n))
+		metaSize += bare[i] + 2*(protowire.SizeTag(3)+binary.MaxVarintLen64)
+		for _, p := range pieces {
+			if len(p) < inlineData {
+				metaSize += len(p)
+			} else {
+				whole = false
+			}
+		}
 	}
 
-	meta := make([]byte, 0, 16+headSize+len(b.Envelopes)*32)
+	// A frame of framing and copied pieces alone, as many partitions'
+	// small batches make, is written from a buffer of the pool that the
+	// stream hands back once it has written it; a frame with cuts holds
+	// meta in several slices, and leaves it to the garbage collector.
+	// Either way meta is made its final size at once.
+	var pooled *[]byte
+	var meta []byte
+	if whole {
+		pooled = c.t.buffers.Get(metaSize)
+		meta = (*pooled)[:0]
+	} else {
+		meta = make([]byte, 0, metaSize)
+	}
 	meta = protowire.AppendTag(meta, 1, protowire.BytesType)
 	meta = protowire.AppendVarint(meta, uint64(batchSize))
 	var err error
@@ -153,6 +179,15 @@ func (c remoteCodec) marshalBatch(b *remote.MessageBatch) (mem.BufferSlice, erro
 			}
 			cuts = append(cuts, cut{end: len(meta), data: p, pool: poolOf(j)})
 		}
+	}
+	if pooled != nil {
+		if cap(meta) != cap(*pooled) {
+			// Outgrown: meta is a new array, and the pooled one is left
+			// to the garbage collector.
+			return mem.BufferSlice{mem.SliceBuffer(meta)}, nil
+		}
+		*pooled = meta
+		return mem.BufferSlice{mem.NewBuffer(pooled, c.t.buffers)}, nil
 	}
 	out := make(mem.BufferSlice, 0, 2*len(cuts)+1)
 	start := 0

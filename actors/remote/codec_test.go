@@ -175,7 +175,8 @@ func TestRemoteCodecMarshalMatchesProto(t *testing.T) {
 			before := envelopeData(tt.msg)
 			want := proto.Clone(tt.msg)
 
-			out, err := testCodec().Marshal(tt.msg)
+			codec := testCodec()
+			out, err := codec.Marshal(tt.msg)
 			require.NoError(t, err)
 			encoded := out.Materialize()
 			require.Equal(t, proto.Size(tt.msg), len(encoded), "encoded size")
@@ -202,6 +203,23 @@ func TestRemoteCodecMarshalMatchesProto(t *testing.T) {
 					}
 				}
 				require.Equal(t, len(data) >= inlineData, handedOver, "envelope %d of %d bytes", i, len(data))
+			}
+
+			// A batch whose data is all copied is one buffer of the pool,
+			// made its final size at once, that goes back to the pool
+			// once written, when it is not below gRPC's pooling
+			// threshold (1 KiB).
+			whole := tt.msg.GetMessageBatch() != nil
+			for _, data := range before {
+				whole = whole && len(data) < inlineData
+			}
+			if whole {
+				require.Len(t, out, 1)
+				require.Equal(t, int64(1), codec.t.PoolStats().Gets)
+				out.Free()
+				if !mem.IsBelowBufferPoolingThreshold(len(encoded)) {
+					require.Equal(t, int64(1), codec.t.PoolStats().Puts, "the frame's buffer went back to the pool")
+				}
 			}
 		})
 	}
