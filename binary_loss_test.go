@@ -18,14 +18,20 @@ import (
 
 // ackLog is what one stream of keyed records was told: per key, the
 // sequence numbers acknowledged, in the order they were produced; and when
-// each acknowledgement of partition 0 came.
+// each record of partition 0 acknowledged was produced, and acknowledged.
 type ackLog struct {
 	mu       sync.Mutex
 	acked    map[string][]int
 	failed   int
 	produced int
-	p0Acks   []time.Time
+	p0Acks   []p0Ack
+	// firstErr is the first failure, and when it and the last came.
+	firstErr                error
+	firstFailed, lastFailed time.Time
 }
+
+// p0Ack is when a record of partition 0 was produced and acknowledged.
+type p0Ack struct{ produced, acked time.Time }
 
 // stream produces keyed records to topic with acks until ctx ends: record
 // i of key k<i%keys> has the value "k<i%keys>:<i/keys>". It is paced to
@@ -50,16 +56,21 @@ func stream(ctx context.Context, t *testing.T, cl *client.Client, topic string, 
 				log.mu.Lock()
 				log.produced++
 				log.mu.Unlock()
+				produced := time.Now()
 				p.Produce(ctx, &client.Record{Topic: topic, Key: []byte(key), Value: fmt.Appendf(nil, "%s:%d", key, seq)}, func(r *client.Record, err error) {
 					log.mu.Lock()
 					defer log.mu.Unlock()
 					if err != nil {
 						log.failed++
+						if log.firstErr == nil {
+							log.firstErr, log.firstFailed = err, time.Now()
+						}
+						log.lastFailed = time.Now()
 						return
 					}
 					log.acked[key] = append(log.acked[key], seq)
 					if r.Partition == 0 {
-						log.p0Acks = append(log.p0Acks, time.Now())
+						log.p0Acks = append(log.p0Acks, p0Ack{produced: produced, acked: time.Now()})
 					}
 				})
 			}
@@ -74,13 +85,15 @@ func stream(ctx context.Context, t *testing.T, cl *client.Client, topic string, 
 	}
 }
 
-// firstAckAfter is the first acknowledgement of partition 0 after at.
+// firstAckAfter is the first acknowledgement of a record of partition 0
+// produced after at: once partition 0's leader is dead at at, it is the
+// new leader's, not one of the old leader's on its way.
 func (l *ackLog) firstAckAfter(at time.Time) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, a := range l.p0Acks {
-		if a.After(at) {
-			return a, true
+		if a.produced.After(at) {
+			return a.acked, true
 		}
 	}
 	return time.Time{}, false
@@ -147,18 +160,21 @@ func compare(acked, read map[string][]int) (lost, duplicated, disordered int) {
 	return lost, duplicated, disordered
 }
 
-// isrFull waits until every partition of topic has all three replicas in
-// its ISR.
+// isrFull waits until every live node describes every partition of topic
+// with all three replicas in its ISR: a node just restarted describes
+// what its metadata said before it died until it catches up.
 func (c *nodeProcesses) isrFull(topic string, timeout time.Duration) {
 	c.t.Helper()
 	c.waitFor(timeout, topic+" back to a full ISR", func() bool {
-		d, ok := c.describe(c.live()[0], topic)
-		if !ok {
-			return false
-		}
-		for _, p := range d.Partitions {
-			if len(p.ISR) != 3 || p.Leader < 0 {
+		for _, id := range c.live() {
+			d, ok := c.describe(id, topic)
+			if !ok {
 				return false
+			}
+			for _, p := range d.Partitions {
+				if len(p.ISR) != 3 || p.Leader < 0 {
+					return false
+				}
 			}
 		}
 		return true
@@ -200,18 +216,39 @@ func TestBinaryLossChecker(t *testing.T) {
 	one, endOne := stream(ctx, t, cl, "one", 1, 64, 1000)
 
 	var failovers []time.Duration
+	// since is where each node's log stood when the last round restarted
+	// its node: a slow round prints what came after.
+	since := map[int32]int{}
 	for round := range 10 {
 		d := c.agree("all")
 		leader := d.Partitions[0].Leader
 		require.GreaterOrEqual(t, leader, int32(1), "round %d", round)
+		controller := int32(-1)
+		if info, ok := c.info(leader); ok {
+			controller = info.ControllerLeader
+		}
 		killed := time.Now()
 		c.kill(leader)
+		dead := time.Now()
 		c.waitFor(time.Minute, "a write acknowledged on partition 0's new leader", func() bool {
-			_, ok := all.firstAckAfter(killed)
+			_, ok := all.firstAckAfter(dead)
 			return ok
 		})
-		first, _ := all.firstAckAfter(killed)
+		first, _ := all.firstAckAfter(dead)
 		failovers = append(failovers, first.Sub(killed))
+		t.Logf("round %d: node %d killed (ISR %v, the controller's leader node %d), partition 0's first write acknowledged after %v",
+			round, leader, d.Partitions[0].ISR, controller, first.Sub(killed).Round(time.Millisecond))
+		if first.Sub(killed) > 3*time.Second {
+			// What the nodes did since the last restart, the killed one up
+			// to its end, says where the time went.
+			for _, id := range c.ids() {
+				t.Logf("node %d's log since the last restart:\n%s", id, c.procs[id].stderr.String()[since[id]:])
+			}
+		}
+		for _, id := range c.ids() {
+			since[id] = len(c.procs[id].stderr.String())
+		}
+		since[leader] = 0
 		c.start(leader)
 		c.isrFull("all", 2*time.Minute)
 	}
@@ -224,14 +261,17 @@ func TestBinaryLossChecker(t *testing.T) {
 		}
 	}
 	for _, id := range others {
+		t.Logf("node %d killed at %s", id, time.Now().Format(time.RFC3339Nano))
 		c.kill(id)
 		time.Sleep(2 * time.Second)
 		c.start(id)
 		c.isrFull("all", 2*time.Minute)
 	}
+	t.Logf("streams stopped at %s", time.Now().Format(time.RFC3339Nano))
 	stop()
 	endAll()
 	endOne()
+	t.Logf("streams flushed at %s", time.Now().Format(time.RFC3339Nano))
 
 	slices.Sort(failovers)
 	t.Logf("failover, kill -9 to the first write acknowledged on the new leader, over %d kills: p50 %v, max %v",
@@ -245,6 +285,27 @@ func TestBinaryLossChecker(t *testing.T) {
 	}
 	t.Logf("acks=all: %d produced, %d acknowledged, %d failed; read back: %d lost, %d duplicated, %d keys out of order",
 		all.produced, ackedAll, all.failed, lost, duplicated, disordered)
+	if all.failed > 0 {
+		t.Logf("acks=all: first failure at %s (%v), last at %s", all.firstFailed.Format(time.RFC3339Nano), all.firstErr, all.lastFailed.Format(time.RFC3339Nano))
+	}
+	if lost > 0 || duplicated > 0 || disordered > 0 {
+		for _, id := range c.live() {
+			stdout, _, _ := c.depot(id, "topic", "describe", "all")
+			t.Logf("node %d describes all:\n%s", id, stdout)
+		}
+		for key, seqs := range all.acked {
+			have := map[int]bool{}
+			for _, s := range read[key] {
+				have[s] = true
+			}
+			for i, s := range seqs {
+				if !have[s] {
+					t.Logf("lost: key %s sequence %d, acknowledged %d of %d; read back of the key: %d records, the last %v",
+						key, s, i+1, len(seqs), len(read[key]), read[key][max(len(read[key])-3, 0):])
+				}
+			}
+		}
+	}
 	require.Positive(t, ackedAll)
 	require.Zero(t, lost, "acks=all lost acknowledged records")
 	require.Zero(t, duplicated, "acks=all duplicated records")
