@@ -260,18 +260,32 @@ func TestBinaryLossChecker(t *testing.T) {
 			others = append(others, id)
 		}
 	}
+	for _, id := range c.ids() {
+		since[id] = len(c.procs[id].stderr.String())
+	}
 	for _, id := range others {
 		t.Logf("node %d killed at %s", id, time.Now().Format(time.RFC3339Nano))
 		c.kill(id)
+		since[id] = 0
 		time.Sleep(2 * time.Second)
 		c.start(id)
 		c.isrFull("all", 2*time.Minute)
 	}
-	t.Logf("streams stopped at %s", time.Now().Format(time.RFC3339Nano))
+	stopped := time.Now()
+	t.Logf("streams stopped at %s", stopped.Format(time.RFC3339Nano))
 	stop()
 	endAll()
+	t.Logf("acks=all stream flushed after %v", time.Since(stopped).Round(time.Millisecond))
 	endOne()
-	t.Logf("streams flushed at %s", time.Now().Format(time.RFC3339Nano))
+	t.Logf("streams flushed after %v", time.Since(stopped).Round(time.Millisecond))
+	if time.Since(stopped) > 10*time.Second {
+		// A healthy cluster answers what the producers hold within their
+		// request timeout: what the nodes did since the two kills says
+		// why not.
+		for _, id := range c.ids() {
+			t.Logf("node %d's log since the two kills:\n%s", id, c.procs[id].stderr.String()[since[id]:])
+		}
+	}
 
 	slices.Sort(failovers)
 	t.Logf("failover, kill -9 to the first write acknowledged on the new leader, over %d kills: p50 %v, max %v",

@@ -85,10 +85,13 @@ type partSender struct {
 	inflight int      // batches at the front of queue awaiting an answer
 	// inflightBytes is the size of those batches.
 	inflightBytes int
-	// node is where the batches in flight went; waiting is set while ps
-	// is in node's waiting list.
-	node    *nodeSender
-	waiting bool
+	// node is where the batches in flight went; waitingOn is the node in
+	// whose waiting list ps waits for room, nil for none. A partition
+	// whose leader moves while it waits waits on the new leader's node:
+	// the old one, no longer written to, may never wake it, and its entry
+	// there is passed over.
+	node      *nodeSender
+	waitingOn *nodeSender
 	// leaderNode is the state of the node leader lives on, when
 	// nodeLeader is leader: looked up once per leader, not per send.
 	leaderNode *nodeSender
@@ -212,7 +215,10 @@ func (s *sender) nodeOf(pid *actor.PID) *nodeSender {
 func (s *sender) wake(ctx actor.Context, n *nodeSender) {
 	for n.waiting.len() > 0 && s.hasRoom(n) {
 		ps := n.waiting.pop()
-		ps.waiting = false
+		if ps.waitingOn != n {
+			continue // it waits elsewhere now, or no longer
+		}
+		ps.waitingOn = nil
 		s.trySend(ctx, ps)
 	}
 }
@@ -433,8 +439,8 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 	cfg := &s.p.cfg
 	for ps.inflight < len(ps.queue) && (cfg.acks == 0 || ps.inflight < cfg.maxInFlight) {
 		if cfg.acks != 0 && !s.hasRoom(node) {
-			if !ps.waiting {
-				ps.waiting = true
+			if ps.waitingOn != node {
+				ps.waitingOn = node
 				node.waiting.push(ps)
 			}
 			return
