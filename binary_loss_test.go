@@ -146,18 +146,44 @@ func compare(acked, read map[string][]int) (lost, duplicated, disordered int) {
 			}
 		}
 	}
+	return len(lostRecords(acked, read)), duplicated, disordered
+}
+
+// lostRecords describes each record acknowledged and not read back: its
+// key and sequence, its place among the key's acknowledgements, and the
+// last records read of the key.
+func lostRecords(acked, read map[string][]int) []string {
+	var lost []string
 	for key, seqs := range acked {
 		have := map[int]bool{}
 		for _, s := range read[key] {
 			have[s] = true
 		}
-		for _, s := range seqs {
+		for i, s := range seqs {
 			if !have[s] {
-				lost++
+				lost = append(lost, fmt.Sprintf("key %s sequence %d, acknowledged %d of %d; read back of the key: %d records, the last %v",
+					key, s, i+1, len(seqs), len(read[key]), read[key][max(len(read[key])-3, 0):]))
 			}
 		}
 	}
-	return lost, duplicated, disordered
+	return lost
+}
+
+// logMarks are where each node's log stands now.
+func (c *nodeProcesses) logMarks() map[int32]int {
+	marks := map[int32]int{}
+	for _, id := range c.ids() {
+		marks[id] = len(c.procs[id].stderr.String())
+	}
+	return marks
+}
+
+// logSince logs what each node wrote since its mark (0 for a node started
+// since), after what.
+func (c *nodeProcesses) logSince(marks map[int32]int, what string) {
+	for _, id := range c.ids() {
+		c.t.Logf("node %d's log %s:\n%s", id, what, c.procs[id].stderr.String()[marks[id]:])
+	}
 }
 
 // isrFull waits until every live node describes every partition of topic
@@ -241,13 +267,9 @@ func TestBinaryLossChecker(t *testing.T) {
 		if first.Sub(killed) > 3*time.Second {
 			// What the nodes did since the last restart, the killed one up
 			// to its end, says where the time went.
-			for _, id := range c.ids() {
-				t.Logf("node %d's log since the last restart:\n%s", id, c.procs[id].stderr.String()[since[id]:])
-			}
+			c.logSince(since, "since the last restart")
 		}
-		for _, id := range c.ids() {
-			since[id] = len(c.procs[id].stderr.String())
-		}
+		since = c.logMarks()
 		since[leader] = 0
 		c.start(leader)
 		c.isrFull("all", 2*time.Minute)
@@ -260,9 +282,7 @@ func TestBinaryLossChecker(t *testing.T) {
 			others = append(others, id)
 		}
 	}
-	for _, id := range c.ids() {
-		since[id] = len(c.procs[id].stderr.String())
-	}
+	since = c.logMarks()
 	for _, id := range others {
 		t.Logf("node %d killed at %s", id, time.Now().Format(time.RFC3339Nano))
 		c.kill(id)
@@ -282,9 +302,7 @@ func TestBinaryLossChecker(t *testing.T) {
 		// A healthy cluster answers what the producers hold within their
 		// request timeout: what the nodes did since the two kills says
 		// why not.
-		for _, id := range c.ids() {
-			t.Logf("node %d's log since the two kills:\n%s", id, c.procs[id].stderr.String()[since[id]:])
-		}
+		c.logSince(since, "since the two kills")
 	}
 
 	slices.Sort(failovers)
@@ -307,17 +325,8 @@ func TestBinaryLossChecker(t *testing.T) {
 			stdout, _, _ := c.depot(id, "topic", "describe", "all")
 			t.Logf("node %d describes all:\n%s", id, stdout)
 		}
-		for key, seqs := range all.acked {
-			have := map[int]bool{}
-			for _, s := range read[key] {
-				have[s] = true
-			}
-			for i, s := range seqs {
-				if !have[s] {
-					t.Logf("lost: key %s sequence %d, acknowledged %d of %d; read back of the key: %d records, the last %v",
-						key, s, i+1, len(seqs), len(read[key]), read[key][max(len(read[key])-3, 0):])
-				}
-			}
+		for _, l := range lostRecords(all.acked, read) {
+			t.Logf("lost: %s", l)
 		}
 	}
 	require.Positive(t, ackedAll)

@@ -42,8 +42,9 @@ type BatchOptions struct {
 var NoProducer = BatchOptions{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}
 
 // Builder accumulates records into one batch. Create one with NewBuilder, or
-// Reset a zero Builder before its first use. A Builder is not safe for concurrent use. Reset lets
-// one builder produce many batches without allocating.
+// Reset a zero Builder before its first use. A Builder is not safe for
+// concurrent use. Reset lets one builder produce many batches without
+// allocating.
 type Builder struct {
 	opts BatchOptions
 	// buf holds HeaderSize bytes reserved for the batch header, then the

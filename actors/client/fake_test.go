@@ -241,9 +241,7 @@ func (m *fakeManager) route(ctx actor.Context, req *messages.ProduceRequests) {
 		ctx.Send(g.to, &messages.ProduceResponses{Responses: g.resps})
 	}
 	if g.waiting > 0 {
-		n := m.fc.unanswered.Add(1)
-		for old := m.fc.maxUnanswered.Load(); n > old && !m.fc.maxUnanswered.CompareAndSwap(old, n); old = m.fc.maxUnanswered.Load() {
-		}
+		raiseMax(&m.fc.maxUnanswered, m.fc.unanswered.Add(1))
 	}
 }
 
@@ -258,11 +256,7 @@ func (m *fakeManager) fetch(ctx actor.Context, req *messages.FetchPartitionsRequ
 		}
 	}
 	m.fc.fetchesRequests.Add(1)
-	for n := int32(len(req.GetPartitions())); n > m.fc.maxParts.Load(); {
-		if m.fc.maxParts.CompareAndSwap(m.fc.maxParts.Load(), n) {
-			break
-		}
-	}
+	raiseMax(&m.fc.maxParts, int32(len(req.GetPartitions())))
 	g := &fakeFetches{to: ctx.Sender(), req: req}
 	for _, part := range req.GetPartitions() {
 		resp := &messages.FetchResponse{Topic: part.GetTopic(), Partition: part.GetPartition(), Offset: part.GetOffset(), CorrelationId: req.GetCorrelationId(), Error: messages.ErrorCode_REQUEST_TIMED_OUT}
@@ -800,10 +794,8 @@ func (p *fakePartition) onProduce(ctx actor.Context, m *messages.ProduceRequest)
 	if f.holdProduce > 0 {
 		size := int64(len(m.GetRecords()))
 		n, bytes := p.fc.working.Add(1), p.fc.workingBytes.Add(size)
-		for m := p.fc.maxWorking.Load(); n > m && !p.fc.maxWorking.CompareAndSwap(m, n); m = p.fc.maxWorking.Load() {
-		}
-		for m := p.fc.maxWorkingBytes.Load(); bytes > m && !p.fc.maxWorkingBytes.CompareAndSwap(m, bytes); m = p.fc.maxWorkingBytes.Load() {
-		}
+		raiseMax(&p.fc.maxWorking, n)
+		raiseMax(&p.fc.maxWorkingBytes, bytes)
 		time.Sleep(f.holdProduce)
 		p.fc.working.Add(-1)
 		p.fc.workingBytes.Add(-size)
@@ -1104,4 +1096,14 @@ func nextOffsetOf(records []byte) int64 {
 		return nil
 	})
 	return next
+}
+
+// raiseMax raises highest to n when n is larger, as counters' highest values
+// are kept.
+func raiseMax[T int32 | int64](highest interface {
+	Load() T
+	CompareAndSwap(old, new T) bool
+}, n T) {
+	for old := highest.Load(); n > old && !highest.CompareAndSwap(old, n); old = highest.Load() {
+	}
 }

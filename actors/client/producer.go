@@ -183,8 +183,9 @@ const DefaultMaxInFlightAcksAll = 10
 // node to n, and their bytes, across its partitions, to about n batches of
 // BatchBytes: a batch is sent while less than that is in flight, so the
 // last one sent may cross it, and joins the request being made, or makes
-// one while fewer than n are unanswered. The batches beyond wait in the producer, whose buffer bound
-// holds them back, rather than in the node's queues. Default 5, as Kafka's
+// one while fewer than n are unanswered. The batches beyond wait in the
+// producer, whose buffer bound holds them back, rather than in the node's
+// queues. Default 5, as Kafka's
 // max.in.flight.requests.per.connection, or DefaultMaxInFlightAcksAll with
 // Acks(-1). A Kafka request carries a batch for each of the node's
 // partitions and a Depot request one, so the bound is on bytes: a few full
