@@ -991,6 +991,51 @@ func TestLeaderMoves(t *testing.T) {
 	require.Positive(t, status.GetLogEndOffset())
 }
 
+// A new leader that lacks records its partition acknowledged at acks=1
+// refuses the producer's next sequence as out of order: the producer goes
+// on under the next producer epoch from sequence 0, at once, instead of
+// resending until the delivery timeout, and writes nothing twice.
+func TestProducerGoesOnAfterAcknowledgedRecordsLost(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("lossy", 1))
+	p, err := c.NewProducer(Acks(1), RetryBackoff(5*time.Millisecond), DeliveryTimeout(10*time.Second))
+	require.NoError(t, err)
+	defer p.Close()
+	produce := func(v string) *Record {
+		r := &Record{Topic: "lossy", Value: []byte(v)}
+		require.NoError(t, p.ProduceSync(ctx, r), v)
+		return r
+	}
+	for _, v := range []string{"kept", "lost-1", "lost-2"} {
+		produce(v)
+	}
+	require.NoError(t, fc.loseTail("lossy", 0, 2))
+	start := time.Now()
+	after := produce("after")
+	require.Equal(t, int64(1), after.Offset, "the first record after the loss follows what the new leader holds")
+	require.Less(t, time.Since(start), 5*time.Second, "went on without waiting for the delivery timeout")
+	require.Equal(t, int64(2), produce("next").Offset)
+
+	part := fc.partition("lossy", 0)
+	part.mu.Lock()
+	defer part.mu.Unlock()
+	var values []string
+	var epochs []int16
+	for _, b := range part.batches {
+		h, err := wire.Validate(b)
+		require.NoError(t, err)
+		epochs = append(epochs, h.ProducerEpoch)
+		require.NoError(t, wire.Records(b, func(r wire.Record) error {
+			values = append(values, string(r.Value))
+			return nil
+		}))
+	}
+	require.Equal(t, []string{"kept", "after", "next"}, values)
+	require.Equal(t, epochs[0]+1, epochs[1], "a new epoch after the loss")
+	require.Equal(t, epochs[1], epochs[2])
+}
+
 // A batch no partition answers fails after DeliveryTimeout, and the
 // buffer is released.
 func TestDeliveryTimeout(t *testing.T) {

@@ -670,6 +670,39 @@ func (fc *fakeCluster) moveLeader(topic string, partition int) error {
 	return nil
 }
 
+// loseTail makes a new actor lead a partition whose log lacks its last n
+// batches, as a leader elected without records acknowledged at acks=1
+// does; its producers' state is what the rest of the log holds.
+func (fc *fakeCluster) loseTail(topic string, partition, n int) error {
+	if err := fc.moveLeader(topic, partition); err != nil {
+		return err
+	}
+	p := fc.partition(topic, partition)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.batches = p.batches[:max(len(p.batches)-n, 0)]
+	p.next = 0
+	clear(p.producers)
+	for _, b := range p.batches {
+		h, err := wire.Validate(b)
+		if err != nil {
+			return err
+		}
+		p.next = h.LastOffset() + 1
+		if h.ProducerID < 0 {
+			continue
+		}
+		prod := p.producers[h.ProducerID]
+		if prod == nil || h.ProducerEpoch > prod.epoch {
+			prod = &fakeProducer{epoch: h.ProducerEpoch}
+			p.producers[h.ProducerID] = prod
+		}
+		prod.lastSeq = h.LastSequence()
+		prod.recent = append(prod.recent, recentBatch{h.BaseSequence, h.LastSequence(), h.BaseOffset})
+	}
+	return nil
+}
+
 // bumpEpoch starts a new leader epoch on the same leader, as a leader
 // re-elected does: fetches naming the one before are fenced.
 func (fc *fakeCluster) bumpEpoch(topic string, partition int) {
@@ -829,6 +862,14 @@ func (p *fakePartition) append(m *messages.ProduceRequest) *messages.ProduceResp
 	var prod *fakeProducer
 	if h.ProducerID >= 0 {
 		prod = p.producers[h.ProducerID]
+		switch {
+		case prod != nil && h.ProducerEpoch < prod.epoch:
+			resp.Error = messages.ErrorCode_INVALID_PRODUCER_EPOCH
+			return resp
+		case prod != nil && h.ProducerEpoch > prod.epoch:
+			// A later epoch starts the producer over, from sequence 0.
+			prod = nil
+		}
 		if prod == nil {
 			if h.BaseSequence != 0 {
 				p.stats.outOfOrder++

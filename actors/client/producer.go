@@ -352,7 +352,7 @@ type batch struct {
 	corrID   int64
 	sentAt   time.Time
 	attempts int
-	stamped  int32 // sequence shift the batch was last stamped with
+	stamped  stamp // how the batch's producer fields were last written
 	lastErr  error
 }
 
@@ -693,7 +693,7 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 	b.bytes, pb.bytes = pb.bytes, 0
 	b.baseSeq = pb.nextSeq
 	b.sealed = time.Now()
-	b.corrID, b.attempts, b.stamped, b.lastErr = 0, 0, 0, nil
+	b.corrID, b.attempts, b.stamped, b.lastErr = 0, 0, stamp{}, nil
 	if p.cfg.idempotent {
 		pb.nextSeq = addSeq(pb.nextSeq, int32(len(b.records)))
 	}
@@ -781,8 +781,8 @@ func (p *Producer) split(b *batch, limit int64) ([]*batch, error) {
 		if p.cfg.idempotent {
 			opts = wire.BatchOptions{
 				ProducerID:    p.producerID,
-				ProducerEpoch: p.producerEpoch,
-				BaseSequence:  subSeq(seq, b.stamped),
+				ProducerEpoch: p.producerEpoch + b.stamped.bump,
+				BaseSequence:  subSeq(seq, b.stamped.shift),
 			}
 		}
 		opts.Compression = p.cfg.compression
@@ -930,8 +930,18 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// stampSequence rewrites a sealed batch's base sequence and its CRC.
-func stampSequence(b []byte, seq int32) {
+// stamp is how a batch's producer fields are written, relative to how it
+// was sealed: its sequences less shift (see partSender.seqShift), and its
+// producer epoch plus bump (see partSender.epochBump).
+type stamp struct {
+	shift int32
+	bump  int16
+}
+
+// stampProducer rewrites a sealed batch's producer epoch, base sequence and
+// CRC.
+func stampProducer(b []byte, epoch int16, seq int32) {
+	binary.BigEndian.PutUint16(b[producerEpochPos:], uint16(epoch))
 	binary.BigEndian.PutUint32(b[baseSequencePos:], uint32(seq))
 	binary.BigEndian.PutUint32(b[crcPos:], crc32.Checksum(b[attributesPos:], castagnoli))
 }

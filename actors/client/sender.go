@@ -3,12 +3,14 @@ package client
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/messages"
@@ -106,6 +108,15 @@ type partSender struct {
 	// them. An out-of-order answer to the head then means it does not, and
 	// they join seqShift.
 	unconfirmed int32
+	// epochBump is added to the producer's epoch in the batches sent from
+	// now on: the partition lost records it had acknowledged, and its
+	// batches go on from sequence 0 under a later epoch.
+	epochBump int16
+}
+
+// stamp is how ps's batches are stamped when sent now.
+func (ps *partSender) stamp() stamp {
+	return stamp{shift: ps.seqShift, bump: ps.epochBump}
 }
 
 // nodeSender is the sender's state for one node: the bytes of its
@@ -446,14 +457,14 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 			return
 		}
 		b := ps.queue[ps.inflight]
-		if cfg.idempotent && b.stamped != ps.seqShift {
+		if cfg.idempotent && b.stamped != ps.stamp() {
 			if b.attempts > 0 {
 				// A stream may still be about to write the bytes sent
 				// before (see remote.OutgoingProduces).
 				b.buf = slices.Clone(b.buf)
 			}
-			stampSequence(b.buf, subSeq(b.baseSeq, ps.seqShift))
-			b.stamped = ps.seqShift
+			stampProducer(b.buf, s.p.producerEpoch+ps.epochBump, subSeq(b.baseSeq, ps.seqShift))
+			b.stamped = ps.stamp()
 		}
 		s.corrID++
 		b.corrID = s.corrID
@@ -515,12 +526,27 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 		s.setInFlight(ps, ps.inflight-1)
 		s.complete(b, m.GetBaseOffset(), nil)
 		s.trySend(ctx, ps)
-	case code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER && i == 0 && ps.unconfirmed != 0 && b.stamped == ps.seqShift:
+	case code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER && i == 0 && ps.unconfirmed != 0 && b.stamped == ps.stamp():
 		// The batches failed before the head never reached the log:
 		// renumber from the partition's last sequence and resend.
 		ps.seqShift = addSeq(ps.seqShift, ps.unconfirmed)
 		ps.unconfirmed = 0
 		b.lastErr = codeError(code, m.GetErrorMessage())
+		s.backoff(ps)
+	case code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER && i == 0 && b.stamped == ps.stamp() &&
+		s.p.producerEpoch+ps.epochBump < math.MaxInt16:
+		// Everything before the head was acknowledged, yet the partition
+		// expects another sequence: it lost records it had acknowledged
+		// (acks=1 and a new leader without them, or an unclean election),
+		// or its state of this producer. As Kafka's producer does
+		// (KIP-360), the partition's batches go on from sequence 0 under
+		// the next epoch, which it takes as a new start. The head was
+		// refused, so nothing is written twice.
+		ps.epochBump++
+		ps.seqShift = b.baseSeq
+		b.lastErr = codeError(code, m.GetErrorMessage())
+		s.p.logger.WithFields(logrus.Fields{"topic": ps.key.topic, "partition": ps.key.partition, "epoch": s.p.producerEpoch + ps.epochBump}).
+			Warn("the partition lost records it had acknowledged, or this producer's state: its batches go on under a new producer epoch")
 		s.backoff(ps)
 	case retriable(code) || code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER:
 		// An out-of-order sequence after the first batch means an earlier
