@@ -103,7 +103,30 @@ func newTestClusterOf(t testing.TB, voters int, quorum QuorumSettings, configure
 	for id := range c.nodes {
 		c.waitRegistered(id)
 	}
+	c.knowEachOther()
 	return c
+}
+
+// knowEachOther waits until every node's metadata names every node of the
+// cluster, unfenced: a node learns the others' registrations from the
+// controller's log, some time after its own.
+func (c *testCluster) knowEachOther() {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool {
+		for _, n := range c.nodes {
+			md := request[*messages.MetadataResponse](c.t, n, n.Metadata(), &messages.MetadataRequest{})
+			live := 0
+			for _, b := range md.Brokers {
+				if _, ok := c.nodes[b.NodeId]; ok && !b.Fenced {
+					live++
+				}
+			}
+			if live != len(c.nodes) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "every node to know every other, unfenced")
 }
 
 // start starts node id from its config.

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 )
 
@@ -756,6 +758,9 @@ func TestKafkaGroupCoordinatorInCluster(t *testing.T) {
 	c := newTestClusterOf(t, 3, fastQuorum, func(cfg *Config) {
 		cfg.KafkaListen = "127.0.0.1:0"
 		cfg.OffsetsTopicPartitions = 3
+		// The coordinators' notes (joins, rebalances and their reasons)
+		// show with a failure.
+		cfg.Logger = actortest.Logger(t, logrus.InfoLevel)
 	})
 	var seeds []string
 	addrs := map[int32]string{}
@@ -811,7 +816,8 @@ func TestKafkaGroupCoordinatorInCluster(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		// Kafka's default session timeout: a client learns of its
 		// coordinator's move only once it has given up on the old one.
-		startGroupConsumer(t, seeds, "spread-group", "spread", name, kgo.CooperativeStickyBalancer(), w, kgo.SessionTimeout(45*time.Second))
+		startGroupConsumer(t, seeds, "spread-group", "spread", name, kgo.CooperativeStickyBalancer(), w, kgo.SessionTimeout(45*time.Second),
+			kgo.WithLogger(kgo.BasicLogger(actortest.Logger(t, logrus.InfoLevel).Out, kgo.LogLevelInfo, func() string { return name + ": " })))
 	}
 	waitFor(t, "two consumers to share the partitions and read every record", func() (bool, string) {
 		got, _ := w.distinct()
