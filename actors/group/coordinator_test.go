@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -342,4 +343,39 @@ func TestCoordinatorCommitRefused(t *testing.T) {
 			require.Equal(t, []string{"t-0@3"}, offsets)
 		})
 	}
+}
+
+// A generation whose write fails is written again once the offsets
+// partition takes writes: left unstored, it would be lost to a coordinator
+// move, which would restore none and cost the group a rebalance.
+func TestCoordinatorStoresAFailedGenerationAgain(t *testing.T) {
+	partition := &fakeOffsetsPartition{highWatermark: -1, refuse: messages.ErrorCode_NOT_ENOUGH_REPLICAS}
+	h := newCoordinatorHarness(t, partition, 1, 0)
+	join := h.request(h.groups, joinRequest("", "a", "range")).(*messages.JoinGroupResponse)
+	require.Equal(t, messages.ErrorCode_NONE, join.Error, join.ErrorMessage)
+	require.Equal(t, int32(1), join.Generation)
+	sync := h.request(h.groups, &messages.SyncGroupRequest{GroupId: "g", MemberId: join.MemberId, Generation: 1,
+		Assignments: assignment(map[string]string{join.MemberId: "A"})}).(*messages.SyncGroupResponse)
+	require.Equal(t, messages.ErrorCode_NONE, sync.Error, sync.ErrorMessage)
+
+	// The first write was refused; the partition takes the next.
+	time.Sleep(100 * time.Millisecond)
+	require.Zero(t, h.request(h.partition, &replicaState{}).(*replicaStateAnswer).endOffset)
+	h.request(h.partition, &setReplica{epoch: 0, highWatermark: -1})
+	require.Eventually(t, func() bool {
+		return h.request(h.partition, &replicaState{}).(*replicaStateAnswer).endOffset > 0
+	}, 5*time.Second, 20*time.Millisecond)
+	state := newOffsetsState()
+	_, bad, err := decodeOffsetBatches(state, slices.Concat(partition.batches...), 0)
+	require.NoError(t, err)
+	require.Zero(t, bad)
+	var gen *messages.ClassicGeneration
+	for k, v := range state.group("g") {
+		if k.members {
+			gen = v.Classic
+		}
+	}
+	require.NotNil(t, gen, "the generation is stored")
+	require.Equal(t, int32(1), gen.Generation)
+	require.Equal(t, join.MemberId, gen.Leader)
 }

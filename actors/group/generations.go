@@ -20,21 +20,56 @@ import (
 // heartbeating and committing in their generation without a rebalance.
 
 // storeGeneration writes the group's generation (value nil: deletes the
-// one stored) after the writes before it. A write that fails is logged
-// and costs only a rebalance should the group's coordinator move before
-// the next generation is stored: its members then join again.
+// one stored) after the writes before it. A write that fails is written
+// again after generationRetryBackoff, while it is still the latest the
+// group asked for and the node still coordinates the group: a generation
+// left unstored would cost a rebalance should the group's coordinator
+// move, as its members would then join again.
 func (g *groupActor) storeGeneration(ctx actor.Context, value *messages.OffsetValue) {
+	g.writeGeneration(ctx, value, 0)
+}
+
+// writeGeneration is storeGeneration's write, again for the attempt-th
+// time; only the first failure is logged.
+func (g *groupActor) writeGeneration(ctx actor.Context, value *messages.OffsetValue, attempt int) {
 	if value == nil && !g.generationStored {
 		return
 	}
+	g.generationSeq++
+	seq := g.generationSeq
 	req := &appendOffsets{group: g.cfg.id, keys: []*messages.OffsetKey{membersKey(g.cfg.id)}, values: []*messages.OffsetValue{value}}
 	g.write(ctx, req, func(code messages.ErrorCode, text string) {
-		if code != messages.ErrorCode_NONE {
-			g.logger.WithField("error", code.String()).Warn("group generation not stored: " + text)
-			return
+		switch {
+		case code == messages.ErrorCode_NONE:
+			// Writes complete in order: the log holds the latest.
+			g.generationStored = value != nil
+		case code == messages.ErrorCode_NOT_COORDINATOR || g.mode != modeServing:
+			// The next coordinator restores what its log holds.
+		case seq == g.generationSeq:
+			if attempt == 0 {
+				g.logger.WithField("error", code.String()).Warn("group generation not stored; writing it again until it is: " + text)
+			}
+			g.timers.SendOnce(generationRetryBackoff, ctx.Self(), &storeGenerationAgain{seq: seq, value: value, attempt: attempt + 1})
 		}
-		g.generationStored = value != nil
 	})
+}
+
+// generationRetryBackoff is how long a group waits before it writes again
+// a generation whose write failed.
+const generationRetryBackoff = 500 * time.Millisecond
+
+// storeGenerationAgain has the group write again the generation whose
+// write seq failed, unless it asked for a later one since.
+type storeGenerationAgain struct {
+	seq     uint64
+	value   *messages.OffsetValue
+	attempt int
+}
+
+func (g *groupActor) onStoreGenerationAgain(ctx actor.Context, m *storeGenerationAgain) {
+	if m.seq == g.generationSeq && g.mode == modeServing {
+		g.writeGeneration(ctx, m.value, m.attempt)
+	}
 }
 
 // storeDepot stores the generation of Depot's protocol the group has, or

@@ -177,6 +177,9 @@ type groupActor struct {
 	// generationStored is set while __consumer_offsets holds a generation
 	// of the group, of either protocol (see generations.go).
 	generationStored bool
+	// generationSeq counts the generation writes asked for: only the
+	// latest is written again when it fails.
+	generationSeq uint64
 	// waiting are the classic group's requests that wait for an answer,
 	// by waiter; classicTimers its timers that run.
 	waiting       map[waiter]waitingRequest
@@ -231,6 +234,8 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		}
 	case *groupMetadataTick:
 		g.onMetadataTick(ctx)
+	case *storeGenerationAgain:
+		g.onStoreGenerationAgain(ctx, m)
 	case *actor.Stopping:
 		g.onStopping(ctx)
 	case *actor.Stopped, *actor.Restarting:
