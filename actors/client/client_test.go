@@ -503,11 +503,28 @@ func TestRequestsInFlightPerNodeAreBounded(t *testing.T) {
 	fc, c := setup(t)
 	ctx := testContext(t, 30*time.Second)
 	require.NoError(t, fc.createTopic("many", n))
-	fc.setFaults(faults{holdProduce: 5 * time.Millisecond})
+	fc.setFaults(faults{holdProduce: 300 * time.Millisecond})
 	p, err := c.NewProducer(MaxInFlightPerNode(inFlight), Linger(time.Millisecond))
 	require.NoError(t, err)
 	defer p.Close()
-	produceAll(t, ctx, p, "many", 2000)
+	// Half the records, then the other half once a request of the first
+	// is held at the node: however the producer batched the first half,
+	// the second goes while it waits.
+	var first sync.WaitGroup
+	var firstErr atomic.Value
+	for i := range 1000 {
+		first.Add(1)
+		p.Produce(ctx, &Record{Topic: "many", Key: []byte("first-" + strconv.Itoa(i)), Value: []byte("v")}, func(_ *Record, err error) {
+			if err != nil {
+				firstErr.CompareAndSwap(nil, err)
+			}
+			first.Done()
+		})
+	}
+	require.Eventually(t, func() bool { return fc.working.Load() > 0 }, 10*time.Second, time.Millisecond)
+	produceAll(t, ctx, p, "many", 1000)
+	first.Wait()
+	require.Nil(t, firstErr.Load())
 	require.LessOrEqual(t, fc.maxUnanswered.Load(), int32(inFlight))
 	require.Equal(t, int32(inFlight), fc.maxUnanswered.Load(), "the bound was never reached")
 	st := p.Stats()
