@@ -817,7 +817,7 @@ func TestKafkaGroupCoordinatorInCluster(t *testing.T) {
 		// Kafka's default session timeout: a client learns of its
 		// coordinator's move only once it has given up on the old one.
 		startGroupConsumer(t, seeds, "spread-group", "spread", name, kgo.CooperativeStickyBalancer(), w, kgo.SessionTimeout(45*time.Second),
-			kgo.WithLogger(kgo.BasicLogger(actortest.Logger(t, logrus.InfoLevel).Out, kgo.LogLevelInfo, func() string { return name + ": " })))
+			kgo.WithLogger(kgo.BasicLogger(actortest.Writer(t), kgo.LogLevelInfo, func() string { return name + ": " })))
 	}
 	waitFor(t, "two consumers to share the partitions and read every record", func() (bool, string) {
 		got, _ := w.distinct()

@@ -6,6 +6,7 @@ package actortest
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,8 +39,9 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Logger returns a logger at level whose lines go through t.Log.
-func Logger(t testing.TB, level logrus.Level) *logrus.Logger {
+// Writer returns a writer whose lines go through t.Log until the test
+// ends, for loggers other than logrus (a Kafka client's).
+func Writer(t testing.TB) io.Writer {
 	w := &testWriter{t: t}
 	// Cleanups run last registered first: this one, registered before any
 	// actor system the test starts, runs after they have stopped.
@@ -48,8 +50,13 @@ func Logger(t testing.TB, level logrus.Level) *logrus.Logger {
 		w.ended = true
 		w.mu.Unlock()
 	})
+	return w
+}
+
+// Logger returns a logger at level whose lines go through t.Log.
+func Logger(t testing.TB, level logrus.Level) *logrus.Logger {
 	l := logrus.New()
-	l.SetOutput(w)
+	l.SetOutput(Writer(t))
 	l.SetLevel(level)
 	return l
 }

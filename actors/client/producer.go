@@ -781,7 +781,7 @@ func (p *Producer) split(b *batch, limit int64) ([]*batch, error) {
 		if p.cfg.idempotent {
 			opts = wire.BatchOptions{
 				ProducerID:    p.producerID,
-				ProducerEpoch: p.producerEpoch + b.stamped.bump,
+				ProducerEpoch: p.epoch(b.stamped),
 				BaseSequence:  subSeq(seq, b.stamped.shift),
 			}
 		}
@@ -937,6 +937,9 @@ type stamp struct {
 	shift int32
 	bump  int16
 }
+
+// epoch is the producer epoch a batch stamped st carries.
+func (p *Producer) epoch(st stamp) int16 { return p.producerEpoch + st.bump }
 
 // stampProducer rewrites a sealed batch's producer epoch, base sequence and
 // CRC.

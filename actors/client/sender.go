@@ -463,8 +463,8 @@ func (s *sender) trySend(ctx actor.Context, ps *partSender) {
 				// before (see remote.OutgoingProduces).
 				b.buf = slices.Clone(b.buf)
 			}
-			stampProducer(b.buf, s.p.producerEpoch+ps.epochBump, subSeq(b.baseSeq, ps.seqShift))
 			b.stamped = ps.stamp()
+			stampProducer(b.buf, s.p.epoch(b.stamped), subSeq(b.baseSeq, b.stamped.shift))
 		}
 		s.corrID++
 		b.corrID = s.corrID
@@ -534,7 +534,7 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 		b.lastErr = codeError(code, m.GetErrorMessage())
 		s.backoff(ps)
 	case code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER && i == 0 && b.stamped == ps.stamp() &&
-		s.p.producerEpoch+ps.epochBump < math.MaxInt16:
+		s.p.epoch(ps.stamp()) < math.MaxInt16:
 		// Everything before the head was acknowledged, yet the partition
 		// expects another sequence: it lost records it had acknowledged
 		// (acks=1 and a new leader without them, or an unclean election),
@@ -545,7 +545,7 @@ func (s *sender) onResponse(ctx actor.Context, m *messages.ProduceResponse) {
 		ps.epochBump++
 		ps.seqShift = b.baseSeq
 		b.lastErr = codeError(code, m.GetErrorMessage())
-		s.p.logger.WithFields(logrus.Fields{"topic": ps.key.topic, "partition": ps.key.partition, "epoch": s.p.producerEpoch + ps.epochBump}).
+		s.p.logger.WithFields(logrus.Fields{"topic": ps.key.topic, "partition": ps.key.partition, "epoch": s.p.epoch(ps.stamp())}).
 			Warn("the partition lost records it had acknowledged, or this producer's state: its batches go on under a new producer epoch")
 		s.backoff(ps)
 	case retriable(code) || code == messages.ErrorCode_OUT_OF_ORDER_SEQUENCE_NUMBER:
