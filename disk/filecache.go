@@ -75,6 +75,9 @@ type FileCache struct {
 	evictions                    int64
 	evictionSyncs                int64
 	waits                        int64
+	// dropBehind bounds the written bytes of its files left in the page
+	// cache; nil: no bound (see KeepWritten).
+	dropBehind *dropBehind
 }
 
 // FileCacheStats is what a FileCache holds and has done.
@@ -110,6 +113,18 @@ func NewFileCache(capacity int) *FileCache {
 	c := &FileCache{capacity: max(capacity, 0)}
 	c.freed.L = &c.mu
 	return c
+}
+
+// KeepWritten bounds the bytes of the newest writes of the cache's files
+// that stay in the OS page cache: older written bytes are dropped from it
+// once on their way to the device (see dropBehind). bytes <= 0 sets no
+// bound, as a new cache has. Call it before any file is opened through
+// the cache.
+func (c *FileCache) KeepWritten(bytes int64) {
+	c.dropBehind = nil
+	if bytes > 0 {
+		c.dropBehind = &dropBehind{bound: bytes}
+	}
 }
 
 // Stats returns what the cache holds now and has done so far.
@@ -618,14 +633,43 @@ func (h *cachedFile) call(op string, fn func(File) error) error {
 }
 
 // StartWriteback passes the hint on to the descriptor when its file can
-// take it (see writebacker), and does nothing otherwise.
+// take it (see writebacker), and does nothing otherwise. The range then
+// counts towards the cache's bound on written bytes kept in the page
+// cache (see KeepWritten).
 func (h *cachedFile) StartWriteback(offset, n int64) error {
-	return h.call("writeback", func(f File) error {
+	err := h.call("writeback", func(f File) error {
 		if w, ok := f.(writebacker); ok {
 			return w.StartWriteback(offset, n)
 		}
 		return nil
 	})
+	if err == nil {
+		h.cache.dropBehind.written(h, offset, n)
+	}
+	return err
+}
+
+// dropPages asks the OS to drop a range of the file from the page cache
+// (see pageDropper), when the handle's descriptor is open and its file can
+// take it: it does not reopen a descriptor for it. A failure is left
+// alone: the pages stay cached, which is what the kernel would do anyway.
+func (h *cachedFile) dropPages(offset, n int64) {
+	c := h.cache
+	c.mu.Lock()
+	f := h.file
+	if f == nil || h.closed {
+		c.mu.Unlock()
+		return
+	}
+	h.refs++
+	if h.list != nil {
+		h.list.remove(h)
+	}
+	c.mu.Unlock()
+	if d, ok := f.(pageDropper); ok {
+		_ = d.DropPages(offset, n)
+	}
+	h.release(false)
 }
 
 // Close closes the handle for good: its descriptor at once, or when the

@@ -128,6 +128,15 @@ type Config struct {
 	// process's limit less 4096, or half of it when it is lower. Nodes that share a process set theirs, so that
 	// together they stay under its limit.
 	MaxOpenFiles int
+	// KeepWrittenBytes bounds the bytes of the node's newest log writes
+	// left in the OS page cache, across its partitions: older written
+	// bytes are dropped from the page cache once their writeback has
+	// started (see disk.FileCache.KeepWritten). Readers at the tail,
+	// followers and consumers keeping up, read from the bytes kept; a
+	// reader further behind reads from the device. Default
+	// DefaultKeepWrittenBytes; below 0: no bound, every written page
+	// stays until the kernel reclaims it.
+	KeepWrittenBytes int64
 	// SyncfsPartitions is the fewest partitions for which a log dir's
 	// group commit syncs its whole file system at once (syncfs) rather
 	// than each partition's file (see disks.FlusherConfig.FileSystemSyncFlushes):
@@ -188,6 +197,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOpenFiles == 0 {
 		c.MaxOpenFiles = DefaultMaxOpenFiles()
+	}
+	if c.KeepWrittenBytes == 0 {
+		c.KeepWrittenBytes = DefaultKeepWrittenBytes
 	}
 	if c.SyncfsPartitions == 0 {
 		c.SyncfsPartitions = disks.DefaultFileSystemSyncFlushes
@@ -287,6 +299,9 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// DefaultKeepWrittenBytes is the KeepWrittenBytes of a node given none.
+const DefaultKeepWrittenBytes = 1 << 30
 
 // DefaultMaxOpenFiles is the MaxOpenFiles of a node given none: the
 // process's limit on open files (the soft RLIMIT_NOFILE, which Go raises

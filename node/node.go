@@ -180,6 +180,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.registry = prometheus.NewRegistry()
 	n.partitionMetrics = partition.NewMetrics(n.registry)
 	n.files = disk.NewFileCache(cfg.MaxOpenFiles)
+	n.files.KeepWritten(cfg.KeepWrittenBytes)
 	n.manager, err = root.SpawnNamed(partition.NewPartitionManagerProps(partition.PartitionManagerConfig{
 		FS:              cfg.FS,
 		Files:           n.files,
