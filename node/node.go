@@ -515,19 +515,19 @@ func (n *Node) startPartitions() error {
 	for _, t := range md.Topics {
 		req := &messages.StartPartitionsRequest{Configs: t.Configs}
 		for _, p := range t.Partitions {
-			dir, holds := replicaDir(p, n.cfg.NodeID)
+			recorded, holds := replicaDir(p, n.cfg.NodeID)
 			if !holds {
 				continue
 			}
 			a := &messages.PartitionAssignment{
-				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: dir,
+				Topic: t.Name, Partition: p.Partition, NodeId: n.cfg.NodeID, DirId: recorded,
 				Leader: p.Leader, LeaderAddress: p.LeaderAddress, Replicas: p.Replicas, Isr: p.Isr,
 				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
 				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 			}
-			if dir, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
-				a.LogDir, a.DirId = dir, n.dirIDs[dir]
-				if a.DirId != dir {
+			if path, ok := n.locations[disk.TopicPartition{Topic: t.Name, Partition: p.Partition}]; ok {
+				a.LogDir, a.DirId = path, n.dirIDs[path]
+				if a.DirId != recorded {
 					moved = append(moved, a)
 				}
 			}
