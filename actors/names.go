@@ -28,6 +28,13 @@ const (
 	KafkaListenerName = "kafka"
 )
 
+// MetadataCaughtUp tells a node's partition manager that the node's
+// metadata has caught up with the cluster's: the node is registered with
+// the active controller and unfenced in this incarnation, and the changes
+// to its partitions applied before that were handed to the manager first.
+// Sent by the node's metadata actor, once.
+type MetadataCaughtUp struct{}
+
 // PartitionActorName is the stable name of a partition's actor on its node:
 // "partitions/<topic>-<partition>", the partition manager
 // (PartitionManagerName) spawning each partition as its child

@@ -195,6 +195,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		ReplicaLagMax:   cfg.ReplicaLagMax,
 		ReplicaThrottle: replicaThrottle(cfg.Balance),
 		Metrics:         n.partitionMetrics,
+		AwaitMetadata:   true,
 		Logger:          n.logger,
 	}), actors.PartitionManagerName)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
 	"github.com/depot-dev/depot/messages"
 )
@@ -188,4 +189,82 @@ func TestInternalTopicReplicasRaised(t *testing.T) {
 	for _, p := range c.agree().Topics[0].Partitions {
 		require.Equal(t, created.Topic.Partitions[p.Partition].Replicas, p.Replicas[:2], "the replicas it had stay first")
 	}
+}
+
+// A node restarted with the metadata it had when it was killed takes no
+// produce until its metadata has caught up with the cluster's: until then
+// it would lead, in an old leader epoch, a partition that has a new leader
+// since.
+func TestRestartedNodeTakesNoProduceUntilCaughtUp(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := c.client()
+	_, err := cl.CreateTopicReplicated(ctx, "orders", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	require.NoError(t, err)
+	produceAcked(t, cl, "orders", 0, 100, -1)
+	p0 := c.waitReplicated("orders").Partitions[0]
+	old, epoch := p0.Leader, p0.LeaderEpoch
+	// Every node knows where each replica lives, so that the restarted
+	// node has no directory to record before it starts.
+	require.Eventually(t, func() bool {
+		for _, r := range c.agree().Topics[0].Partitions[0].ReplicaDirs {
+			if r.DirId == "" {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, killInProcess(c.nodes[old]))
+	delete(c.nodes, old)
+	require.Eventually(t, func() bool {
+		now := c.agree().Topics[0].Partitions[0]
+		return now.Leader >= 0 && now.Leader != old
+	}, 30*time.Second, 20*time.Millisecond, "a new leader")
+
+	// The others' answers to the restarted node are lost, so that it
+	// cannot catch up.
+	for _, n := range c.nodes {
+		n.Faults().Cut(c.cfgs[old].Listen)
+	}
+	restarted := c.start(old)
+	md := request[*messages.MetadataResponse](t, restarted, restarted.Metadata(), &messages.MetadataRequest{Topics: []string{"orders"}})
+	stale := md.Topics[0].Partitions[0]
+	require.Equal(t, old, stale.Leader, "the restarted node's metadata names it the leader")
+	require.Equal(t, epoch, stale.LeaderEpoch)
+
+	manager := actor.NewPID(restarted.Address(), actors.PartitionManagerName)
+	produce := func() *messages.ProduceResponse {
+		resp := request[*messages.ProduceResponses](t, restarted, manager, &messages.ProduceRequests{Requests: []*messages.ProduceRequest{
+			{Topic: "orders", Partition: 0, Acks: 1, Records: actortest.Batch(t, "stale"), CorrelationId: 1},
+		}})
+		require.Len(t, resp.Responses, 1)
+		return resp.Responses[0]
+	}
+	refused := produce()
+	require.Equal(t, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, refused.Error, refused.ErrorMessage)
+	require.Contains(t, refused.ErrorMessage, "catching up")
+
+	for _, n := range c.nodes {
+		n.Faults().HealAll()
+	}
+	c.nodes[old] = restarted
+	c.waitRegistered(old)
+	require.Eventually(t, func() bool {
+		md := request[*messages.MetadataResponse](t, restarted, restarted.Metadata(), &messages.MetadataRequest{Topics: []string{"orders"}})
+		return md.Topics[0].Partitions[0].Leader != old
+	}, 30*time.Second, 20*time.Millisecond, "the restarted node learns the new leader")
+	refused = produce()
+	require.Equal(t, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, refused.Error, "a follower now: %s", refused.ErrorMessage)
+	require.NotContains(t, refused.ErrorMessage, "catching up")
+
+	produceAcked(t, c.client(), "orders", 100, 100, -1)
+	got := consumeAll(t, c.client(), "orders", 1)
+	var values []string
+	for _, r := range got[0] {
+		values = append(values, string(r.Value))
+	}
+	require.Len(t, values, 200, "the acknowledged records, and nothing the restarted node was sent")
+	require.NotContains(t, values, "stale")
 }

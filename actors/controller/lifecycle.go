@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/sirupsen/logrus"
 
+	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/metadata"
 	"github.com/depot-dev/depot/messages"
 )
@@ -78,6 +79,10 @@ type lifecycle struct {
 	sent uint64
 	// voter is the voter asked next while no leader is known.
 	voter int
+	// caughtUp is set once the partition manager was told that the
+	// node's metadata caught up, caughtUpQueued once the word is queued
+	// (see caughtUp).
+	caughtUp, caughtUpQueued bool
 	// duplicateSince is when the registration was first refused for a
 	// node id held by a live node.
 	duplicateSince time.Time
@@ -366,6 +371,9 @@ func (a *controllerActor) answerWaiters(ctx actor.Context) {
 	} else if a.failed != nil {
 		answer = &Registration{Err: a.failed}
 	} else if n, ok := a.image.Node(a.cfg.NodeID); ok && !n.Fenced && n.Incarnation == l.incarnation {
+		if !a.caughtUp(ctx) {
+			return
+		}
 		answer = &Registration{}
 	}
 	if answer == nil {
@@ -377,6 +385,33 @@ func (a *controllerActor) answerWaiters(ctx actor.Context) {
 		}
 	}
 	l.waiters = nil
+}
+
+// caughtUp reports whether the partition manager was told that the
+// node's metadata caught up with the cluster's (actors.MetadataCaughtUp),
+// and has it told if not: the image has the node unfenced in this
+// incarnation, so it holds every change the active controller made before
+// it unfenced the node, the leaderships its registration moved away
+// included. The word goes after the steps queued for those changes, so
+// that the manager has them first, and the node counts as registered
+// (AwaitRegistration) once it went, so that a produce sent after that is
+// taken.
+func (a *controllerActor) caughtUp(ctx actor.Context) bool {
+	l := &a.life
+	if l.caughtUp || a.cfg.PartitionManager == nil {
+		return true
+	}
+	if !l.caughtUpQueued {
+		l.caughtUpQueued = true
+		manager := a.cfg.PartitionManager
+		a.acts = append(a.acts, act{outcome: &actOutcome{}, direct: true, reply: func(messages.ErrorCode, string) {
+			ctx.Send(manager, &actors.MetadataCaughtUp{})
+			l.caughtUp = true
+			a.answerWaiters(ctx)
+		}})
+		a.runActs(ctx)
+	}
+	return l.caughtUp
 }
 
 // buildRegister generates the records that register a node, after checking

@@ -62,7 +62,16 @@ type PartitionManagerConfig struct {
 	// opening at a time, after its answer. Default 64: a recovery ends in
 	// fsyncs, which overlap.
 	BackgroundOpens int
-	Logger          *logrus.Entry
+	// AwaitMetadata has the manager refuse produces, with
+	// NOT_LEADER_OR_FOLLOWER, until the node's metadata has caught up with
+	// the cluster's (actors.MetadataCaughtUp). A node starts its
+	// partitions from the metadata it had when it stopped; until it has
+	// caught up, a partition it led then may since have a new leader, and
+	// taking writes as the old one would acknowledge at acks=1 records that
+	// the new leader's log truncates away, or refuse an idempotent
+	// producer's next sequence as out of order.
+	AwaitMetadata bool
+	Logger        *logrus.Entry
 	// gatherParked, when set, is called as each gather parks (see
 	// gather). Tests use it to act on a fetch that waits.
 	gatherParked func()
@@ -86,8 +95,11 @@ type partitionManager struct {
 	starting     map[disk.TopicPartition]bool
 	pendingStops []*pendingStop
 	stopping     bool // the manager itself is stopping, and its children with it
-	produces     produceGathers
-	stopTick     scheduler.CancelFunc
+	// caughtUp is set once the node's metadata caught up with the
+	// cluster's, when the manager waits for it (AwaitMetadata).
+	caughtUp bool
+	produces produceGathers
+	stopTick scheduler.CancelFunc
 	// stopPartitionsTick stops the ticks of the partitions.
 	stopPartitionsTick scheduler.CancelFunc
 	logger             *logrus.Entry
@@ -177,7 +189,12 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	case *logOpened:
 		m.onLogOpened(ctx, msg)
 	case *messages.ProduceRequests:
-		m.produces.route(ctx, msg, m.children, m.stopping)
+		m.produces.route(ctx, msg, m.children, m.produceRefusal())
+	case *actors.MetadataCaughtUp:
+		if !m.caughtUp && m.cfg.AwaitMetadata {
+			m.logger.Info("metadata caught up with the cluster's: taking produces")
+		}
+		m.caughtUp = true
 	case *messages.ProduceResponse:
 		m.produces.answered(ctx, msg)
 	case *gatherTick:
@@ -243,6 +260,17 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	default:
 		m.logger.WithField("type", fmt.Sprintf("%T", msg)).Warn("unhandled message")
 	}
+}
+
+// produceRefusal is why the node takes no produce now, or "".
+func (m *partitionManager) produceRefusal() string {
+	switch {
+	case m.stopping:
+		return fmt.Sprintf("node %d is stopping", m.cfg.NodeID)
+	case m.cfg.AwaitMetadata && !m.caughtUp:
+		return fmt.Sprintf("node %d is catching up with the cluster's metadata", m.cfg.NodeID)
+	}
+	return ""
 }
 
 // partitionsTick makes the manager tick its partitions.

@@ -71,17 +71,17 @@ func newProduceGathers(nodeID int32, transport *remote.Transport, outboxes *acto
 }
 
 // route hands each request of req to its partition among children, in
-// order (none while the manager stops), and gathers the answers of those
-// with acks 1 or -1. A partition that is not there is answered
-// NOT_LEADER_OR_FOLLOWER.
-func (g *produceGathers) route(ctx actor.Context, req *messages.ProduceRequests, children map[disk.TopicPartition]*actor.PID, stopping bool) {
+// order, and gathers the answers of those with acks 1 or -1. A partition
+// that is not there is answered NOT_LEADER_OR_FOLLOWER, and so is every
+// request while refusal, the reason the node takes none, is set.
+func (g *produceGathers) route(ctx actor.Context, req *messages.ProduceRequests, children map[disk.TopicPartition]*actor.PID, refusal string) {
 	now := g.now()
 	g.expire(ctx, now)
 	var pg *produceGather
 	var timeout time.Duration
 	for _, r := range req.Requests {
 		var pid *actor.PID
-		if !stopping {
+		if refusal == "" {
 			pid = children[disk.TopicPartition{Topic: r.Topic, Partition: r.Partition}]
 		}
 		if r.Acks == 0 {
@@ -97,8 +97,11 @@ func (g *produceGathers) route(ctx actor.Context, req *messages.ProduceRequests,
 		}
 		if pid == nil {
 			g.transport.Release(r)
-			pg.resps = append(pg.resps, g.failed(r, r.CorrelationId, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER,
-				fmt.Sprintf("partition %d of %q is not on node %d", r.Partition, r.Topic, g.nodeID)))
+			msg := refusal
+			if msg == "" {
+				msg = fmt.Sprintf("partition %d of %q is not on node %d", r.Partition, r.Topic, g.nodeID)
+			}
+			pg.resps = append(pg.resps, g.failed(r, r.CorrelationId, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, msg))
 			continue
 		}
 		g.nextID++

@@ -26,7 +26,7 @@ type gatherHost struct {
 func (h *gatherHost) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.ProduceRequests:
-		h.g.route(ctx, m, h.children, false)
+		h.g.route(ctx, m, h.children, "")
 	case *messages.ProduceResponse:
 		h.g.answered(ctx, m)
 	case *gatherTick:
