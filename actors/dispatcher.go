@@ -43,6 +43,16 @@ type WorkerDispatcher struct {
 
 var _ actor.Dispatcher = (*WorkerDispatcher)(nil)
 
+// DispatchedBy is the props option of an actor whose mailbox d runs, none
+// for nil: protoactor's default dispatcher, which starts a goroutine each
+// time the mailbox gets a message while empty.
+func DispatchedBy(d actor.Dispatcher) []actor.PropsOption {
+	if d == nil {
+		return nil
+	}
+	return []actor.PropsOption{actor.WithDispatcher(d)}
+}
+
 // NewWorkerDispatcher returns a dispatcher whose mailboxes process up to
 // throughput messages before yielding (protoactor's default is 300), that
 // runs at most workers mailboxes at once, and whose goroutines end after

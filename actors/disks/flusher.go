@@ -119,7 +119,10 @@ type FlusherConfig struct {
 	// hold is little. Default DefaultFileSystemSyncFlushes; negative:
 	// never.
 	FileSystemSyncFlushes int
-	Logger                *logrus.Entry
+	// Dispatcher runs the flusher's mailbox; nil: protoactor's default
+	// (see actors.DispatchedBy).
+	Dispatcher actor.Dispatcher
+	Logger     *logrus.Entry
 }
 
 // FlusherStatusRequest asks a flusher what it is doing; it answers with a
@@ -174,7 +177,7 @@ func NewFlusherProps(cfg FlusherConfig) *actor.Props {
 	logger := cfg.Logger.WithField("actor", "flusher")
 	return actors.Props(func() actor.Actor {
 		return &flusherActor{cfg: cfg, logger: logger}
-	}, logger)
+	}, logger, actors.DispatchedBy(cfg.Dispatcher)...)
 }
 
 func (a *flusherActor) Receive(ctx actor.Context) {

@@ -102,7 +102,10 @@ type LogDirConfig struct {
 	// FileSystemSyncFlushes is its flusher's (see
 	// FlusherConfig.FileSystemSyncFlushes).
 	FileSystemSyncFlushes int
-	Logger                *logrus.Entry
+	// Dispatcher runs the mailboxes of the log-dir actor and of its
+	// flusher; nil: protoactor's default (see actors.DispatchedBy).
+	Dispatcher actor.Dispatcher
+	Logger     *logrus.Entry
 }
 
 // Reserve is a log dir's free-space reserve: Bytes, or Percent of its
@@ -268,7 +271,7 @@ func NewLogDirProps(cfg LogDirConfig) *actor.Props {
 			a.partitions[tp] = newPartitionState(PartitionReport{TP: tp, RecoveryPoint: rp, LogStartOffset: cfg.Checkpoints.LogStart[tp]})
 		}
 		return a
-	}, logger)
+	}, logger, actors.DispatchedBy(cfg.Dispatcher)...)
 }
 
 func (a *logDirActor) Receive(ctx actor.Context) {
@@ -320,7 +323,7 @@ func (a *logDirActor) Receive(ctx actor.Context) {
 // startFlusher spawns the dir's flusher. Without one, the partitions,
 // whose flushes come back from it as dead letters, sync their own files.
 func (a *logDirActor) startFlusher(ctx actor.Context) {
-	props := NewFlusherProps(FlusherConfig{Parallelism: a.cfg.FlushParallelism, FileSystemSyncFlushes: a.cfg.FileSystemSyncFlushes, Logger: a.logger})
+	props := NewFlusherProps(FlusherConfig{Parallelism: a.cfg.FlushParallelism, FileSystemSyncFlushes: a.cfg.FileSystemSyncFlushes, Dispatcher: a.cfg.Dispatcher, Logger: a.logger})
 	if _, err := ctx.SpawnNamed(props, flusherName); err != nil {
 		a.logger.WithError(err).Error("cannot start the flusher; partitions sync their own files")
 	}

@@ -46,7 +46,10 @@ type fetcherConfig struct {
 	// throttled partitions together, 0 unlimited (see
 	// PartitionManagerConfig.ReplicaThrottle).
 	Throttle int64
-	Logger   *logrus.Entry
+	// Dispatcher runs the fetcher's mailbox (see
+	// PartitionManagerConfig.Dispatcher).
+	Dispatcher actor.Dispatcher
+	Logger     *logrus.Entry
 }
 
 // fetchPhase is where a followed partition stands.
@@ -160,7 +163,7 @@ func newFetcherProps(cfg fetcherConfig) *actor.Props {
 			throttle: fetchThrottle{rate: cfg.Throttle},
 			logger:   logger,
 		}
-	}, logger)
+	}, logger, actors.DispatchedBy(cfg.Dispatcher)...)
 }
 
 func (f *replicaFetcher) Receive(ctx actor.Context) {

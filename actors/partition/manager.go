@@ -71,7 +71,11 @@ type PartitionManagerConfig struct {
 	// the new leader's log truncates away, or refuse an idempotent
 	// producer's next sequence as out of order.
 	AwaitMetadata bool
-	Logger        *logrus.Entry
+	// Dispatcher runs the mailboxes of the manager and of its replica
+	// fetchers (the partitions run on a pool of their own); nil:
+	// protoactor's default (see actors.DispatchedBy).
+	Dispatcher actor.Dispatcher
+	Logger     *logrus.Entry
 	// gatherParked, when set, is called as each gather parks (see
 	// gather). Tests use it to act on a fetch that waits.
 	gatherParked func()
@@ -175,7 +179,7 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 			outboxes: outboxes,
 			dormant:  dormantPartitions{waiting: map[disk.TopicPartition]bool{}, opening: map[string]disk.TopicPartition{}},
 		}
-	}, logger, actor.WithSupervisor(supervisor))
+	}, logger, append(actors.DispatchedBy(cfg.Dispatcher), actor.WithSupervisor(supervisor))...)
 }
 
 func (m *partitionManager) Receive(ctx actor.Context) {

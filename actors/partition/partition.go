@@ -300,15 +300,7 @@ func NewPartitionProps(cfg PartitionConfig) *actor.Props {
 			a.behavior.Become(a.leading)
 		}
 		return a
-	}, cfg.Logger, dispatchedBy(cfg.Dispatcher)...) // a panic's line names the actor, and so the partition
-}
-
-// dispatchedBy is the props option of a partition run by d, none for nil.
-func dispatchedBy(d actor.Dispatcher) []actor.PropsOption {
-	if d == nil {
-		return nil
-	}
-	return []actor.PropsOption{actor.WithDispatcher(d)}
+	}, cfg.Logger, actors.DispatchedBy(cfg.Dispatcher)...) // a panic's line names the actor, and so the partition
 }
 
 // logger is the partition's logger, with its topic, partition and log
