@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -267,4 +268,54 @@ func TestRestartedNodeTakesNoProduceUntilCaughtUp(t *testing.T) {
 	}
 	require.Len(t, values, 200, "the acknowledged records, and nothing the restarted node was sent")
 	require.NotContains(t, values, "stale")
+}
+
+// A leader reads what its followers fetch into frames of its transport's
+// pool, which its streams write as they lie and then take back (see
+// remote.TestReplicaFetchMessage). With every buffer handed back
+// overwritten at once, what the followers appended is still what was
+// produced: the new leader, once the old one stops, gives back every
+// record.
+func TestReplicaFetchFramesGoBackToThePool(t *testing.T) {
+	c := newTestCluster(t, 3)
+	for _, n := range c.nodes {
+		n.Transport().PoisonPool(true)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := c.client()
+	_, err := cl.CreateTopicReplicated(ctx, "frames", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	require.NoError(t, err)
+	leader := c.agree().Topics[0].Partitions[0].Leader
+	pool := c.nodes[leader].Transport()
+	p, err := cl.NewProducer(client.Acks(-1))
+	require.NoError(t, err)
+	defer p.Close()
+	const count = 4000
+	value := make([]byte, 1000)
+	produce := func(from int) {
+		for i := from; i < from+count/2; i++ {
+			copy(value, fmt.Sprintf("record %d ", i))
+			p.Produce(ctx, &client.Record{Topic: "frames", Value: bytes.Clone(value)}, nil)
+		}
+		require.NoError(t, p.Flush(ctx))
+		c.waitReplicated("frames")
+	}
+	produce(0)
+	frames := pool.PoolStats().Frames
+	require.GreaterOrEqual(t, frames, int64(2), "each follower's fetches read into frames")
+	produce(count / 2)
+	require.Greater(t, pool.PoolStats().Frames, frames)
+
+	require.NoError(t, c.nodes[leader].Stop())
+	delete(c.nodes, leader)
+	require.Eventually(t, func() bool {
+		now := c.agree().Topics[0].Partitions[0]
+		return now.Leader >= 0 && now.Leader != leader
+	}, 30*time.Second, 20*time.Millisecond, "a follower leads")
+	got := consumeAll(t, c.client(), "frames", 1)[0]
+	require.Len(t, got, count)
+	for i, r := range got {
+		require.True(t, bytes.HasPrefix(r.Value, fmt.Appendf(nil, "record %d ", i)), "record %d", i)
+	}
 }

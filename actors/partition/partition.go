@@ -1176,31 +1176,51 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 	// The response owns the frame, since it may cross to another node or
 	// stay with a client: it goes back to the pool only from a stream that
 	// has written it, or from a local consumer that asked to hand it back
-	// once it has (remote.FetchFrame). Read looks one header past maxBytes, and grows the
-	// frame past maxFramePool when the data does.
-	buf := a.cfg.Transport.Frame(remote.FetchRecordsReserve + min(maxBytes, maxFramePool) + wire.HeaderSize)
-	frame, err := a.log.Read(offset, maxBytes, (*buf)[:remote.FetchRecordsReserve])
-	if err == nil && below < a.core.LogEndOffset() {
-		frame = frame[:remote.FetchRecordsReserve+len(state.RecordsBelow(frame[remote.FetchRecordsReserve:], below))]
+	// once it has (remote.FetchFrame).
+	var keep func([]byte) []byte
+	if below < a.core.LogEndOffset() {
+		keep = func(records []byte) []byte { return state.RecordsBelow(records, below) }
 	}
-	switch {
-	case err != nil:
-		a.cfg.Transport.PutFrame(buf)
+	records, frame, err := a.readFramed(offset, maxBytes, keep)
+	if err != nil {
 		a.readFailed(resp, offset, err)
 		return resp, nil, true
-	case len(frame) == remote.FetchRecordsReserve:
-		a.cfg.Transport.PutFrame(buf)
-		return resp, nil, false
-	case len(frame)-remote.FetchRecordsReserve < remote.InlineData:
-		// Too few bytes to travel as a buffer of their own: the stream
-		// would copy them and drop the frame, so they are copied now and
-		// the frame goes back, as a tailing consumer's fetches are.
-		resp.Records = bytes.Clone(frame[remote.FetchRecordsReserve:])
-		a.cfg.Transport.PutFrame(buf)
-		return resp, nil, false
 	}
-	resp.Records = frame[remote.FetchRecordsReserve:]
+	resp.Records = records
 	return resp, frame, false
+}
+
+// readFramed reads the batches from offset, up to maxBytes, into a frame
+// of the transport's pool: remote.FetchRecordsReserve bytes of room, then
+// the records, which the transport writes to another node as they lie
+// (see remote.Transport.FetchMessage) and then takes back. keep, when not
+// nil, cuts the records read to those it returns. frame is nil when there
+// are no records, or too few to travel as a buffer of their own (under
+// remote.InlineData): the stream would copy them and drop the frame, so
+// they are copied now and the frame goes back, as a tailing reader's are.
+func (a *partitionActor) readFramed(offset int64, maxBytes int, keep func([]byte) []byte) (records, frame []byte, err error) {
+	// Read looks one header past maxBytes, and grows the frame past
+	// maxFramePool when the data does.
+	buf := a.cfg.Transport.Frame(remote.FetchRecordsReserve + min(maxBytes, maxFramePool) + wire.HeaderSize)
+	frame, err = a.log.Read(offset, maxBytes, (*buf)[:remote.FetchRecordsReserve])
+	if err != nil {
+		a.cfg.Transport.PutFrame(buf)
+		return nil, nil, err
+	}
+	records = frame[remote.FetchRecordsReserve:]
+	if keep != nil {
+		records = keep(records)
+	}
+	switch {
+	case len(records) == 0:
+		a.cfg.Transport.PutFrame(buf)
+		return nil, nil, nil
+	case len(records) < remote.InlineData:
+		records = bytes.Clone(records)
+		a.cfg.Transport.PutFrame(buf)
+		return records, nil, nil
+	}
+	return records, frame[:remote.FetchRecordsReserve+len(records)], nil
 }
 
 // wakeFetches answers the parked fetches that have their min_bytes now

@@ -48,11 +48,14 @@ type (
 		req     *messages.ReplicaFetchPartition
 		wake    bool
 	}
-	// replicaFetched answers a replicaFetch.
+	// replicaFetched answers a replicaFetch: the response, and the frame
+	// its records were read into (see partitionActor.readFramed), nil
+	// when none.
 	replicaFetched struct {
 		gather uint64
 		part   int
 		resp   *messages.ReplicaFetchedPartition
+		frame  []byte
 	}
 	// replicaWake tells the manager that a partition whose fetch found
 	// nothing has appended.
@@ -308,7 +311,8 @@ func (a *partitionActor) notLeader() (messages.ErrorCode, string) {
 func (a *partitionActor) onReplicaFetch(ctx actor.Context, m *replicaFetch) {
 	req := m.req
 	resp := &messages.ReplicaFetchedPartition{Topic: a.tp.Topic, Partition: a.tp.Partition, FetchOffset: req.GetFetchOffset()}
-	defer ctx.Respond(&replicaFetched{gather: m.gather, part: m.part, resp: resp})
+	answer := &replicaFetched{gather: m.gather, part: m.part, resp: resp}
+	defer func() { ctx.Respond(answer) }()
 	switch {
 	case a.log == nil:
 		resp.Error, resp.ErrorMessage = a.unavailable()
@@ -339,13 +343,13 @@ func (a *partitionActor) onReplicaFetch(ctx actor.Context, m *replicaFetch) {
 		if maxBytes <= 0 {
 			maxBytes = defaultFetchMaxBytes
 		}
-		records, err := a.log.Read(offset, maxBytes, nil)
+		records, frame, err := a.readFramed(offset, maxBytes, nil)
 		if err != nil {
 			resp.Error, resp.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, a.refused(messages.ErrorText(err))
 			a.logger().WithError(err).Error("read for a follower failed")
 			return
 		}
-		resp.Records = records
+		resp.Records, answer.frame = records, frame
 	}
 	if len(resp.Records) == 0 && m.wake {
 		a.wakeArmed = true

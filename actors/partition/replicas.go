@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -17,9 +18,13 @@ import (
 // an error, or, when none has, once one of them appends or max_wait_ms
 // passes (see gather).
 type replicaFetches struct {
+	t     *remote.Transport // the pool of the frames
 	to    *actor.PID
 	req   *messages.ReplicaFetchRequest
 	resps []*messages.ReplicaFetchedPartition
+	// frames are the frames the parts' records lie in, nil where none (see
+	// partitionActor.readFramed).
+	frames [][]byte
 }
 
 // epochGather collects the answers to one OffsetForLeaderEpochRequest.
@@ -37,7 +42,7 @@ const maxReplicaFetchWait = 5 * time.Second
 // partition actor.
 func (m *partitionManager) onReplicaFetch(ctx actor.Context, req *messages.ReplicaFetchRequest) {
 	n := len(req.GetPartitions())
-	k := &replicaFetches{to: ctx.Sender(), req: req, resps: make([]*messages.ReplicaFetchedPartition, n)}
+	k := &replicaFetches{t: m.cfg.Transport, to: ctx.Sender(), req: req, resps: make([]*messages.ReplicaFetchedPartition, n), frames: make([][]byte, n)}
 	wait := max(min(time.Duration(req.GetMaxWaitMs())*time.Millisecond, maxReplicaFetchWait), 0)
 	g := m.gathers.add(n, 1, wait, k)
 	g.followers = true
@@ -56,24 +61,38 @@ func (k *replicaFetches) ask(ctx actor.Context, g *gather, i int, pid *actor.PID
 }
 
 func (k *replicaFetches) refuse(i int, code messages.ErrorCode, message string) {
+	putFrame(k.t, k.frames[i])
+	k.frames[i] = nil
+	k.resps[i].Records = nil
 	k.resps[i].Error, k.resps[i].ErrorMessage = code, message
 }
 
+// take keeps resp and its frame as part i's answer, and hands the frame of
+// the answer it replaces back to the pool: only the manager held it.
+func (k *replicaFetches) take(i int, resp *messages.ReplicaFetchedPartition, frame []byte) {
+	putFrame(k.t, k.frames[i])
+	k.resps[i], k.frames[i] = resp, frame
+}
+
+// answer sends the response: to another node, each frame as it lies (see
+// remote.Transport.ReplicaFetchMessage).
 func (k *replicaFetches) answer(ctx actor.Context, m *partitionManager) {
-	m.outboxes.Send(ctx, k.to, &messages.ReplicaFetchResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}, nil)
+	resp := &messages.ReplicaFetchResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
+	m.outboxes.Send(ctx, k.to, m.cfg.Transport.ReplicaFetchMessage(ctx.ActorSystem(), k.to, resp, k.frames), nil)
 }
 
 // onReplicaFetched takes a partition's answer for a gather.
 func (m *partitionManager) onReplicaFetched(ctx actor.Context, r *replicaFetched) {
 	g, ok := m.gatherPart(r.gather, r.part)
-	if !ok {
+	k, isReplica := (*replicaFetches)(nil), false
+	if ok {
+		k, isReplica = g.kind.(*replicaFetches)
+	}
+	if !isReplica {
+		putFrame(m.cfg.Transport, r.frame) // answered already, or given up
 		return
 	}
-	k, ok := g.kind.(*replicaFetches)
-	if !ok {
-		return
-	}
-	k.resps[r.part] = r.resp
+	k.take(r.part, r.resp, r.frame)
 	m.stepGather(ctx, g, g.core.Answered(r.part, len(r.resp.GetRecords()), r.resp.GetError() != messages.ErrorCode_NONE))
 }
 

@@ -94,7 +94,7 @@ func encodeFetchResponse(r *messages.FetchResponse, frame []byte) []byte {
 // encodeFetchResponseAs is encodeFetchResponse, and when field is not 0,
 // r as that field of an enclosing message: its tag and length come first.
 func encodeFetchResponseAs(r *messages.FetchResponse, frame []byte, field protowire.Number) []byte {
-	if len(r.Records) == 0 || len(frame) != fetchRecordsReserve+len(r.Records) || &frame[fetchRecordsReserve] != &r.Records[0] {
+	if !inFrame(r.Records, frame) {
 		return nil
 	}
 	var head [fetchRecordsReserve]byte
@@ -111,11 +111,25 @@ func encodeFetchResponseAs(r *messages.FetchResponse, frame []byte, field protow
 		h = appendVarintField(h, 10, 1)
 	}
 	h = appendVarintField(h, 11, uint64(int64(r.LeaderEpoch)))
-	h = appendBytesHead(h, 7, len(r.Records))
+	return placeInFrame(frame, appendBytesHead(h, 7, len(r.Records)), len(r.Records), field)
+}
+
+// inFrame reports whether frame is a frame holding records: its
+// fetchRecordsReserve bytes of room, then the records themselves.
+func inFrame(records, frame []byte) bool {
+	return len(records) > 0 && len(frame) == fetchRecordsReserve+len(records) && &frame[fetchRecordsReserve] == &records[0]
+}
+
+// placeInFrame writes h, a message's fields ending with the tag and length
+// of its n bytes of records, into the room of frame just before them, and
+// when field is not 0 the tag and length of the message as that field of
+// an enclosing one before h, and returns the frame from there: the
+// message in its wire form. It returns nil when they do not fit the room.
+func placeInFrame(frame, h []byte, n int, field protowire.Number) []byte {
 	var outer [16]byte
 	o := outer[:0]
 	if field != 0 {
-		o = appendBytesHead(o, field, len(h)+len(r.Records))
+		o = appendBytesHead(o, field, len(h)+n)
 	}
 	if len(o)+len(h) > fetchRecordsReserve {
 		return nil
@@ -193,10 +207,10 @@ type gatheredPieces struct {
 }
 
 // gatheredType reports whether a message of the named type may be a token
-// of a transport's gatherTokens: ProduceRequests and
-// FetchPartitionsResponse.
+// of a transport's gatherTokens: ProduceRequests, FetchPartitionsResponse
+// and ReplicaFetchResponse.
 func gatheredType(name string) bool {
-	return name == produceRequestsName || name == fetchPartitionsResponseName
+	return name == produceRequestsName || name == fetchPartitionsResponseName || name == replicaFetchResponseName
 }
 
 // gatherProduceRequests returns ProduceRequests{rs} as pieces, the records

@@ -81,24 +81,79 @@ func (t *Transport) FetchesMessage(system *actor.ActorSystem, to *actor.PID, res
 	return &encodedMessage{desc: fetchPartitionsResponseDescriptor, b: t.outgoing.put(g)}
 }
 
-// gatherFetchResponses returns r in its wire form as pieces: the fields
-// and the parts without a frame, copied together into buffers of their
-// own, and between them each part that has a frame as that frame, built in
-// it as encodeFetchResponseAs builds it (pooled). ok is false when no part
-// is in a frame, r is then better sent as it is, or when proto cannot
-// encode a part (a string that is not UTF-8), which sending r reports.
-func gatherFetchResponses(r *messages.FetchPartitionsResponse, frames [][]byte) (g gatheredPieces, ok bool) {
+var (
+	replicaFetchResponseDescriptor = (&messages.ReplicaFetchResponse{}).ProtoReflect().Descriptor()
+	// replicaFetchResponseName is "depot.ReplicaFetchResponse".
+	replicaFetchResponseName = string(proto.MessageName(&messages.ReplicaFetchResponse{}))
+	// replicaPartitionsField is the number of ReplicaFetchResponse's
+	// partitions (2).
+	replicaPartitionsField = replicaFetchResponseDescriptor.Fields().ByName("partitions").Number()
+)
+
+// ReplicaFetchMessage is what a leader's partition manager of system sends
+// to the follower to for resp, the answer to a ReplicaFetchRequest, where
+// frames[i] is the frame the records of resp.Partitions[i] were read into
+// (nil when they were not), as FetchesMessage is for a consumer: to
+// another actor system, with any frame, a token for resp's pieces in t,
+// written by the stream with each frame as it lies and then handed back to
+// t's pool; otherwise resp. The caller must not touch resp or the frames
+// after.
+func (t *Transport) ReplicaFetchMessage(system *actor.ActorSystem, to *actor.PID, resp *messages.ReplicaFetchResponse, frames [][]byte) proto.Message {
+	if t == nil || !isRemote(system, to) {
+		return resp
+	}
+	head := appendVarintField(nil, 1, resp.CorrelationId)
+	g, ok := gatherParts(head, replicaPartitionsField, resp.Partitions, frames, encodeReplicaFetchedAs)
+	if !ok {
+		return resp
+	}
+	return &encodedMessage{desc: replicaFetchResponseDescriptor, b: t.outgoing.put(g)}
+}
+
+// encodeReplicaFetchedAs is encodeFetchResponseAs for a partition of a
+// ReplicaFetchResponse.
+func encodeReplicaFetchedAs(r *messages.ReplicaFetchedPartition, frame []byte, field protowire.Number) []byte {
+	if !inFrame(r.Records, frame) {
+		return nil
+	}
+	var head [fetchRecordsReserve]byte
+	h := head[:0]
+	h = appendStringField(h, 1, r.Topic)
+	h = appendVarintField(h, 2, uint64(int64(r.Partition)))
+	h = appendVarintField(h, 3, uint64(int64(r.Error)))
+	h = appendStringField(h, 4, r.ErrorMessage)
+	h = appendVarintField(h, 5, uint64(r.FetchOffset))
+	h = appendVarintField(h, 6, uint64(r.HighWatermark))
+	h = appendVarintField(h, 7, uint64(r.LogStartOffset))
+	return placeInFrame(frame, appendBytesHead(h, 8, len(r.Records)), len(r.Records), field)
+}
+
+// gatherFetchResponses returns r in its wire form as pieces (see
+// gatherParts).
+func gatherFetchResponses(r *messages.FetchPartitionsResponse, frames [][]byte) (gatheredPieces, bool) {
 	var head []byte
 	head = appendVarintField(head, 1, uint64(r.CorrelationId))
 	head = appendVarintField(head, 2, uint64(int64(r.Error)))
 	head = appendStringField(head, 3, r.ErrorMessage)
-	for i, p := range r.Partitions {
-		var inFrame []byte
+	return gatherParts(head, fetchPartitionsField, r.Partitions, frames, encodeFetchResponseAs)
+}
+
+// gatherParts returns a response in its wire form as pieces: head, its
+// fields before its parts, then each of parts as the repeated field
+// field. Those without a frame are copied together with the fields into
+// buffers of their own; between them each part that has one is that
+// frame, built in it by inFrame (see encodeFetchResponseAs) and pooled. ok
+// is false when no part is in a frame, the response is then better sent
+// as it is, or when proto cannot encode a part (a string that is not
+// UTF-8), which sending the response reports.
+func gatherParts[P proto.Message](head []byte, field protowire.Number, parts []P, frames [][]byte, inFrame func(P, []byte, protowire.Number) []byte) (g gatheredPieces, ok bool) {
+	for i, p := range parts {
+		var framed []byte
 		if i < len(frames) && frames[i] != nil {
-			inFrame = encodeFetchResponseAs(p, frames[i], fetchPartitionsField)
+			framed = inFrame(p, frames[i], field)
 		}
-		if inFrame == nil {
-			head = protowire.AppendTag(head, fetchPartitionsField, protowire.BytesType)
+		if framed == nil {
+			head = protowire.AppendTag(head, field, protowire.BytesType)
 			head = protowire.AppendVarint(head, uint64(proto.Size(p)))
 			var err error
 			if head, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(head, p); err != nil {
@@ -111,8 +166,8 @@ func gatherFetchResponses(r *messages.FetchPartitionsResponse, frames [][]byte) 
 			g.size += len(head)
 			head = nil
 		}
-		g.pieces, g.pooled = append(g.pieces, inFrame), append(g.pooled, true)
-		g.size += len(inFrame)
+		g.pieces, g.pooled = append(g.pieces, framed), append(g.pooled, true)
+		g.size += len(framed)
 		ok = true
 	}
 	if len(head) > 0 {

@@ -122,9 +122,10 @@ func (h *HeldBuffer) Release() {
 
 // PoolStats are the counts of a transport's buffer pool since it was made:
 // buffers asked for (Gets), those of them served from the pool (Reused),
-// and buffers handed back (Puts, kept or left to the garbage collector).
+// and buffers handed back (Puts, kept or left to the garbage collector);
+// Frames counts the Gets that were fetch frames (Frame).
 type PoolStats struct {
-	Gets, Reused, Puts int64
+	Gets, Reused, Puts, Frames int64
 }
 
 // PoolStats are the counts of t's buffer pool; zero for a nil Transport.
@@ -132,7 +133,7 @@ func (t *Transport) PoolStats() PoolStats {
 	if t == nil {
 		return PoolStats{}
 	}
-	return PoolStats{Gets: t.buffers.gets.Load(), Reused: t.buffers.reused.Load(), Puts: t.buffers.puts.Load()}
+	return PoolStats{Gets: t.buffers.gets.Load(), Reused: t.buffers.reused.Load(), Puts: t.buffers.puts.Load(), Frames: t.frames.Load()}
 }
 
 // PoisonPool, for tests, makes t's pool overwrite every byte of each

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"slices"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
@@ -41,6 +42,8 @@ type Transport struct {
 	reads *heldReads
 	// faults are the faults tests inject into the outgoing streams.
 	faults *Faults
+	// frames counts the frames asked for (see PoolStats).
+	frames atomic.Int64
 }
 
 // NewTransport returns the transport state of one actor system.
@@ -71,6 +74,7 @@ func (t *Transport) Frame(size int) *[]byte {
 		b := make([]byte, size)
 		return &b
 	}
+	t.frames.Add(1)
 	return t.buffers.Get(size)
 }
 
