@@ -298,7 +298,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		CleanBytes:            cfg.OffsetsCleanBytes,
 		MetadataInterval:      cfg.GroupMetadataInterval,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
-		Logger:                n.logger,
+		// A quorum of one is the cluster: its metadata is the cluster's.
+		AwaitRegistration: !cfg.quorumOfOne(),
+		Logger:            n.logger,
 	}), actors.GroupCoordinatorName)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

@@ -193,10 +193,10 @@ func TestInternalTopicReplicasRaised(t *testing.T) {
 }
 
 // A node restarted with the metadata it had when it was killed takes no
-// produce until its metadata has caught up with the cluster's: until then
-// it would lead, in an old leader epoch, a partition that has a new leader
-// since.
-func TestRestartedNodeTakesNoProduceUntilCaughtUp(t *testing.T) {
+// produce, and coordinates no group, until its metadata has caught up with
+// the cluster's: until then it would lead, in an old leader epoch, a
+// partition that has a new leader since.
+func TestRestartedNodeTakesNoProduceOrGroupUntilCaughtUp(t *testing.T) {
 	c := newTestCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -246,6 +246,14 @@ func TestRestartedNodeTakesNoProduceUntilCaughtUp(t *testing.T) {
 	refused := produce()
 	require.Equal(t, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, refused.Error, refused.ErrorMessage)
 	require.Contains(t, refused.ErrorMessage, "catching up")
+	// Nor does it coordinate groups, from the offsets it held then.
+	coordinator := actor.NewPID(restarted.Address(), actors.GroupCoordinatorName)
+	findCoordinator := func() *messages.FindCoordinatorResponse {
+		return request[*messages.FindCoordinatorResponse](t, restarted, coordinator, &messages.FindCoordinatorRequest{GroupId: "readers"})
+	}
+	found := findCoordinator()
+	require.Equal(t, messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, found.Error, found.ErrorMessage)
+	require.Contains(t, found.ErrorMessage, "catching up")
 
 	for _, n := range c.nodes {
 		n.Faults().HealAll()
@@ -259,6 +267,9 @@ func TestRestartedNodeTakesNoProduceUntilCaughtUp(t *testing.T) {
 	refused = produce()
 	require.Equal(t, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, refused.Error, "a follower now: %s", refused.ErrorMessage)
 	require.NotContains(t, refused.ErrorMessage, "catching up")
+	require.Eventually(t, func() bool {
+		return findCoordinator().Error == messages.ErrorCode_NONE
+	}, 30*time.Second, 50*time.Millisecond, "the restarted node finds the group's coordinator")
 
 	produceAcked(t, c.client(), "orders", 100, 100, -1)
 	got := consumeAll(t, c.client(), "orders", 1)

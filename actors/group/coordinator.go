@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/controller"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
@@ -113,6 +114,14 @@ type GroupsConfig struct {
 	// which partitions of __consumer_offsets its node leads, and so which
 	// groups it coordinates. Default DefaultLeaderCheckInterval (1 s).
 	LeaderCheckInterval time.Duration
+	// AwaitRegistration has the coordinator serve no group until its
+	// node's metadata has caught up with the cluster's: Metadata, the
+	// node's controller, answers controller.AwaitRegistration once the node
+	// is registered and unfenced. A node restarted with the metadata it
+	// had would otherwise coordinate, for a moment, the groups of the
+	// offsets partitions it led before it stopped, from what its replicas
+	// of them held then.
+	AwaitRegistration bool
 	// Logger is the base logger. Default: a logger that discards.
 	Logger *logrus.Entry
 }
@@ -305,6 +314,9 @@ type groupCoordinator struct {
 	stopLeaderCheck scheduler.CancelFunc
 	status          topicStatus
 	looking         bool
+	// caughtUp is set once the node's metadata has caught up (see
+	// GroupsConfig.AwaitRegistration).
+	caughtUp bool
 	// createSent is set once a create of __consumer_offsets was sent: the
 	// next one is a retry.
 	createSent bool
@@ -325,7 +337,7 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 		c.timers = scheduler.NewTimerScheduler(ctx)
 		c.stopTick = c.timers.SendRepeatedly(c.cfg.CleanInterval, c.cfg.CleanInterval, ctx.Self(), &coordinatorTick{})
 		c.stopLeaderCheck = c.timers.SendRepeatedly(c.cfg.LeaderCheckInterval, c.cfg.LeaderCheckInterval, ctx.Self(), &leaderCheckTick{})
-		c.lookup(ctx)
+		c.awaitRegistration(ctx)
 	case *messages.FindCoordinatorRequest:
 		c.onFindCoordinator(ctx, m)
 	case *messages.ListGroupsRequest:
@@ -385,10 +397,43 @@ func (c *groupCoordinator) Receive(ctx actor.Context) {
 	}
 }
 
+// awaitRegistration looks up __consumer_offsets once the node's metadata
+// has caught up with the cluster's, asking again until it has, or at once
+// when the coordinator does not wait for it (see
+// GroupsConfig.AwaitRegistration).
+func (c *groupCoordinator) awaitRegistration(ctx actor.Context) {
+	if !c.cfg.AwaitRegistration {
+		c.caughtUp = true
+		c.lookup(ctx)
+		return
+	}
+	future := ctx.RequestFuture(c.cfg.Metadata, &controller.AwaitRegistration{}, c.cfg.RequestTimeout)
+	ctx.ReenterAfter(future, func(res any, err error) {
+		r, ok := res.(*controller.Registration)
+		switch {
+		case err != nil || !ok:
+			c.awaitRegistration(ctx)
+		case r.Err != nil:
+			c.logger.WithError(r.Err).Error("the node is not in the cluster: no group is coordinated here")
+		default:
+			c.caughtUp = true
+			c.lookup(ctx)
+		}
+	})
+}
+
+// catchingUp is why the coordinator serves no group yet, "" once it does.
+func (c *groupCoordinator) catchingUp() string {
+	if c.caughtUp {
+		return ""
+	}
+	return fmt.Sprintf("node %d is catching up with the cluster's metadata", c.cfg.NodeID)
+}
+
 // lookup asks the metadata actor for __consumer_offsets: whether it exists,
 // and who leads each of its partitions.
 func (c *groupCoordinator) lookup(ctx actor.Context) {
-	if c.looking {
+	if c.looking || !c.caughtUp {
 		return
 	}
 	c.looking = true
@@ -734,6 +779,9 @@ func (c *groupCoordinator) onGroupStarted(ctx actor.Context, m *groupStarted) {
 // the group's offsets partition, or while it does not know who leads it
 // (the group waits until it does).
 func (c *groupCoordinator) coordinates(group string) (messages.ErrorCode, string) {
+	if why := c.catchingUp(); why != "" {
+		return messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, why
+	}
 	p := c.partitionOf(group)
 	switch {
 	case p == nil || p.leading:
@@ -747,6 +795,10 @@ func (c *groupCoordinator) coordinates(group string) (messages.ErrorCode, string
 func (c *groupCoordinator) onFindCoordinator(ctx actor.Context, m *messages.FindCoordinatorRequest) {
 	if m.GroupId == "" {
 		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_INVALID_GROUP_ID, ErrorMessage: "group id is empty"})
+		return
+	}
+	if why := c.catchingUp(); why != "" {
+		ctx.Respond(&messages.FindCoordinatorResponse{Error: messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, ErrorMessage: why})
 		return
 	}
 	p := c.partitionOf(m.GroupId)
