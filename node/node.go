@@ -568,16 +568,48 @@ func (n *Node) startPartitions() error {
 		count += len(req.Partitions)
 	}
 	if len(moved) > 0 {
-		resp, err := actors.Request[*messages.AssignReplicaDirsResponse](ctx, n.system.Root, n.metadata, &messages.AssignReplicaDirsRequest{Assignments: moved}, startTimeout)
-		if err == nil && resp.Error != messages.ErrorCode_NONE {
-			err = errors.New(resp.ErrorMessage)
-		}
-		if err != nil {
-			return fmt.Errorf("node: recording the log dirs of partitions: %w", err)
+		if err := n.recordDirs(moved, recordDirsWait); err != nil {
+			// The partitions serve from where they are meanwhile: what the
+			// metadata names is where the next start looks first.
+			n.logger.WithError(err).Warn("log dirs of partitions not recorded in the metadata yet; retrying until the controller takes them")
+			go n.recordDirsLater(moved)
 		}
 	}
 	n.logger.WithFields(logrus.Fields{"topics": len(md.Topics), "partitions": count, "dirs_recorded": len(moved)}).Debug("partitions started")
 	return nil
+}
+
+// recordDirsWait bounds the wait of a start for the controller to record
+// the log dirs of partitions found elsewhere than the metadata names.
+const recordDirsWait = 5 * time.Second
+
+// recordDirs records in the metadata the log dirs of assignments.
+func (n *Node) recordDirs(assignments []*messages.PartitionAssignment, timeout time.Duration) error {
+	resp, err := actors.Request[*messages.AssignReplicaDirsResponse](context.Background(), n.system.Root, n.metadata, &messages.AssignReplicaDirsRequest{Assignments: assignments}, timeout)
+	if err == nil && resp.Error != messages.ErrorCode_NONE {
+		err = errors.New(resp.ErrorMessage)
+	}
+	if err != nil {
+		return fmt.Errorf("node: recording the log dirs of partitions: %w", err)
+	}
+	return nil
+}
+
+// recordDirsLater records the log dirs of assignments once a second until
+// the controller takes them or the node stops: a node that starts while
+// no controller is reachable starts all the same.
+func (n *Node) recordDirsLater(assignments []*messages.PartitionAssignment) {
+	for {
+		select {
+		case <-n.stoppedCh:
+			return
+		case <-time.After(time.Second):
+		}
+		if err := n.recordDirs(assignments, startTimeout); err == nil {
+			n.logger.WithField("partitions", len(assignments)).Info("log dirs of partitions recorded in the metadata")
+			return
+		}
+	}
 }
 
 // replicaThrottle is the rate at which the replicas a reassignment adds to

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/actors/actortest"
 	"github.com/depot-dev/depot/actors/client"
+	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
 
@@ -57,7 +60,7 @@ func (c *testCluster) waitReplicated(topic string) *messages.TopicMetadata {
 
 // produceAcked produces n keyed records, key i value i, from first on,
 // with acks, and waits for every acknowledgement.
-func produceAcked(t *testing.T, cl *client.Client, topic string, first, n, acks int) {
+func produceAcked(t testing.TB, cl *client.Client, topic string, first, n, acks int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -192,22 +195,24 @@ func TestInternalTopicReplicasRaised(t *testing.T) {
 	}
 }
 
-// A node restarted with the metadata it had when it was killed takes no
-// produce, and coordinates no group, until its metadata has caught up with
-// the cluster's: until then it would lead, in an old leader epoch, a
-// partition that has a new leader since.
-func TestRestartedNodeTakesNoProduceOrGroupUntilCaughtUp(t *testing.T) {
-	c := newTestCluster(t, 3)
+// restartCutOff creates topic, of one partition on the cluster's three
+// nodes, with 100 records, kills its leader and waits for another, then
+// starts the killed node again while the others' messages to it are lost,
+// so that it cannot catch up with the cluster's metadata. whileDown, when
+// not nil, runs while it is down. It returns the restarted node, its id,
+// and the leader epoch it led in.
+func (c *testCluster) restartCutOff(topic string, whileDown func(id int32)) (*Node, int32, int32) {
+	t := c.t
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl := c.client()
-	_, err := cl.CreateTopicReplicated(ctx, "orders", 1, 3, map[string]string{"min.insync.replicas": "2"})
+	_, err := cl.CreateTopicReplicated(ctx, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 	require.NoError(t, err)
-	produceAcked(t, cl, "orders", 0, 100, -1)
-	p0 := c.waitReplicated("orders").Partitions[0]
+	produceAcked(t, cl, topic, 0, 100, -1)
+	p0 := c.waitReplicated(topic).Partitions[0]
 	old, epoch := p0.Leader, p0.LeaderEpoch
-	// Every node knows where each replica lives, so that the restarted
-	// node has no directory to record before it starts.
+	// Every node knows where each replica lives.
 	require.Eventually(t, func() bool {
 		for _, r := range c.agree().Topics[0].Partitions[0].ReplicaDirs {
 			if r.DirId == "" {
@@ -223,13 +228,22 @@ func TestRestartedNodeTakesNoProduceOrGroupUntilCaughtUp(t *testing.T) {
 		now := c.agree().Topics[0].Partitions[0]
 		return now.Leader >= 0 && now.Leader != old
 	}, 30*time.Second, 20*time.Millisecond, "a new leader")
-
-	// The others' answers to the restarted node are lost, so that it
-	// cannot catch up.
+	if whileDown != nil {
+		whileDown(old)
+	}
 	for _, n := range c.nodes {
 		n.Faults().Cut(c.cfgs[old].Listen)
 	}
-	restarted := c.start(old)
+	return c.start(old), old, epoch
+}
+
+// A node restarted with the metadata it had when it was killed takes no
+// produce, and coordinates no group, until its metadata has caught up with
+// the cluster's: until then it would lead, in an old leader epoch, a
+// partition that has a new leader since.
+func TestRestartedNodeTakesNoProduceOrGroupUntilCaughtUp(t *testing.T) {
+	c := newTestCluster(t, 3)
+	restarted, old, epoch := c.restartCutOff("orders", nil)
 	md := request[*messages.MetadataResponse](t, restarted, restarted.Metadata(), &messages.MetadataRequest{Topics: []string{"orders"}})
 	stale := md.Topics[0].Partitions[0]
 	require.Equal(t, old, stale.Leader, "the restarted node's metadata names it the leader")
@@ -329,4 +343,42 @@ func TestReplicaFetchFramesGoBackToThePool(t *testing.T) {
 	for i, r := range got {
 		require.True(t, bytes.HasPrefix(r.Value, fmt.Appendf(nil, "record %d ", i)), "record %d", i)
 	}
+}
+
+// A node restarted while no controller answers it starts all the same when
+// it finds a partition in another log dir than the metadata names (as a
+// move between its disks that a crash cut short leaves it), serves it from
+// there, and records the dir once the controller takes it.
+func TestRestartedNodeRecordsMovedDirsOnceItCan(t *testing.T) {
+	c := newTestCluster(t, 3)
+	var moved string
+	restarted, old, _ := c.restartCutOff("orders", func(id int32) {
+		dirs, err := filepath.Glob(filepath.Join(c.cfgs[id].DataDir, "logs-*"))
+		require.NoError(t, err)
+		require.Len(t, dirs, 2)
+		name := disk.PartitionDirName(disk.TopicPartition{Topic: "orders", Partition: 0})
+		for i, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+				moved = dirs[1-i]
+				require.NoError(t, os.Rename(filepath.Join(d, name), filepath.Join(moved, name)))
+				break
+			}
+		}
+		require.NotEmpty(t, moved, "node %d holds the partition", id)
+	})
+	for _, n := range c.nodes {
+		n.Faults().HealAll()
+	}
+	c.nodes[old] = restarted
+	c.waitRegistered(old)
+	require.Eventually(t, func() bool {
+		md := request[*messages.MetadataResponse](t, restarted, restarted.Metadata(), &messages.MetadataRequest{Topics: []string{"orders"}})
+		for _, r := range md.Topics[0].Partitions[0].ReplicaDirs {
+			if r.Node == old {
+				return r.LogDir == moved
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "the metadata names the dir the partition was found in")
+	c.waitReplicated("orders")
 }
