@@ -28,6 +28,19 @@ const (
 	KafkaListenerName = "kafka"
 )
 
+// AwaitRegistration asks a node's metadata actor to answer, with a
+// *Registration, once the node is registered and unfenced, or its
+// registration was refused.
+type AwaitRegistration struct{}
+
+// Registration answers AwaitRegistration: Err is why the cluster refused
+// the node (another cluster's data dir, a node id in use), nil once the
+// node is registered and unfenced, and its partition manager has been told
+// (MetadataCaughtUp).
+type Registration struct {
+	Err error
+}
+
 // MetadataCaughtUp tells a node's partition manager that the node's
 // metadata has caught up with the cluster's: the node is registered with
 // the active controller and unfenced in this incarnation, and the changes

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/depot-dev/depot/actors"
-	"github.com/depot-dev/depot/actors/controller"
 	"github.com/depot-dev/depot/actors/disks"
 )
 
@@ -149,7 +148,7 @@ func (n *Node) saveClusterID(id string) error {
 // belongs to another cluster, or its id is held by a live node).
 func (n *Node) WaitRegistered(ctx context.Context) error {
 	for {
-		res, err := actors.Request[*controller.Registration](ctx, n.system.Root, n.metadata, &controller.AwaitRegistration{}, time.Second)
+		res, err := actors.Request[*actors.Registration](ctx, n.system.Root, n.metadata, &actors.AwaitRegistration{}, time.Second)
 		if err == nil {
 			return res.Err
 		}

@@ -266,7 +266,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if open, err := actors.Request[*controller.Registration](context.Background(), root, n.metadata, &controller.CheckOpen{}, startTimeout); err != nil {
+	if open, err := actors.Request[*actors.Registration](context.Background(), root, n.metadata, &controller.CheckOpen{}, startTimeout); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	} else if open.Err != nil {
 		return nil, fmt.Errorf("node: %w", open.Err)

@@ -205,7 +205,7 @@ func NewProps(cfg Config) *actor.Props {
 }
 
 // CheckOpen asks whether the controller opened the metadata log; it is
-// answered with a *Registration whose Err is why it did not.
+// answered with an *actors.Registration whose Err is why it did not.
 type CheckOpen struct{}
 
 // tick is the controller's timer message.
@@ -335,10 +335,10 @@ func (a *controllerActor) Receive(ctx actor.Context) {
 		a.onChange(ctx, m)
 	case *messages.NodeHeartbeatRequest:
 		a.onHeartbeat(ctx, m)
-	case *AwaitRegistration:
+	case *actors.AwaitRegistration:
 		a.onAwaitRegistration(ctx)
 	case *CheckOpen:
-		ctx.Respond(&Registration{Err: a.failed})
+		ctx.Respond(&actors.Registration{Err: a.failed})
 	case *ControlledShutdown:
 		timeout := m.Timeout
 		if timeout <= 0 {

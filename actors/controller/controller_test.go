@@ -132,9 +132,9 @@ func newMetaHarness(t *testing.T) *metaHarness {
 func (h *metaHarness) start() error {
 	h.t.Helper()
 	h.pid = h.system.Root.Spawn(NewProps(h.cfg))
-	res := h.request(&AwaitRegistration{})
-	require.IsType(h.t, &Registration{}, res)
-	return res.(*Registration).Err
+	res := h.request(&actors.AwaitRegistration{})
+	require.IsType(h.t, &actors.Registration{}, res)
+	return res.(*actors.Registration).Err
 }
 
 func (h *metaHarness) stop() {

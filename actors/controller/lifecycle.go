@@ -38,18 +38,6 @@ const (
 	refusedGrace = 250 * time.Millisecond
 )
 
-// AwaitRegistration asks the controller to answer, with a *Registration,
-// once this node is registered and unfenced, or its registration was
-// refused.
-type AwaitRegistration struct{}
-
-// Registration answers AwaitRegistration: Err is why the cluster refused
-// the node (another cluster's data dir, a node id in use), nil once the
-// node is registered and unfenced.
-type Registration struct {
-	Err error
-}
-
 // lifecycleAnswer is the answer, or its absence, to one of the node's own
 // registration or heartbeat requests.
 type lifecycleAnswer struct {
@@ -365,16 +353,16 @@ func (a *controllerActor) onAwaitRegistration(ctx actor.Context) {
 // answerWaiters answers AwaitRegistration once there is an answer.
 func (a *controllerActor) answerWaiters(ctx actor.Context) {
 	l := &a.life
-	var answer *Registration
+	var answer *actors.Registration
 	if l.refused != nil {
-		answer = &Registration{Err: l.refused}
+		answer = &actors.Registration{Err: l.refused}
 	} else if a.failed != nil {
-		answer = &Registration{Err: a.failed}
+		answer = &actors.Registration{Err: a.failed}
 	} else if n, ok := a.image.Node(a.cfg.NodeID); ok && !n.Fenced && n.Incarnation == l.incarnation {
 		if !a.caughtUp(ctx) {
 			return
 		}
-		answer = &Registration{}
+		answer = &actors.Registration{}
 	}
 	if answer == nil {
 		return

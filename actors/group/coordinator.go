@@ -12,7 +12,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors"
-	"github.com/depot-dev/depot/actors/controller"
 	"github.com/depot-dev/depot/actors/topic"
 	"github.com/depot-dev/depot/messages"
 	"github.com/depot-dev/depot/wire"
@@ -116,7 +115,7 @@ type GroupsConfig struct {
 	LeaderCheckInterval time.Duration
 	// AwaitRegistration has the coordinator serve no group until its
 	// node's metadata has caught up with the cluster's: Metadata, the
-	// node's controller, answers controller.AwaitRegistration once the node
+	// node's controller, answers actors.AwaitRegistration once the node
 	// is registered and unfenced. A node restarted with the metadata it
 	// had would otherwise coordinate, for a moment, the groups of the
 	// offsets partitions it led before it stopped, from what its replicas
@@ -407,9 +406,9 @@ func (c *groupCoordinator) awaitRegistration(ctx actor.Context) {
 		c.lookup(ctx)
 		return
 	}
-	future := ctx.RequestFuture(c.cfg.Metadata, &controller.AwaitRegistration{}, c.cfg.RequestTimeout)
+	future := ctx.RequestFuture(c.cfg.Metadata, &actors.AwaitRegistration{}, c.cfg.RequestTimeout)
 	ctx.ReenterAfter(future, func(res any, err error) {
-		r, ok := res.(*controller.Registration)
+		r, ok := res.(*actors.Registration)
 		switch {
 		case err != nil || !ok:
 			c.awaitRegistration(ctx)
