@@ -100,8 +100,9 @@ type partitionManager struct {
 	pendingStops []*pendingStop
 	stopping     bool // the manager itself is stopping, and its children with it
 	// caughtUp is set once the node's metadata caught up with the
-	// cluster's, when the manager waits for it (AwaitMetadata).
-	caughtUp bool
+	// cluster's, when the manager waits for it (AwaitMetadata); shared by
+	// the manager's incarnations.
+	caughtUp *bool
 	produces produceGathers
 	stopTick scheduler.CancelFunc
 	// stopPartitionsTick stops the ticks of the partitions.
@@ -169,10 +170,13 @@ func NewPartitionManagerProps(cfg PartitionManagerConfig) *actor.Props {
 	// actors.WorkerDispatcher): each append goes deep, and a node of many
 	// partitions appends a few records at a time to each.
 	dispatcher := actors.NewWorkerDispatcher(300, partitionWorkers(), 5*time.Second)
+	// The word that the metadata caught up comes once: a manager restarted
+	// after a panic keeps it.
+	caughtUp := new(bool)
 	return actors.Props(func() actor.Actor {
 		outboxes := actors.NewOutboxes(logger)
 		return &partitionManager{
-			cfg: cfg, dispatcher: dispatcher, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{},
+			cfg: cfg, dispatcher: dispatcher, caughtUp: caughtUp, children: map[disk.TopicPartition]*actor.PID{}, starting: map[disk.TopicPartition]bool{},
 			produces: newProduceGathers(cfg.NodeID, cfg.Transport, outboxes), logger: logger,
 			states: map[disk.TopicPartition]*messages.PartitionState{}, fetchers: map[int32]*fetcherRef{},
 			gathers:  newGathers(),
@@ -195,10 +199,10 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 	case *messages.ProduceRequests:
 		m.produces.route(ctx, msg, m.children, m.produceRefusal())
 	case *actors.MetadataCaughtUp:
-		if !m.caughtUp && m.cfg.AwaitMetadata {
+		if m.cfg.AwaitMetadata && !*m.caughtUp {
 			m.logger.Info("metadata caught up with the cluster's: taking produces")
+			*m.caughtUp = true
 		}
-		m.caughtUp = true
 	case *messages.ProduceResponse:
 		m.produces.answered(ctx, msg)
 	case *gatherTick:
@@ -271,7 +275,7 @@ func (m *partitionManager) produceRefusal() string {
 	switch {
 	case m.stopping:
 		return fmt.Sprintf("node %d is stopping", m.cfg.NodeID)
-	case m.cfg.AwaitMetadata && !m.caughtUp:
+	case m.cfg.AwaitMetadata && !*m.caughtUp:
 		return fmt.Sprintf("node %d is catching up with the cluster's metadata", m.cfg.NodeID)
 	}
 	return ""
