@@ -46,10 +46,9 @@ type writtenRange struct {
 
 // written reports that the writeback of n bytes of f at offset started,
 // and drops the oldest ranges reported while those held exceed the bound.
-// A nil dropBehind, or one of bound 0 or less, keeps nothing and drops
-// nothing.
+// A nil dropBehind (a cache with no bound) keeps nothing and drops nothing.
 func (d *dropBehind) written(f *cachedFile, offset, n int64) {
-	if d == nil || d.bound <= 0 || n <= 0 {
+	if d == nil || n <= 0 {
 		return
 	}
 	d.mu.Lock()

@@ -32,12 +32,9 @@ func TestKeepWrittenLeavesThePageCache(t *testing.T) {
 	if st.Type == unix.TMPFS_MAGIC {
 		t.Skip("the temporary directory is on tmpfs, whose pages are the file's only copy and are never dropped")
 	}
-	clock := newClock()
-	files := NewFileCache(0)
 	const bound = 4 << 20
-	files.KeepWritten(bound)
-	opts := testOptions(clock, nil)
-	opts.Files = files
+	clock := newClock()
+	opts := keepWrittenOptions(clock, bound)
 	l := openLog(t, OS, filepath.Join(dir, "t-0"), opts)
 	defer l.Close()
 	batch := makeBatch(t, 30, 1000, clock.now.UnixMilli())

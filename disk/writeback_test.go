@@ -73,17 +73,24 @@ func TestAppendStartsWriteback(t *testing.T) {
 	}
 }
 
+// keepWrittenOptions are the options, on clock, of logs that share one
+// file cache keeping bound written bytes in the page cache (see KeepWritten).
+func keepWrittenOptions(clock *testClock, bound int64) Options {
+	files := NewFileCache(0)
+	files.KeepWritten(bound)
+	opts := testOptions(clock, nil)
+	opts.Files = files
+	return opts
+}
+
 // With KeepWritten, the logs of one cache keep their newest written-back
 // bytes, up to the bound between them, and have the older ones dropped from
 // the page cache, oldest first; a closed log's files are left alone.
 func TestKeepWrittenDropsTheOldestWrittenBytes(t *testing.T) {
 	fs := &writebackFS{MemFS: NewMemFS(), ranges: map[string][][2]int64{}}
-	clock := newClock()
-	files := NewFileCache(0)
 	const bound = 4 << 20
-	files.KeepWritten(bound)
-	opts := testOptions(clock, nil)
-	opts.Files = files
+	clock := newClock()
+	opts := keepWrittenOptions(clock, bound)
 	a := openLog(t, fs, "/data/t-0", opts)
 	b := openLog(t, fs, "/data/t-1", opts)
 	defer b.Close()

@@ -237,6 +237,17 @@ func (c *testCluster) restartCutOff(topic string, whileDown func(id int32)) (*No
 	return c.start(old), old, epoch
 }
 
+// rejoin heals the cut restartCutOff made and waits until node id, its
+// restarted node, is registered.
+func (c *testCluster) rejoin(id int32, restarted *Node) {
+	c.t.Helper()
+	for _, n := range c.nodes {
+		n.Faults().HealAll()
+	}
+	c.nodes[id] = restarted
+	c.waitRegistered(id)
+}
+
 // A node restarted with the metadata it had when it was killed takes no
 // produce, and coordinates no group, until its metadata has caught up with
 // the cluster's: until then it would lead, in an old leader epoch, a
@@ -269,11 +280,7 @@ func TestRestartedNodeTakesNoProduceOrGroupUntilCaughtUp(t *testing.T) {
 	require.Equal(t, messages.ErrorCode_COORDINATOR_NOT_AVAILABLE, found.Error, found.ErrorMessage)
 	require.Contains(t, found.ErrorMessage, "catching up")
 
-	for _, n := range c.nodes {
-		n.Faults().HealAll()
-	}
-	c.nodes[old] = restarted
-	c.waitRegistered(old)
+	c.rejoin(old, restarted)
 	require.Eventually(t, func() bool {
 		md := request[*messages.MetadataResponse](t, restarted, restarted.Metadata(), &messages.MetadataRequest{Topics: []string{"orders"}})
 		return md.Topics[0].Partitions[0].Leader != old
@@ -301,7 +308,7 @@ func TestRestartedNodeTakesNoProduceOrGroupUntilCaughtUp(t *testing.T) {
 // overwritten at once, what the followers appended is still what was
 // produced: the new leader, once the old one stops, gives back every
 // record.
-func TestReplicaFetchFramesGoBackToThePool(t *testing.T) {
+func TestReplicaFetchesReadIntoPooledFrames(t *testing.T) {
 	c := newTestCluster(t, 3)
 	for _, n := range c.nodes {
 		n.Transport().PoisonPool(true)
@@ -366,11 +373,7 @@ func TestRestartedNodeRecordsMovedDirsOnceItCan(t *testing.T) {
 		}
 		require.NotEmpty(t, moved, "node %d holds the partition", id)
 	})
-	for _, n := range c.nodes {
-		n.Faults().HealAll()
-	}
-	c.nodes[old] = restarted
-	c.waitRegistered(old)
+	c.rejoin(old, restarted)
 	require.Eventually(t, func() bool {
 		md := request[*messages.MetadataResponse](t, restarted, restarted.Metadata(), &messages.MetadataRequest{Topics: []string{"orders"}})
 		for _, r := range md.Topics[0].Partitions[0].ReplicaDirs {

@@ -102,8 +102,7 @@ func (t *Transport) ReplicaFetchMessage(system *actor.ActorSystem, to *actor.PID
 	if t == nil || !isRemote(system, to) {
 		return resp
 	}
-	head := appendVarintField(nil, 1, resp.CorrelationId)
-	g, ok := gatherParts(head, replicaPartitionsField, resp.Partitions, frames, encodeReplicaFetchedAs)
+	g, ok := gatherReplicaFetch(resp, frames)
 	if !ok {
 		return resp
 	}
@@ -128,6 +127,13 @@ func encodeReplicaFetchedAs(r *messages.ReplicaFetchedPartition, frame []byte, f
 	return placeInFrame(frame, appendBytesHead(h, 8, len(r.Records)), len(r.Records), field)
 }
 
+// gatherReplicaFetch returns r in its wire form as pieces (see
+// gatherParts).
+func gatherReplicaFetch(r *messages.ReplicaFetchResponse, frames [][]byte) (gatheredPieces, bool) {
+	head := appendVarintField(nil, 1, r.CorrelationId)
+	return gatherParts(head, replicaPartitionsField, r.Partitions, frames, encodeReplicaFetchedAs)
+}
+
 // gatherFetchResponses returns r in its wire form as pieces (see
 // gatherParts).
 func gatherFetchResponses(r *messages.FetchPartitionsResponse, frames [][]byte) (gatheredPieces, bool) {
@@ -142,15 +148,15 @@ func gatherFetchResponses(r *messages.FetchPartitionsResponse, frames [][]byte) 
 // fields before its parts, then each of parts as the repeated field
 // field. Those without a frame are copied together with the fields into
 // buffers of their own; between them each part that has one is that
-// frame, built in it by inFrame (see encodeFetchResponseAs) and pooled. ok
+// frame, built in it by encode (see encodeFetchResponseAs) and pooled. ok
 // is false when no part is in a frame, the response is then better sent
 // as it is, or when proto cannot encode a part (a string that is not
 // UTF-8), which sending the response reports.
-func gatherParts[P proto.Message](head []byte, field protowire.Number, parts []P, frames [][]byte, inFrame func(P, []byte, protowire.Number) []byte) (g gatheredPieces, ok bool) {
+func gatherParts[P proto.Message](head []byte, field protowire.Number, parts []P, frames [][]byte, encode func(P, []byte, protowire.Number) []byte) (g gatheredPieces, ok bool) {
 	for i, p := range parts {
 		var framed []byte
 		if i < len(frames) && frames[i] != nil {
-			framed = inFrame(p, frames[i], field)
+			framed = encode(p, frames[i], field)
 		}
 		if framed == nil {
 			head = protowire.AppendTag(head, field, protowire.BytesType)

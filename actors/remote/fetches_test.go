@@ -14,25 +14,70 @@ import (
 	"github.com/depot-dev/depot/messages"
 )
 
-// fetchesOf lays out parts as a partition manager gathers them: the parts
-// with at least inlineData bytes of records in frames of tr's pool, as
-// fetchAt reads them, the others as they are. It returns the response and
-// its frames, and a copy of the response to compare with.
-func fetchesOf(tr *Transport, corrID int64, parts []*messages.FetchResponse) (*messages.FetchPartitionsResponse, [][]byte, *messages.FetchPartitionsResponse) {
-	want := &messages.FetchPartitionsResponse{CorrelationId: corrID}
-	resp := &messages.FetchPartitionsResponse{CorrelationId: corrID}
-	frames := make([][]byte, len(parts))
+// framedParts lays out parts as a partition manager gathers them: the
+// parts with at least inlineData bytes of records in frames of tr's pool,
+// as fetchAt reads them, the others as they are. records gives a part's
+// Records field. It returns the parts laid out and their frames, and
+// copies of the parts to compare with.
+func framedParts[P proto.Message](tr *Transport, parts []P, records func(P) *[]byte) (laid []P, frames [][]byte, want []P) {
+	frames = make([][]byte, len(parts))
 	for i, p := range parts {
-		want.Partitions = append(want.Partitions, proto.Clone(p).(*messages.FetchResponse))
-		r := proto.Clone(p).(*messages.FetchResponse)
-		if len(p.Records) >= inlineData {
+		want = append(want, proto.Clone(p).(P))
+		r := proto.Clone(p).(P)
+		if len(*records(p)) >= inlineData {
 			var framed *messages.FetchResponse
-			framed, frames[i] = fetchFrameOf(tr, p.Records)
-			r.Records = framed.Records
+			framed, frames[i] = fetchFrameOf(tr, *records(p))
+			*records(r) = framed.Records
 		}
-		resp.Partitions = append(resp.Partitions, r)
+		laid = append(laid, r)
 	}
-	return resp, frames, want
+	return laid, frames, want
+}
+
+// fetchesOf is framedParts for the answers of several partitions to a
+// consumer: the response, its frames, and a copy to compare with.
+func fetchesOf(tr *Transport, corrID int64, parts []*messages.FetchResponse) (*messages.FetchPartitionsResponse, [][]byte, *messages.FetchPartitionsResponse) {
+	laid, frames, want := framedParts(tr, parts, func(p *messages.FetchResponse) *[]byte { return &p.Records })
+	return &messages.FetchPartitionsResponse{CorrelationId: corrID, Partitions: laid}, frames,
+		&messages.FetchPartitionsResponse{CorrelationId: corrID, Partitions: want}
+}
+
+// fuzzedParts makes n%16 parts with part: by turns one with large bytes of
+// records, one with small, and one with none, which failed when failed is
+// set. No records are nil records, as proto decodes them.
+func fuzzedParts[P any](n uint8, small, large uint16, failed bool, part func(i int, records []byte, failed bool) P) []P {
+	var parts []P
+	for i := range int(n % 16) {
+		var records []byte
+		switch i % 3 {
+		case 0:
+			records = patterned(int(large), byte(i))
+		case 1:
+			records = patterned(int(small), byte(i))
+		}
+		if len(records) == 0 {
+			records = nil
+		}
+		parts = append(parts, part(i, records, failed && i%3 == 2))
+	}
+	return parts
+}
+
+// requireReadsBack checks that g, gathered when ok, is in frames exactly
+// when some part is, and reads back with proto, into got, as want.
+func requireReadsBack(t *testing.T, g gatheredPieces, ok bool, frames [][]byte, want, got proto.Message) {
+	t.Helper()
+	require.Equal(t, countFrames(frames) > 0, ok)
+	if !ok {
+		return
+	}
+	var b []byte
+	for _, p := range g.pieces {
+		b = append(b, p...)
+	}
+	require.Len(t, b, g.size)
+	require.NoError(t, proto.Unmarshal(b, got))
+	require.True(t, proto.Equal(want, got), "got %v", got)
 }
 
 // The answers of several partitions to another actor system go as a
@@ -117,60 +162,25 @@ func FuzzGatherFetchResponses(f *testing.F) {
 		if len(topic) > maxTopicNameLength || !utf8.ValidString(topic) {
 			return // no partition has such a topic
 		}
-		tr := NewTransport()
-		var parts []*messages.FetchResponse
-		for i := range int(n % 16) {
-			p := &messages.FetchResponse{Topic: topic, Partition: partition + int32(i), Offset: offset, HighWatermark: offset + int64(i), CorrelationId: corrID}
-			switch i % 3 {
-			case 0:
-				p.Records = patterned(int(large), byte(i))
-			case 1:
-				p.Records = patterned(int(small), byte(i))
-			default:
-				if failed {
-					p.Error, p.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, topic
-				}
+		parts := fuzzedParts(n, small, large, failed, func(i int, records []byte, failed bool) *messages.FetchResponse {
+			p := &messages.FetchResponse{Topic: topic, Partition: partition + int32(i), Offset: offset, HighWatermark: offset + int64(i), CorrelationId: corrID, Records: records}
+			if failed {
+				p.Error, p.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, topic
 			}
-			if len(p.Records) == 0 {
-				p.Records = nil
-			}
-			parts = append(parts, p)
-		}
-		resp, frames, want := fetchesOf(tr, corrID, parts)
+			return p
+		})
+		resp, frames, want := fetchesOf(NewTransport(), corrID, parts)
 		g, ok := gatherFetchResponses(resp, frames)
-		require.Equal(t, countFrames(frames) > 0, ok)
-		if !ok {
-			return
-		}
-		var b []byte
-		for _, p := range g.pieces {
-			b = append(b, p...)
-		}
-		require.Len(t, b, g.size)
-		got := &messages.FetchPartitionsResponse{}
-		require.NoError(t, proto.Unmarshal(b, got))
-		require.True(t, proto.Equal(want, got), "got %v", got)
+		requireReadsBack(t, g, ok, frames, want, &messages.FetchPartitionsResponse{})
 	})
 }
 
-// replicaFetchOf lays out a leader's answer to a follower as its partition
-// manager gathers it: the parts with at least inlineData bytes of records
-// in frames of tr's pool, the others as they are. It returns the response
-// and its frames, and a copy of the response to compare with.
+// replicaFetchOf is framedParts for a leader's answer to a follower: the
+// response, its frames, and a copy to compare with.
 func replicaFetchOf(tr *Transport, corrID uint64, parts []*messages.ReplicaFetchedPartition) (*messages.ReplicaFetchResponse, [][]byte, *messages.ReplicaFetchResponse) {
-	want := &messages.ReplicaFetchResponse{CorrelationId: corrID}
-	resp := &messages.ReplicaFetchResponse{CorrelationId: corrID}
-	frames := make([][]byte, len(parts))
-	for i, p := range parts {
-		want.Partitions = append(want.Partitions, proto.Clone(p).(*messages.ReplicaFetchedPartition))
-		r := proto.Clone(p).(*messages.ReplicaFetchedPartition)
-		if len(p.Records) >= inlineData {
-			framed, frame := fetchFrameOf(tr, p.Records)
-			r.Records, frames[i] = framed.Records, frame
-		}
-		resp.Partitions = append(resp.Partitions, r)
-	}
-	return resp, frames, want
+	laid, frames, want := framedParts(tr, parts, func(p *messages.ReplicaFetchedPartition) *[]byte { return &p.Records })
+	return &messages.ReplicaFetchResponse{CorrelationId: corrID, Partitions: laid}, frames,
+		&messages.ReplicaFetchResponse{CorrelationId: corrID, Partitions: want}
 }
 
 // A leader's answer to a follower on another node goes as a token, as a
@@ -216,38 +226,15 @@ func FuzzGatherReplicaFetch(f *testing.F) {
 		if len(topic) > maxTopicNameLength || !utf8.ValidString(topic) {
 			return // no partition has such a topic
 		}
-		tr := NewTransport()
-		var parts []*messages.ReplicaFetchedPartition
-		for i := range int(n % 16) {
-			p := &messages.ReplicaFetchedPartition{Topic: topic, Partition: partition + int32(i), FetchOffset: offset, HighWatermark: offset + int64(i), LogStartOffset: -offset}
-			switch i % 3 {
-			case 0:
-				p.Records = patterned(int(large), byte(i))
-			case 1:
-				p.Records = patterned(int(small), byte(i))
-			default:
-				if failed {
-					p.Error, p.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, topic
-				}
+		parts := fuzzedParts(n, small, large, failed, func(i int, records []byte, failed bool) *messages.ReplicaFetchedPartition {
+			p := &messages.ReplicaFetchedPartition{Topic: topic, Partition: partition + int32(i), FetchOffset: offset, HighWatermark: offset + int64(i), LogStartOffset: -offset, Records: records}
+			if failed {
+				p.Error, p.ErrorMessage = messages.ErrorCode_KAFKA_STORAGE_ERROR, topic
 			}
-			if len(p.Records) == 0 {
-				p.Records = nil
-			}
-			parts = append(parts, p)
-		}
-		resp, frames, want := replicaFetchOf(tr, corrID, parts)
-		g, ok := gatherParts(appendVarintField(nil, 1, resp.CorrelationId), replicaPartitionsField, resp.Partitions, frames, encodeReplicaFetchedAs)
-		require.Equal(t, countFrames(frames) > 0, ok)
-		if !ok {
-			return
-		}
-		var b []byte
-		for _, p := range g.pieces {
-			b = append(b, p...)
-		}
-		require.Len(t, b, g.size)
-		got := &messages.ReplicaFetchResponse{}
-		require.NoError(t, proto.Unmarshal(b, got))
-		require.True(t, proto.Equal(want, got), "got %v", got)
+			return p
+		})
+		resp, frames, want := replicaFetchOf(NewTransport(), corrID, parts)
+		g, ok := gatherReplicaFetch(resp, frames)
+		requireReadsBack(t, g, ok, frames, want, &messages.ReplicaFetchResponse{})
 	})
 }
