@@ -35,6 +35,17 @@ const (
 	// protoactor starts it at a million slots: 16 MiB per peer, every
 	// pointer of which the garbage collector scans in every cycle.
 	RemoteWriterQueueSize = 1024
+	// RemoteStreamBufferBytes is the size of the buffer through which gRPC
+	// writes each outbound connection (protoactor sends only on the
+	// connections it dials) and reads each inbound one: 256 KiB, where
+	// gRPC's 32 KiB made a node read and write its peers 16 KiB frame by
+	// frame, six times the system calls. Against gRPC's sizes, on three
+	// nodes of one machine, RF 3 acks=all, in interleaved pairs: 280k-314k
+	// records/s of 1 KiB against 246k-266k, 5.0-5.6 µs of the nodes' CPU a
+	// record against 6.0-6.4; RF 1 unchanged. The write buffer goes back
+	// to a pool whenever the writer has nothing more to send, so an idle
+	// client connection holds only its read buffer.
+	RemoteStreamBufferBytes = 256 << 10
 )
 
 // Config returns protoactor remote settings for host:port with the
@@ -57,12 +68,15 @@ func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.
 			grpc.ChainStreamInterceptor(t.recoverStream(logger)),
 			grpc.ForceServerCodecV2(codec),
 			experimental.BufferPool(t.buffers),
+			grpc.ReadBufferSize(RemoteStreamBufferBytes),
 		),
 		remote.WithDialOptions(
 			grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default; peers are on a trusted network
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRemoteMessageBytes), grpc.MaxCallRecvMsgSize(MaxRemoteMessageBytes), grpc.ForceCodecV2(codec)),
 			experimental.WithBufferPool(t.buffers),
 			grpc.WithChainStreamInterceptor(t.faults.streamInterceptor),
+			grpc.WithWriteBufferSize(RemoteStreamBufferBytes),
+			grpc.WithSharedWriteBuffer(true),
 		),
 	)
 }
