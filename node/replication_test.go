@@ -304,11 +304,12 @@ func TestRestartedNodeTakesNoProduceOrGroupUntilCaughtUp(t *testing.T) {
 
 // A leader reads what its followers fetch into frames of its transport's
 // pool, which its streams write as they lie and then take back (see
-// remote.TestReplicaFetchMessage). With every buffer handed back
-// overwritten at once, what the followers appended is still what was
-// produced: the new leader, once the old one stops, gives back every
-// record.
-func TestReplicaFetchesReadIntoPooledFrames(t *testing.T) {
+// remote.TestReplicaFetchMessage), and each follower appends the records
+// where they arrived, in its own transport's pool, and lets go of them
+// once appended. With every buffer handed back overwritten at once, what
+// the followers appended is still what was produced: the new leader, once
+// the old one stops, gives back every record.
+func TestReplicaFetchesTravelInPooledBuffers(t *testing.T) {
 	c := newTestCluster(t, 3)
 	for _, n := range c.nodes {
 		n.Transport().PoisonPool(true)
@@ -333,11 +334,35 @@ func TestReplicaFetchesReadIntoPooledFrames(t *testing.T) {
 		require.NoError(t, p.Flush(ctx))
 		c.waitReplicated("frames")
 	}
+	// Each follower's partition lets go of the records it was handed;
+	// its fetcher, of those it hands on to none.
+	released := func() {
+		for id, n := range c.nodes {
+			if id == leader {
+				continue
+			}
+			tr := n.Transport()
+			require.Eventually(t, func() bool { return tr.PoolStats().Held == 0 }, 10*time.Second, 10*time.Millisecond,
+				"node %d holds %d received records", id, tr.PoolStats().Held)
+		}
+	}
 	produce(0)
 	frames := pool.PoolStats().Frames
 	require.GreaterOrEqual(t, frames, int64(2), "each follower's fetches read into frames")
+	aliased := map[int32]int64{}
+	for id, n := range c.nodes {
+		if id != leader {
+			aliased[id] = n.Transport().PoolStats().Aliased
+			require.Positive(t, aliased[id], "node %d copied every fetched record", id)
+		}
+	}
+	released()
 	produce(count / 2)
 	require.Greater(t, pool.PoolStats().Frames, frames)
+	for id, n := range aliased {
+		require.Greater(t, c.nodes[id].Transport().PoolStats().Aliased, n)
+	}
+	released()
 
 	require.NoError(t, c.nodes[leader].Stop())
 	delete(c.nodes, leader)

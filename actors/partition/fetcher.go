@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/depot-dev/depot/actors"
+	"github.com/depot-dev/depot/actors/remote"
 	"github.com/depot-dev/depot/disk"
 	"github.com/depot-dev/depot/messages"
 )
@@ -46,6 +47,10 @@ type fetcherConfig struct {
 	// throttled partitions together, 0 unlimited (see
 	// PartitionManagerConfig.ReplicaThrottle).
 	Throttle int64
+	// Transport lets go of the buffers the answers' records were received
+	// in (see remote.Transport.ReleaseRecords): the fetcher of the records
+	// it hands no partition, each partition of its own.
+	Transport *remote.Transport
 	// Dispatcher runs the fetcher's mailbox (see
 	// PartitionManagerConfig.Dispatcher).
 	Dispatcher actor.Dispatcher
@@ -352,6 +357,9 @@ func (f *replicaFetcher) onFetched(ctx actor.Context, resp *messages.ReplicaFetc
 		f.fetchCorr = 0
 		f.cfg.Metrics.replicaFetched(time.Since(f.fetchSent))
 	case corr == 0 || corr > f.nextCorr:
+		for _, r := range resp.GetPartitions() {
+			f.cfg.Transport.ReleaseRecords(r.GetRecords())
+		}
 		return // not an answer to this fetcher
 	}
 	// A late answer, to a fetch given up on, is taken too: each partition
@@ -359,31 +367,40 @@ func (f *replicaFetcher) onFetched(ctx actor.Context, resp *messages.ReplicaFetc
 	// leader slowed down past the timeout would otherwise never be heard.
 	now := time.Now()
 	for _, r := range resp.GetPartitions() {
-		tp := disk.TopicPartition{Topic: r.GetTopic(), Partition: r.GetPartition()}
-		p, ok := f.parts[tp]
-		if !ok || p.phase != phaseFetch || r.GetFetchOffset() != p.offset {
-			continue
+		if !f.handOn(ctx, r, now) {
+			f.cfg.Transport.ReleaseRecords(r.GetRecords())
 		}
-		switch r.GetError() {
-		case messages.ErrorCode_NONE, messages.ErrorCode_OFFSET_OUT_OF_RANGE:
-		default:
-			// The leader does not lead it in our epoch (yet, or any more):
-			// the metadata will say who does.
-			p.retryAt = now.Add(replicaRetryBackoff)
-			continue
-		}
-		if p.throttled {
-			f.throttle.took(len(r.GetRecords()), now)
-		}
-		if len(r.GetRecords()) == 0 && r.GetError() == messages.ErrorCode_NONE && r.GetHighWatermark() == p.highWatermark {
-			continue
-		}
-		p.highWatermark = r.GetHighWatermark()
-		p.phase = phaseAppending
-		f.appending++
-		ctx.Request(p.pid, &replicaRecords{epoch: p.epoch, resp: r})
 	}
 	f.kick(ctx)
+}
+
+// handOn hands r to its partition to append, if it is due, and reports
+// whether it did: the partition then lets go of r's records.
+func (f *replicaFetcher) handOn(ctx actor.Context, r *messages.ReplicaFetchedPartition, now time.Time) bool {
+	tp := disk.TopicPartition{Topic: r.GetTopic(), Partition: r.GetPartition()}
+	p, ok := f.parts[tp]
+	if !ok || p.phase != phaseFetch || r.GetFetchOffset() != p.offset {
+		return false
+	}
+	switch r.GetError() {
+	case messages.ErrorCode_NONE, messages.ErrorCode_OFFSET_OUT_OF_RANGE:
+	default:
+		// The leader does not lead it in our epoch (yet, or any more):
+		// the metadata will say who does.
+		p.retryAt = now.Add(replicaRetryBackoff)
+		return false
+	}
+	if p.throttled {
+		f.throttle.took(len(r.GetRecords()), now)
+	}
+	if len(r.GetRecords()) == 0 && r.GetError() == messages.ErrorCode_NONE && r.GetHighWatermark() == p.highWatermark {
+		return false
+	}
+	p.highWatermark = r.GetHighWatermark()
+	p.phase = phaseAppending
+	f.appending++
+	ctx.Request(p.pid, &replicaRecords{epoch: p.epoch, resp: r})
+	return true
 }
 
 // onAppended takes a partition's new log end, for the next fetch.

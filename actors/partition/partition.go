@@ -318,7 +318,14 @@ func PartitionDir(logDir, topicName string, partition int32) string {
 // Receive hands each message to the replica's behaviour: leading (or
 // alone) or following, which the metadata's partition state decides (see
 // onPartitionState). Both share what any replica does (common).
-func (a *partitionActor) Receive(ctx actor.Context) { a.behavior.Receive(ctx) }
+func (a *partitionActor) Receive(ctx actor.Context) {
+	a.behavior.Receive(ctx)
+	if m, ok := ctx.Message().(*replicaRecords); ok {
+		// Appended, or not to be: in every behaviour, the records
+		// received from the leader are done with.
+		a.cfg.Transport.ReleaseRecords(m.resp.GetRecords())
+	}
+}
 
 // leading is the behaviour of a replica that leads its partition, or is
 // alone in it: it takes produces, serves consumers and its followers'

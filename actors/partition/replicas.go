@@ -175,7 +175,7 @@ func (m *partitionManager) onFollow(ctx actor.Context, f *follow) {
 		ref = &fetcherRef{address: f.address}
 		ref.pid = ctx.Spawn(newFetcherProps(fetcherConfig{
 			NodeID: m.cfg.NodeID, Leader: f.leader, Address: f.address, Throttle: m.cfg.ReplicaThrottle, Metrics: m.cfg.Metrics,
-			Dispatcher: m.cfg.Dispatcher, Logger: m.cfg.Logger,
+			Transport: m.cfg.Transport, Dispatcher: m.cfg.Dispatcher, Logger: m.cfg.Logger,
 		}))
 		m.fetchers[f.leader] = ref
 	}

@@ -941,6 +941,41 @@ func TestRemoteCodecAliasesBundledRecords(t *testing.T) {
 	require.Zero(t, tr.received.size())
 }
 
+// A replica fetch answer's partitions arrive with their records aliasing
+// the received buffer, each holding it until its follower releases it.
+func TestRemoteCodecAliasesReplicaFetchedRecords(t *testing.T) {
+	want := &messages.ReplicaFetchResponse{CorrelationId: 7, Partitions: []*messages.ReplicaFetchedPartition{
+		{Topic: "a", Partition: 0, FetchOffset: 10, HighWatermark: 12, Records: patterned(64<<10, 1)},
+		{Topic: "a", Partition: 1, Error: messages.ErrorCode_FENCED_LEADER_EPOCH},
+		{Topic: "b", Partition: 7, Records: patterned(100, 2)},
+	}}
+	tr := NewTransport()
+	got := receive(t, tr, recordsBatch(t, want))
+	batch := got.GetMessageBatch()
+	require.Equal(t, aliasSerializerID, batch.Envelopes[0].SerializerId)
+	require.Equal(t, 2, tr.received.size(), "the partitions with records hold the buffer")
+	delivered := deliver(t, batch)
+	require.True(t, proto.Equal(want, delivered[0]), "got %v", delivered[0])
+	parts := delivered[0].(*messages.ReplicaFetchResponse).Partitions
+	for i, p := range parts {
+		require.True(t, within(p.Records, batch.Envelopes[0].MessageData), "partition %d records copied", i)
+		require.Equal(t, len(p.Records), cap(p.Records))
+	}
+	require.Equal(t, int64(2), tr.PoolStats().Aliased)
+
+	start := unsafe.SliceData(batch.Envelopes[0].MessageData)
+	size := proto.Size(got)
+	defer emptyTiers(tr.buffers, size)()
+	tr.releaseRead(got)
+	for i, p := range parts {
+		require.False(t, pooledBufferHolds(tr.buffers, size, start), "buffer back in the pool before partition %d is released", i)
+		tr.ReleaseRecords(p.Records)
+		tr.ReleaseRecords(p.Records) // a second release does nothing
+	}
+	require.True(t, pooledBufferHolds(tr.buffers, size, start), "the buffer did not go back to the pool")
+	require.Zero(t, tr.PoolStats().Held)
+}
+
 // Produce requests protoactor never deserializes in a message its stream
 // reads past (a suspended endpoint reader skips whole messages) keep their
 // hold, and so the buffer from the pool: nothing tells them from requests
@@ -1063,6 +1098,12 @@ func TestAliasedRecords(t *testing.T) {
 	require.NoError(t, err)
 	empty, err := proto.Marshal(recordsMessage(produceRequestName, []byte{}))
 	require.NoError(t, err)
+	fetched, err := proto.Marshal(&messages.ReplicaFetchResponse{CorrelationId: 1, Partitions: []*messages.ReplicaFetchedPartition{
+		{Topic: "a", Records: patterned(64<<10, 5)},
+		{Topic: "b", Error: messages.ErrorCode_NOT_LEADER_OR_FOLLOWER},
+		{Topic: "c", Records: patterned(10, 6)},
+	}})
+	require.NoError(t, err)
 	tests := []struct {
 		name string
 		typ  string
@@ -1076,6 +1117,8 @@ func TestAliasedRecords(t *testing.T) {
 		{"bundled", produceRequestsName, bundled, 2, true},
 		{"malformed", produceRequestName, single[:len(single)-1], 0, false},
 		{"malformed request", produceRequestsName, []byte{0x0a, 0x02, 0x2a, 0x05}, 0, false},
+		{"replica fetched", replicaFetchResponseName, fetched, 2, true},
+		{"malformed partition", replicaFetchResponseName, []byte{0x12, 0x02, 0x42, 0x05}, 0, false},
 		{"another type", fetchResponseName, single, 0, false},
 	}
 	for _, tt := range tests {
@@ -1090,16 +1133,7 @@ func TestAliasedRecords(t *testing.T) {
 			}
 			m, err := aliasSerializer{}.Deserialize(tt.typ, tt.b)
 			require.NoError(t, err)
-			var want [][]byte
-			switch m := m.(type) {
-			case *messages.ProduceRequest:
-				want = append(want, m.Records)
-			case *messages.ProduceRequests:
-				for _, r := range m.Requests {
-					want = append(want, r.Records)
-				}
-			}
-			want = slices.DeleteFunc(want, func(r []byte) bool { return len(r) == 0 })
+			want := slices.DeleteFunc(allRecordsOf(t, m), func(r []byte) bool { return len(r) == 0 })
 			require.Len(t, found, len(want))
 			for i := range want {
 				require.Same(t, &want[i][0], &found[i][0], "records %d", i)

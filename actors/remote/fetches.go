@@ -88,6 +88,9 @@ var (
 	// replicaPartitionsField is the number of ReplicaFetchResponse's
 	// partitions (2).
 	replicaPartitionsField = replicaFetchResponseDescriptor.Fields().ByName("partitions").Number()
+	// replicaRecordsField is the number of ReplicaFetchedPartition's
+	// records (8).
+	replicaRecordsField = recordsField(&messages.ReplicaFetchedPartition{})
 )
 
 // ReplicaFetchMessage is what a leader's partition manager of system sends

@@ -123,9 +123,14 @@ func (h *HeldBuffer) Release() {
 // PoolStats are the counts of a transport's buffer pool since it was made:
 // buffers asked for (Gets), those of them served from the pool (Reused),
 // and buffers handed back (Puts, kept or left to the garbage collector);
-// Frames counts the Gets that were fetch frames (Frame).
+// Frames counts the Gets that were fetch frames (Frame). Aliased counts
+// the received records (of produce requests and replica fetch answers)
+// handed on without a copy, in the buffer they arrived in, and Held those
+// of them not yet released (see Transport.ReleaseRecords).
 type PoolStats struct {
 	Gets, Reused, Puts, Frames int64
+	Aliased                    int64
+	Held                       int
 }
 
 // PoolStats are the counts of t's buffer pool; zero for a nil Transport.
@@ -133,7 +138,10 @@ func (t *Transport) PoolStats() PoolStats {
 	if t == nil {
 		return PoolStats{}
 	}
-	return PoolStats{Gets: t.buffers.gets.Load(), Reused: t.buffers.reused.Load(), Puts: t.buffers.puts.Load(), Frames: t.frames.Load()}
+	return PoolStats{
+		Gets: t.buffers.gets.Load(), Reused: t.buffers.reused.Load(), Puts: t.buffers.puts.Load(), Frames: t.frames.Load(),
+		Aliased: t.received.aliased.Load(), Held: t.received.size(),
+	}
 }
 
 // PoisonPool, for tests, makes t's pool overwrite every byte of each

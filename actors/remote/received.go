@@ -52,6 +52,8 @@ func (s *sharedRead) release() {
 type receivedHolds struct {
 	mu sync.Mutex
 	m  map[*byte]*sharedRead
+	// aliased counts the records hold has noted.
+	aliased atomic.Int64
 }
 
 // maxHeldProduces bounds the records holding a pooled buffer: a
@@ -71,6 +73,7 @@ func (r *receivedHolds) hold(name string, data []byte, s *sharedRead) {
 		return
 	}
 	s.refs.Add(int32(n))
+	r.aliased.Add(int64(n))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.m)+n > maxHeldProduces {
@@ -142,7 +145,8 @@ func (r *receivedHolds) size() int {
 // request, in order, and returns how many there are: for a ProduceRequest,
 // the value of the last field 5 of wire type bytes, as unmarshalAliasing
 // takes it; for a ProduceRequests, that of each of its requests (each
-// field 1 of wire type bytes). ok is false, and fn is not called, when
+// field 1 of wire type bytes); for a ReplicaFetchResponse, that of each of
+// its partitions (field 2), their field 8. ok is false, and fn is not called, when
 // data does not parse as the fields the serializer walks (it then fails
 // too) or the type is another. It walks the fields and allocates nothing.
 func aliasedRecords(name string, data []byte, fn func(records []byte)) (n int, ok bool) {
@@ -157,17 +161,27 @@ func aliasedRecords(name string, data []byte, fn func(records []byte)) (n int, o
 		}
 		return 1, true
 	case produceRequestsName:
-		if n, ok = eachRequestRecords(data, nil); !ok || fn == nil {
-			return n, ok
-		}
-		return eachRequestRecords(data, fn)
+		return eachPartRecords(data, 1, produceRecordsField, fn)
+	case replicaFetchResponseName:
+		return eachPartRecords(data, replicaPartitionsField, replicaRecordsField, fn)
 	}
 	return 0, false
 }
 
-// eachRequestRecords is aliasedRecords for a ProduceRequests. With fn, it
-// calls it as it goes, so its caller first checks that data parses.
-func eachRequestRecords(data []byte, fn func(records []byte)) (n int, ok bool) {
+// eachPartRecords is aliasedRecords for a message whose field parts
+// repeats a message with a records field: a ProduceRequests' requests, a
+// ReplicaFetchResponse's partitions. fn is called only once data is known
+// to parse.
+func eachPartRecords(data []byte, parts, records protowire.Number, fn func(records []byte)) (n int, ok bool) {
+	if n, ok = walkPartRecords(data, parts, records, nil); !ok || fn == nil {
+		return n, ok
+	}
+	return walkPartRecords(data, parts, records, fn)
+}
+
+// walkPartRecords walks the parts of eachPartRecords, calling fn, when not
+// nil, as it goes.
+func walkPartRecords(data []byte, parts, recordsField protowire.Number, fn func(records []byte)) (n int, ok bool) {
 	for len(data) > 0 {
 		num, typ, tagLen := protowire.ConsumeTag(data)
 		if tagLen < 0 {
@@ -177,9 +191,9 @@ func eachRequestRecords(data []byte, fn func(records []byte)) (n int, ok bool) {
 		if size < 0 {
 			return 0, false
 		}
-		if num == 1 && typ == protowire.BytesType {
+		if num == parts && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(data[tagLen : tagLen+size])
-			records, ok := lastBytesField(v, produceRecordsField)
+			records, ok := lastBytesField(v, recordsField)
 			if !ok {
 				return 0, false
 			}

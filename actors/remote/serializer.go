@@ -17,7 +17,8 @@ import (
 
 // aliasSerializer is a protoactor remote serializer that reads the
 // messages carrying record bytes, ProduceRequest (alone or several in a
-// ProduceRequests) and FetchResponse, with their records field aliasing
+// ProduceRequests), ReplicaFetchResponse and FetchResponse, with their
+// records fields aliasing
 // the envelope's data instead of copying it
 // (protobuf-go copies every bytes field it decodes). Any other type, and
 // every Serialize and GetTypeName, is exactly protoactor's proto
@@ -71,14 +72,15 @@ var (
 )
 
 // aliasedType reports whether remoteCodec hands large envelopes of the
-// named type to aliasSerializer: ProduceRequest and ProduceRequests only.
-// A partition appends its records and drops them at once. A
+// named type to aliasSerializer: ProduceRequest, ProduceRequests and
+// ReplicaFetchResponse. A partition appends their records and drops them
+// at once. A
 // FetchResponse's records end in the hands of a consumer's user, who may
 // keep one record for long: aliased, it would keep the received buffer,
 // taken from the pool and sized for the whole message, out of the pool as
 // long, where a copy keeps only its own chunk.
 func aliasedType(name string) bool {
-	return name == produceRequestName || name == produceRequestsName
+	return name == produceRequestName || name == produceRequestsName || name == replicaFetchResponseName
 }
 
 func recordsField(m proto.Message) protowire.Number {
@@ -150,8 +152,9 @@ func (aliasSerializer) GetTypeName(msg any) (string, error) {
 	return string(proto.MessageName(m)), nil
 }
 
-// Deserialize decodes b as the message named typeName. A ProduceRequest's
-// or a FetchResponse's Records aliases b (its capacity ends where it does,
+// Deserialize decodes b as the message named typeName. The Records of a
+// ProduceRequest, a FetchResponse or a ReplicaFetchResponse's partitions
+// alias b (its capacity ends where it does,
 // so an append cannot spill over what follows it in b); everything else is
 // decoded by proto, which copies.
 func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
@@ -166,6 +169,12 @@ func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
 		return m, nil
 	case produceRequestsName:
 		m, err := unmarshalProduceRequests(b)
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	case replicaFetchResponseName:
+		m, err := unmarshalReplicaFetchResponse(b)
 		if err != nil {
 			return nil, err
 		}
@@ -216,6 +225,32 @@ func unmarshalProduceRequests(b []byte) (*messages.ProduceRequests, error) {
 		return nil, err
 	}
 	m.Requests = reqs
+	return m, nil
+}
+
+// unmarshalReplicaFetchResponse decodes b as a ReplicaFetchResponse whose
+// partitions' Records alias b, as unmarshalProduceRequests does for its
+// requests.
+func unmarshalReplicaFetchResponse(b []byte) (*messages.ReplicaFetchResponse, error) {
+	m := &messages.ReplicaFetchResponse{}
+	var parts []*messages.ReplicaFetchedPartition
+	err := unmarshalTaking(b, m, func(num protowire.Number, v []byte) error {
+		if num != replicaPartitionsField {
+			return errNotTaken
+		}
+		p := &messages.ReplicaFetchedPartition{}
+		records, err := unmarshalAliasing(v, replicaRecordsField, p)
+		if err != nil {
+			return err
+		}
+		p.Records = records
+		parts = append(parts, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.Partitions = parts
 	return m, nil
 }
 

@@ -70,6 +70,27 @@ func recordsOf(t *testing.T, m any) []byte {
 	return nil
 }
 
+// allRecordsOf is every Records of m, a message that carries one or a
+// ProduceRequests or ReplicaFetchResponse that carries several, in order,
+// empty ones included.
+func allRecordsOf(t *testing.T, m any) [][]byte {
+	t.Helper()
+	var all [][]byte
+	switch m := m.(type) {
+	case *messages.ProduceRequests:
+		for _, r := range m.Requests {
+			all = append(all, r.Records)
+		}
+	case *messages.ReplicaFetchResponse:
+		for _, p := range m.Partitions {
+			all = append(all, p.Records)
+		}
+	default:
+		all = append(all, recordsOf(t, m))
+	}
+	return all
+}
+
 func TestAliasSerializerRoundTrip(t *testing.T) {
 	for _, name := range []string{produceRequestName, fetchResponseName} {
 		for _, size := range []int{-1, 0, 1, 10, inlineData, 1 << 20} {
@@ -236,6 +257,11 @@ func FuzzRemoteSerializerDeserialize(f *testing.F) {
 	}})
 	require.NoError(f, err)
 	f.Add(b)
+	b, err = proto.Marshal(&messages.ReplicaFetchResponse{CorrelationId: 3, Partitions: []*messages.ReplicaFetchedPartition{
+		{Topic: "t", Partition: 1, FetchOffset: 9, Records: patterned(40, 8)}, {Topic: "u"}, {Error: messages.ErrorCode_OFFSET_OUT_OF_RANGE, Records: []byte{2}},
+	}})
+	require.NoError(f, err)
+	f.Add(b)
 	f.Add([]byte{})
 	f.Add([]byte{0x2a, 0x02, 0x01, 0x02, 0x3a, 0x01, 0x03, 0x2a, 0x00})
 	f.Add([]byte{0x28, 0x01, 0x38, 0x01, 0x0b, 0x2a, 0x00, 0x0c})
@@ -243,11 +269,16 @@ func FuzzRemoteSerializerDeserialize(f *testing.F) {
 	actortest.AddSeedFiles(f, "FuzzRemoteSerializerDeserialize", func(b []byte) { f.Add(b) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		input := bytes.Clone(b)
-		for _, name := range []string{produceRequestName, fetchResponseName, produceRequestsName} {
+		for _, name := range []string{produceRequestName, fetchResponseName, produceRequestsName, replicaFetchResponseName} {
 			got, err := aliasSerializer{}.Deserialize(name, b)
 			require.Equal(t, input, b, "Deserialize changed its input")
-			var want proto.Message = &messages.ProduceRequests{}
-			if name != produceRequestsName {
+			var want proto.Message
+			switch name {
+			case produceRequestsName:
+				want = &messages.ProduceRequests{}
+			case replicaFetchResponseName:
+				want = &messages.ReplicaFetchResponse{}
+			default:
 				want = recordsMessage(name, nil)
 				proto.Reset(want)
 			}
@@ -257,14 +288,7 @@ func FuzzRemoteSerializerDeserialize(f *testing.F) {
 				continue
 			}
 			require.True(t, proto.Equal(want, got.(proto.Message)), "%s: proto:\n%v\nours:\n%v", name, want, got)
-			var records [][]byte
-			if reqs, ok := got.(*messages.ProduceRequests); ok {
-				for _, r := range reqs.Requests {
-					records = append(records, r.Records)
-				}
-			} else {
-				records = append(records, recordsOf(t, got))
-			}
+			records := allRecordsOf(t, got)
 			for _, r := range records {
 				require.True(t, within(r, b), "records copied")
 				require.Equal(t, len(r), cap(r))

@@ -94,10 +94,19 @@ func (t *Transport) PutFrame(b *[]byte) {
 // stead, and once either is, neither m nor any other request carrying
 // those records may be used.
 func (t *Transport) Release(m *messages.ProduceRequest) {
-	if t == nil || len(m.Records) == 0 {
+	t.ReleaseRecords(m.GetRecords())
+}
+
+// ReleaseRecords is Release for records received in any message that
+// aliases them: a ProduceRequest's, or a ReplicaFetchResponse partition's,
+// which its follower releases once it has appended them, or has decided
+// not to. It does nothing for records that hold no buffer, and for the
+// same records a second time.
+func (t *Transport) ReleaseRecords(records []byte) {
+	if t == nil || len(records) == 0 {
 		return
 	}
-	t.received.release(&m.Records[0])
+	t.received.release(&records[0])
 }
 
 // OutgoingProduces returns the ProduceRequests a producer of system sends
