@@ -1403,3 +1403,36 @@ func TestCreateTopicOnABusyNodeIsNotUnreachable(t *testing.T) {
 	require.ErrorIs(t, err, ErrTimeout)
 	require.NotErrorIs(t, err, ErrUnreachable)
 }
+
+// A record sent at once, alone, because its partition had nothing
+// outstanding, does not move the sticky partitioner on: the records after
+// it stay on that partition, where they would make its next batch, until
+// a batch's worth of bytes went there alone, and only then move on.
+func TestStickyPartitionerStaysAfterARecordSentAtOnce(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("spread", 4))
+	const batchBytes = 4 << 10
+	p, err := c.NewProducer(BatchBytes(batchBytes))
+	require.NoError(t, err)
+	defer p.Close()
+	value := make([]byte, 1000)
+	var parts []int32
+	for range 40 {
+		r := &Record{Topic: "spread", Value: value}
+		require.NoError(t, p.ProduceSync(ctx, r)) // answered before the next: each goes alone
+		parts = append(parts, r.Partition)
+	}
+	var runs []int
+	for i, part := range parts {
+		if i == 0 || part != parts[i-1] {
+			runs = append(runs, 0)
+		}
+		runs[len(runs)-1]++
+	}
+	// Four batches of one record and its framing pass 4 KiB.
+	for i, n := range runs[:len(runs)-1] {
+		require.Equal(t, 4, n, "run %d of %v", i, runs)
+	}
+	require.GreaterOrEqual(t, len(runs), 9, "the partitioner moves on: %v", parts)
+}

@@ -300,6 +300,9 @@ type partitionBuffer struct {
 	// held is set while the open batch has lingered and holdOpen keeps
 	// it open: only then does a send of the last unsent batch seal it.
 	held atomic.Bool
+	// sinceMoved is the bytes of the batches sealed at once (see
+	// sealAtOnce) since the last that moved the partitioner on.
+	sinceMoved int64
 	// maxBytes, when not zero, is below BatchBytes: the sender lowered it
 	// when the partition refused a batch as larger than its topic's
 	// max.message.bytes, so that later batches are sealed smaller.
@@ -556,10 +559,14 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 	pb.pending = append(pb.pending, pending{record: r, promise: promise})
 	pb.bytes += size
 	p.buffered.Add(size)
-	sealed := int64(pb.builder.Size()) >= pb.limit(p.cfg.batchBytes) || pb.outstanding.Load() == 0
-	if sealed {
+	batchFull := int64(pb.builder.Size()) >= pb.limit(p.cfg.batchBytes)
+	sealed := batchFull || pb.outstanding.Load() == 0
+	switch {
+	case batchFull:
 		p.seal(tb, pb)
-	} else if pb.builder.Len() == 1 {
+	case sealed:
+		p.sealAtOnce(tb, pb)
+	case pb.builder.Len() == 1:
 		pb.lingerAt = time.Now().Add(p.cfg.linger)
 		if pb.timer == nil {
 			pb.timer = time.AfterFunc(p.cfg.linger, func() { p.lingerExpired(tb, pb) })
@@ -671,7 +678,22 @@ func (p *Producer) sealReady(tb *topicBuffer, pb *partitionBuffer) {
 // seal closes pb's open batch and hands it to the sender. Called with p.mu
 // held, which keeps each partition's batches in sequence order in the
 // sender's mailbox.
-func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
+func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) { p.sealBatch(tb, pb, false) }
+
+// sealAtOnce is seal for the batch of a record that Produce sends at once,
+// alone, as its partition has nothing outstanding. Unlike other batches,
+// it does not move a sticky partitioner on, until such batches add up to
+// a batch's worth of bytes: otherwise every switch to a partition with
+// nothing outstanding would send one record there and switch again, and
+// with many partitions at moderate rates a third of the batches were
+// single records, each costing the nodes what a full batch costs
+// (messages, appends, fetches, fsyncs). The next records join the
+// partition's next batch, which grows while the first is on its way, as
+// a Kafka producer's partitioner sticks to a partition for batch.size
+// bytes (KIP-794).
+func (p *Producer) sealAtOnce(tb *topicBuffer, pb *partitionBuffer) { p.sealBatch(tb, pb, true) }
+
+func (p *Producer) sealBatch(tb *topicBuffer, pb *partitionBuffer, atOnce bool) {
 	b, _ := p.batches.Get().(*batch)
 	if b == nil {
 		b = &batch{}
@@ -701,7 +723,12 @@ func (p *Producer) seal(tb *topicBuffer, pb *partitionBuffer) {
 	if pb.timer != nil {
 		pb.timer.Stop()
 	}
-	tb.partitioner.OnBatchSealed(int(pb.partition))
+	if !atOnce || pb.sinceMoved+int64(len(b.buf)) >= pb.limit(p.cfg.batchBytes) {
+		pb.sinceMoved = 0
+		tb.partitioner.OnBatchSealed(int(pb.partition))
+	} else {
+		pb.sinceMoved += int64(len(b.buf))
+	}
 	p.client.root.Send(p.sender, b)
 }
 
