@@ -42,9 +42,11 @@ const (
 	// frame, six times the system calls. Against gRPC's sizes, on three
 	// nodes of one machine, RF 3 acks=all, in interleaved pairs: 280k-314k
 	// records/s of 1 KiB against 246k-266k, 5.0-5.6 µs of the nodes' CPU a
-	// record against 6.0-6.4; RF 1 unchanged. The write buffer goes back
-	// to a pool whenever the writer has nothing more to send, so an idle
-	// client connection holds only its read buffer.
+	// record against 6.0-6.4; RF 1 unchanged. Neither pins memory to an
+	// idle connection: the write buffer goes back to a pool whenever the
+	// writer has nothing more to send, and gRPC's reader takes its buffer
+	// from a pool when the connection is readable and hands it back once
+	// it has read all of it.
 	RemoteStreamBufferBytes = 256 << 10
 )
 
