@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/depot-dev/depot/actors/client"
 )
@@ -242,7 +243,13 @@ func processCPU() time.Duration {
 }
 
 // benchReadBack produces b.N records to "orders" through prod, then times
-// a kgo consumer of seeds reading them all back from the start.
+// a kgo consumer of seeds reading them all back from the start. Besides
+// the throughput it reports the consumer's fetches: their count, and per
+// fetch the wall time of the read (us-cycle/fetch), of reading each answer
+// from its request's write on, the server's time included
+// (us-read/fetch), and the bytes answered (kB/fetch). kgo sends a
+// broker's next fetch once the last is polled, so the cycle is the read
+// plus kgo's own decoding.
 func benchReadBack(b *testing.B, seeds []string, prod *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -251,9 +258,11 @@ func benchReadBack(b *testing.B, seeds []string, prod *kgo.Client) {
 		prod.Produce(ctx, &kgo.Record{Value: value}, nil)
 	}
 	require.NoError(b, prod.Flush(ctx))
+	fetches := &fetchTimes{}
 	cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(fetches))
 	b.SetBytes(benchRecordBytes)
+	start := time.Now()
 	b.ResetTimer()
 	for got := 0; got < b.N; {
 		fs := cl.PollFetches(ctx)
@@ -261,4 +270,39 @@ func benchReadBack(b *testing.B, seeds []string, prod *kgo.Client) {
 		got += fs.NumRecords()
 	}
 	b.StopTimer()
+	fetches.report(b, time.Since(start))
+}
+
+// fetchTimes is a kgo hook that adds up the consumer's fetches, as kgo
+// measures each request's round trip.
+type fetchTimes struct {
+	mu    sync.Mutex
+	n     int
+	bytes int
+	read  time.Duration
+}
+
+func (f *fetchTimes) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if key != (&kmsg.FetchRequest{}).Key() || e.Err() != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	f.bytes += e.BytesRead
+	f.read += e.ReadWait + e.TimeToRead
+}
+
+// report reports the fetches of a read that took elapsed.
+func (f *fetchTimes) report(b *testing.B, elapsed time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		return
+	}
+	n := float64(f.n)
+	b.ReportMetric(n, "fetches")
+	b.ReportMetric(float64(elapsed.Microseconds())/n, "us-cycle/fetch")
+	b.ReportMetric(float64(f.read.Microseconds())/n, "us-read/fetch")
+	b.ReportMetric(float64(f.bytes)/n/1e3, "kB/fetch")
 }
