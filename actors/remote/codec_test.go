@@ -1079,6 +1079,46 @@ func TestReceivedHoldsBounded(t *testing.T) {
 	require.Equal(t, 1, r.size())
 }
 
+// The buffers the holds keep from the garbage collector are bounded too:
+// a hold that would take them past the bound forgets the others, which a
+// release no longer finds; a buffer larger than the bound is forgotten at
+// once; and releases take what they let go of off the account.
+func TestReceivedHoldsBoundedInBytes(t *testing.T) {
+	tr := NewTransport()
+	r := tr.received
+	r.maxBytes = 3 << 10
+	hold := func(size int, seed byte) (*sharedRead, []byte) {
+		b := make([]byte, 0, size)
+		b, err := proto.MarshalOptions{}.MarshalAppend(b, recordsMessage(produceRequestName, []byte{seed}))
+		require.NoError(t, err)
+		s := &sharedRead{buf: &b, pool: tr.buffers}
+		s.refs.Store(1)
+		r.hold(produceRequestName, b, s)
+		records, ok := lastBytesField(b, produceRecordsField)
+		require.True(t, ok)
+		return s, records
+	}
+	first, firstRecords := hold(1<<10, 1)
+	_, secondRecords := hold(1<<10, 2)
+	require.Equal(t, 2, r.size())
+	require.Equal(t, 2<<10, r.bytes)
+	tr.ReleaseRecords(secondRecords)
+	require.Equal(t, 1<<10, r.bytes, "a release takes its buffer off the account")
+
+	hold(1<<10, 3)
+	require.Equal(t, 2, r.size(), "within the bound")
+	hold(2<<10, 4)
+	require.Equal(t, 1, r.size(), "past the bound, the holds before were forgotten")
+	require.Equal(t, 2<<10, r.bytes)
+	tr.ReleaseRecords(firstRecords)
+	require.Equal(t, int32(2), first.refs.Load(), "a forgotten hold was let go")
+
+	big, _ := hold(4<<10, 5)
+	require.Zero(t, r.size(), "a buffer over the bound is forgotten at once")
+	require.Zero(t, r.bytes)
+	require.Equal(t, int32(2), big.refs.Load())
+}
+
 // aliasedRecords finds, without allocating, exactly the records
 // aliasSerializer gives: the last records field of a ProduceRequest, and
 // that of each request of a ProduceRequests.

@@ -44,24 +44,70 @@ func (s *sharedRead) release() {
 // requests of a ProduceRequests occupy disjoint bytes.
 //
 // Records that are never released (a request protoactor never
-// deserialized, a dead letter, a partition that panicked) keep their
-// buffer out of the pool. Once maxHeldProduces entries are held, all are
-// forgotten at once, without letting go of their references: a buffer
-// with a forgotten hold never returns to the pool, whatever else lets go
-// of it, and is left to the garbage collector once nothing aliases it.
+// deserialized, a dead letter, a partition that stopped or panicked with
+// them in its mailbox) keep their buffer out of the pool, and the entry
+// keeps it from the garbage collector. Once maxHeldProduces entries, or
+// buffers of maxHeldBytes together, are held, all are forgotten at once,
+// without letting go of their references: a buffer with a forgotten hold
+// never returns to the pool, whatever else lets go of it, and is left to
+// the garbage collector once nothing aliases it. So what such records
+// keep from the collector is bounded, however long the node runs.
 type receivedHolds struct {
 	mu sync.Mutex
 	m  map[*byte]*sharedRead
+	// buffers counts the entries of m that hold each buffer, and bytes
+	// is those buffers' capacity together, bounded by maxBytes.
+	buffers  map[*sharedRead]int
+	bytes    int
+	maxBytes int
 	// aliased counts the records hold has noted.
 	aliased atomic.Int64
 }
 
-// maxHeldProduces bounds the records holding a pooled buffer: a
-// ProduceRequests may carry a request for every partition of a node.
-const maxHeldProduces = 1 << 16
+const (
+	// maxHeldProduces bounds the records holding a pooled buffer: a
+	// ProduceRequests may carry a request for every partition of a node.
+	maxHeldProduces = 1 << 16
+	// maxHeldBytes bounds the buffers the records hold: far above what
+	// the requests and fetched records on their way to partitions hold
+	// at once, each at most a remote message (MaxRemoteMessageBytes).
+	maxHeldBytes = 1 << 30
+)
 
 func newReceivedHolds() *receivedHolds {
-	return &receivedHolds{m: map[*byte]*sharedRead{}}
+	return &receivedHolds{m: map[*byte]*sharedRead{}, buffers: map[*sharedRead]int{}, maxBytes: maxHeldBytes}
+}
+
+// room forgets every entry when n more, in s's buffer, would pass a
+// bound. Called with r.mu held.
+func (r *receivedHolds) room(n int, s *sharedRead) {
+	bytes := r.bytes
+	if r.buffers[s] == 0 {
+		bytes += cap(*s.buf)
+	}
+	if len(r.m)+n > maxHeldProduces || bytes > r.maxBytes {
+		clear(r.m)
+		clear(r.buffers)
+		r.bytes = 0
+	}
+}
+
+// put adds the entry first -> s. Called with r.mu held.
+func (r *receivedHolds) put(first *byte, s *sharedRead) {
+	if r.buffers[s] == 0 {
+		r.bytes += cap(*s.buf)
+	}
+	r.buffers[s]++
+	r.m[first] = s
+}
+
+// remove deletes the entry of first, which holds s. Called with r.mu held.
+func (r *receivedHolds) remove(first *byte, s *sharedRead) {
+	delete(r.m, first)
+	if r.buffers[s]--; r.buffers[s] <= 0 {
+		delete(r.buffers, s)
+		r.bytes -= cap(*s.buf)
+	}
 }
 
 // hold notes that the records of data, an envelope of the named type in
@@ -76,13 +122,11 @@ func (r *receivedHolds) hold(name string, data []byte, s *sharedRead) {
 	r.aliased.Add(int64(n))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.m)+n > maxHeldProduces {
-		clear(r.m)
-	}
-	if n > maxHeldProduces {
+	r.room(n, s)
+	if n > maxHeldProduces || cap(*s.buf) > r.maxBytes {
 		return // forgotten at once
 	}
-	aliasedRecords(name, data, func(records []byte) { r.m[&records[0]] = s })
+	aliasedRecords(name, data, func(records []byte) { r.put(&records[0], s) })
 }
 
 // lend notes that the records starting at first, in s's buffer, hold s:
@@ -92,10 +136,11 @@ func (r *receivedHolds) lend(first *byte, s *sharedRead) {
 	s.refs.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.m) >= maxHeldProduces {
-		clear(r.m)
+	r.room(1, s)
+	if cap(*s.buf) > r.maxBytes {
+		return // forgotten at once
 	}
-	r.m[first] = s
+	r.put(first, s)
 }
 
 // release lets go of the hold of the records starting at first, if they
@@ -103,7 +148,9 @@ func (r *receivedHolds) lend(first *byte, s *sharedRead) {
 func (r *receivedHolds) release(first *byte) {
 	r.mu.Lock()
 	s, ok := r.m[first]
-	delete(r.m, first)
+	if ok {
+		r.remove(first, s)
+	}
 	r.mu.Unlock()
 	if ok {
 		s.release()
@@ -127,7 +174,7 @@ func (r *receivedHolds) forget(batch *remote.MessageBatch, s *sharedRead) {
 		}
 		aliasedRecords(batch.TypeNames[e.TypeId], e.MessageData, func(records []byte) {
 			if r.m[&records[0]] == s {
-				delete(r.m, &records[0])
+				r.remove(&records[0], s)
 			}
 		})
 	}
