@@ -54,6 +54,12 @@ type PartitionManagerConfig struct {
 	// to this node while they catch up, out of the ISR: the rate of a move
 	// between log dirs (--move-throttle). 0 is unlimited.
 	ReplicaThrottle int64
+	// ReplicaFetchLinger is how long a follower's parked fetch that an
+	// append woke waits for more appends before it is answered, when the
+	// manager answered a follower's fetch less than that long ago (see
+	// partitionManager.onReplicaWake). 0 answers at once.
+	// DefaultReplicaFetchLinger is the node's.
+	ReplicaFetchLinger time.Duration
 	// Metrics take the partitions' and fetchers' figures; nil records
 	// none.
 	Metrics *Metrics
@@ -94,6 +100,11 @@ type partitionManager struct {
 	// PartitionConfig.Dispatcher).
 	dispatcher actor.Dispatcher
 	children   map[disk.TopicPartition]*actor.PID
+	// lingering are the partitions whose wake of followers' fetches
+	// waits for ReplicaFetchLinger, and lastReplicaAnswer is when a
+	// follower's fetch was last answered.
+	lingering         map[disk.TopicPartition]bool
+	lastReplicaAnswer time.Time
 	// starting are the partitions waiting for the placement actor to
 	// choose their directory.
 	starting     map[disk.TopicPartition]bool

@@ -59,7 +59,11 @@ type (
 	}
 	// replicaWake tells the manager that a partition whose fetch found
 	// nothing has appended.
-	replicaWake struct{ tp disk.TopicPartition }
+	replicaWake struct {
+		tp disk.TopicPartition
+		// lingered is set on the wake that onReplicaWake put off.
+		lingered bool
+	}
 	// epochQuery is one partition's part of an OffsetForLeaderEpochRequest.
 	epochQuery struct {
 		gather uint64

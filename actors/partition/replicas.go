@@ -79,6 +79,7 @@ func (k *replicaFetches) take(i int, resp *messages.ReplicaFetchedPartition, fra
 func (k *replicaFetches) answer(ctx actor.Context, m *partitionManager) {
 	resp := &messages.ReplicaFetchResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
 	m.outboxes.Send(ctx, k.to, m.cfg.Transport.ReplicaFetchMessage(ctx.ActorSystem(), k.to, resp, k.frames), nil)
+	m.lastReplicaAnswer = time.Now()
 }
 
 // onReplicaFetched takes a partition's answer for a gather.
@@ -96,9 +97,40 @@ func (m *partitionManager) onReplicaFetched(ctx actor.Context, r *replicaFetched
 	m.stepGather(ctx, g, g.core.Answered(r.part, len(r.resp.GetRecords()), r.resp.GetError() != messages.ErrorCode_NONE))
 }
 
+// DefaultReplicaFetchLinger is a node's ReplicaFetchLinger. A follower
+// sends its next fetch as soon as it has appended the last answer, so a
+// leader taking appends more often than a fetch round trip answers each
+// follower's fetch with the one or two batches appended since, and every
+// batch costs a round of messages between the nodes and their actors
+// (some 24 context switches on three nodes of two cores, 0.6-1 ms of
+// CPU), whatever its size. Lingering up to 2 ms from the last answer
+// gathers the appends into fewer answers. acks=all at 150k records/s on
+// three nodes of one 2-core machine, about half their saturation, in
+// alternated pairs: p99 85 and 166 ms against 147 and 295 ms, the nodes'
+// CPU 1.34-1.37 cores against 1.37-1.48; at 10k records/s, p50 4.3 ms
+// against 3.6 and p99 10.3 against 10.6.
+const DefaultReplicaFetchLinger = 2 * time.Millisecond
+
 // onReplicaWake wakes, in the gathers of followers' fetches that have it,
-// the partition that appended.
+// the partition that appended. Within ReplicaFetchLinger of the last
+// answer to a follower, it waits out the rest of that time first, so that
+// the appends meanwhile go in the same answers; a partition whose wake
+// waits sends no other until it is woken (see appendedForFollowers).
 func (m *partitionManager) onReplicaWake(ctx actor.Context, w *replicaWake) {
+	if linger := m.cfg.ReplicaFetchLinger; linger > 0 && !w.lingered {
+		if m.lingering[w.tp] {
+			return
+		}
+		if wait := time.Until(m.lastReplicaAnswer.Add(linger)); wait > 0 {
+			if m.lingering == nil {
+				m.lingering = map[disk.TopicPartition]bool{}
+			}
+			m.lingering[w.tp] = true
+			scheduler.NewTimerScheduler(ctx).SendOnce(wait, ctx.Self(), &replicaWake{tp: w.tp, lingered: true})
+			return
+		}
+	}
+	delete(m.lingering, w.tp)
 	m.wakeGathers(ctx, w.tp, 1, false, true)
 }
 

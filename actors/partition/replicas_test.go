@@ -72,3 +72,80 @@ func TestRefusedISRChangeIsNotAskedOnEveryFetch(t *testing.T) {
 	}
 	require.Equal(t, int32(1), asked.Load(), "one refused change, then a second of quiet")
 }
+
+// A follower's parked fetch that an append wakes within ReplicaFetchLinger
+// of the manager's last answer to a follower waits out the rest of that
+// time, and its answer carries what the partition appended meanwhile,
+// from one more ask; woken later than that, it is answered at once.
+func TestReplicaFetchLingersAfterAnAnswer(t *testing.T) {
+	const linger = 300 * time.Millisecond
+	system := actortest.System(t)
+	logger := logrus.NewEntry(actortest.Logger(t, logrus.WarnLevel))
+	tp := disk.TopicPartition{Topic: "t", Partition: 0}
+	// The partition answers with the records it has past the fetch offset,
+	// and counts the asks.
+	var available, asks atomic.Int64
+	part := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		m, ok := ctx.Message().(*replicaFetch)
+		if !ok {
+			return
+		}
+		asks.Add(1)
+		resp := &messages.ReplicaFetchedPartition{Topic: tp.Topic, Partition: tp.Partition, FetchOffset: m.req.GetFetchOffset()}
+		if n := available.Load() - m.req.GetFetchOffset(); n > 0 {
+			resp.Records = make([]byte, n)
+		}
+		ctx.Respond(&replicaFetched{gather: m.gather, part: m.part, resp: resp})
+	}))
+	m := &partitionManager{
+		cfg:      PartitionManagerConfig{NodeID: 1, ReplicaFetchLinger: linger, Logger: logger},
+		children: map[disk.TopicPartition]*actor.PID{tp: part},
+		gathers:  newGathers(),
+		outboxes: actors.NewOutboxes(logger),
+		logger:   logger,
+	}
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return m }))
+	fetch := func(offset int64) (*messages.ReplicaFetchResponse, time.Time) {
+		req := &messages.ReplicaFetchRequest{ReplicaId: 2, MaxWaitMs: 5000, CorrelationId: uint64(offset + 1),
+			Partitions: []*messages.ReplicaFetchPartition{{Topic: tp.Topic, Partition: tp.Partition, FetchOffset: offset}}}
+		res, err := actors.Request[*messages.ReplicaFetchResponse](context.Background(), system.Root, pid, req, 10*time.Second)
+		require.NoError(t, err)
+		return res, time.Now()
+	}
+	// parked sends a fetch from offset that finds nothing, and waits for
+	// the manager to park it.
+	parked := func(offset int64) <-chan *messages.ReplicaFetchResponse {
+		before := asks.Load()
+		done := make(chan *messages.ReplicaFetchResponse, 1)
+		go func() {
+			res, _ := fetch(offset)
+			done <- res
+		}()
+		require.Eventually(t, func() bool { return asks.Load() == before+1 }, 5*time.Second, time.Millisecond)
+		return done
+	}
+
+	available.Store(10)
+	res, answered := fetch(0)
+	require.Len(t, res.GetPartitions()[0].GetRecords(), 10)
+
+	done := parked(10)
+	before := asks.Load()
+	available.Store(20)
+	system.Root.Send(pid, &replicaWake{tp: tp})
+	time.Sleep(linger / 3)
+	available.Store(30) // appended while the wake lingers: it sends no other
+	res = <-done
+	require.GreaterOrEqual(t, time.Since(answered), linger, "answered within the linger of the last answer")
+	require.Len(t, res.GetPartitions()[0].GetRecords(), 20, "the records appended while it lingered")
+	require.Equal(t, before+1, asks.Load(), "asked once more, after the linger")
+
+	done = parked(30)
+	time.Sleep(linger + 50*time.Millisecond)
+	available.Store(40)
+	woken := time.Now()
+	system.Root.Send(pid, &replicaWake{tp: tp})
+	res = <-done
+	require.Less(t, time.Since(woken), linger, "woken long after the last answer, answered at once")
+	require.Len(t, res.GetPartitions()[0].GetRecords(), 10)
+}
