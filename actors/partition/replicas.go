@@ -115,8 +115,9 @@ const DefaultReplicaFetchLinger = 2 * time.Millisecond
 // onReplicaWake wakes, in the gathers of followers' fetches that have it,
 // the partition that appended. Within ReplicaFetchLinger of the last
 // answer to a follower, it waits out the rest of that time first, so that
-// the appends meanwhile go in the same answers; a partition whose wake
-// waits sends no other until it is woken (see appendedForFollowers).
+// the appends meanwhile go in the same answers; another wake of the
+// partition meanwhile is dropped, as the one that waits wakes every
+// follower's gather that has the partition.
 func (m *partitionManager) onReplicaWake(ctx actor.Context, w *replicaWake) {
 	if linger := m.cfg.ReplicaFetchLinger; linger > 0 && !w.lingered {
 		if m.lingering[w.tp] {

@@ -207,20 +207,9 @@ func (aliasSerializer) Deserialize(typeName string, b []byte) (any, error) {
 // unmarshalAliasing leaves them.
 func unmarshalProduceRequests(b []byte) (*messages.ProduceRequests, error) {
 	m := &messages.ProduceRequests{}
-	var reqs []*messages.ProduceRequest
-	err := unmarshalTaking(b, m, func(num protowire.Number, v []byte) error {
-		if num != 1 {
-			return errNotTaken
-		}
-		r := &messages.ProduceRequest{}
-		records, err := unmarshalAliasing(v, produceRecordsField, r)
-		if err != nil {
-			return err
-		}
-		r.Records = records
-		reqs = append(reqs, r)
-		return nil
-	})
+	reqs, err := unmarshalAliasingParts(b, m, 1, produceRecordsField,
+		func() *messages.ProduceRequest { return &messages.ProduceRequest{} },
+		func(r *messages.ProduceRequest, records []byte) { r.Records = records })
 	if err != nil {
 		return nil, err
 	}
@@ -233,25 +222,36 @@ func unmarshalProduceRequests(b []byte) (*messages.ProduceRequests, error) {
 // requests.
 func unmarshalReplicaFetchResponse(b []byte) (*messages.ReplicaFetchResponse, error) {
 	m := &messages.ReplicaFetchResponse{}
-	var parts []*messages.ReplicaFetchedPartition
-	err := unmarshalTaking(b, m, func(num protowire.Number, v []byte) error {
-		if num != replicaPartitionsField {
-			return errNotTaken
-		}
-		p := &messages.ReplicaFetchedPartition{}
-		records, err := unmarshalAliasing(v, replicaRecordsField, p)
-		if err != nil {
-			return err
-		}
-		p.Records = records
-		parts = append(parts, p)
-		return nil
-	})
+	parts, err := unmarshalAliasingParts(b, m, replicaPartitionsField, replicaRecordsField,
+		func() *messages.ReplicaFetchedPartition { return &messages.ReplicaFetchedPartition{} },
+		func(p *messages.ReplicaFetchedPartition, records []byte) { p.Records = records })
 	if err != nil {
 		return nil, err
 	}
 	m.Partitions = parts
 	return m, nil
+}
+
+// unmarshalAliasingParts decodes b into m but for the repeated message
+// field parts, whose elements it returns, in order: each is a newPart
+// decoded by unmarshalAliasing, whose records setRecords sets, aliasing b.
+// An element of another wire type is left to proto.
+func unmarshalAliasingParts[P proto.Message](b []byte, m proto.Message, parts, records protowire.Number, newPart func() P, setRecords func(P, []byte)) ([]P, error) {
+	var ps []P
+	err := unmarshalTaking(b, m, func(num protowire.Number, v []byte) error {
+		if num != parts {
+			return errNotTaken
+		}
+		p := newPart()
+		r, err := unmarshalAliasing(v, records, p)
+		if err != nil {
+			return err
+		}
+		setRecords(p, r)
+		ps = append(ps, p)
+		return nil
+	})
+	return ps, err
 }
 
 // unmarshalAliasing decodes b into m but for the bytes field records, whose
