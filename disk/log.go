@@ -763,21 +763,43 @@ func (l *Log) locate(offset int64) (int, int64, wire.Header, error) {
 // does not line up is its CRC computed, to tell a damaged length (the
 // batch is corrupt) from damage in the header that follows it.
 func (l *Log) Read(offset int64, maxBytes int, dst []byte) ([]byte, error) {
-	if err := l.check(); err != nil {
+	read, err := l.ReadWith(offset, maxBytes, func(int) []byte { return dst })
+	if read == nil {
 		return dst, err
+	}
+	return read, err
+}
+
+// ReadWith is Read into the buffer that buffer returns, which is asked for
+// only once the batch holding offset is found, with the most bytes the
+// read may append: those from that batch up to maxBytes (or the whole
+// batch, if larger), or up to the log's end if nearer, and one header
+// more. The buffer's length is kept as a prefix, as Read's dst's is, and
+// its capacity had best leave room for those bytes. So a reader that tails
+// the log takes a buffer the size of what was appended since its last
+// read, not of maxBytes. buffer is not called, and the result is nil,
+// when there is nothing to read or the read fails before it would be.
+func (l *Log) ReadWith(offset int64, maxBytes int, buffer func(most int) []byte) ([]byte, error) {
+	if err := l.check(); err != nil {
+		return nil, err
 	}
 	if err := l.checkRange(offset); err != nil {
-		return dst, err
+		return nil, err
 	}
 	if offset == l.EndOffset() {
-		return dst, nil
+		return nil, nil
 	}
 	i, position, h, err := l.locate(offset)
 	if err != nil {
-		return dst, err
+		return nil, err
 	}
-	start := len(dst)
 	limit := max(int64(maxBytes), int64(h.Size()))
+	left := -position
+	for _, seg := range l.segments[i:] {
+		left += seg.size
+	}
+	dst := buffer(int(min(limit, left)) + wire.HeaderSize)
+	start := len(dst)
 	want := h.BaseOffset
 	for {
 		seg := l.segments[i]

@@ -225,6 +225,58 @@ func TestAppendRead(t *testing.T) {
 	}
 }
 
+// TestReadWithAsksForWhatTheReadMayBring checks that ReadWith asks for a
+// buffer of the bytes from the batch holding the offset up to maxBytes or
+// the log's end, whichever is nearer (the whole batch at least), and a
+// header more, across segments; and that it reads what Read reads, after
+// the buffer's prefix.
+func TestReadWithAsksForWhatTheReadMayBring(t *testing.T) {
+	b := makeBatch(t, 2, 100, 0)
+	size := len(b)
+	// Two batches a segment, three segments: offsets 0-11.
+	l := openLog(t, NewMemFS(), "/p", testOptions(newClock(), func(c *Config) { c.SegmentBytes = int64(2 * size) }))
+	for range 6 {
+		appendBatch(t, l, b)
+	}
+	require.Len(t, l.Segments(), 3)
+	tests := []struct {
+		name     string
+		offset   int64
+		maxBytes int
+		most     int
+	}{
+		{"the last batch, with room for more", 10, 1 << 20, size},
+		{"in the last batch", 11, 1 << 20, size},
+		{"to the end, across segments", 1, 1 << 20, 6 * size},
+		{"from the middle of a segment", 3, 1 << 20, 5 * size},
+		{"up to maxBytes", 0, 3*size + 1, 3*size + 1},
+		{"a batch larger than maxBytes", 4, 1, size},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			asked := -1
+			got, err := l.ReadWith(tt.offset, tt.maxBytes, func(most int) []byte {
+				asked = most
+				return append(make([]byte, 0, 3+most), "pre"...)
+			})
+			require.NoError(t, err)
+			require.Equal(t, tt.most+wire.HeaderSize, asked)
+			want, err := l.Read(tt.offset, tt.maxBytes, nil)
+			require.NoError(t, err)
+			require.Equal(t, "pre", string(got[:3]))
+			require.Equal(t, want, got[3:])
+		})
+	}
+	called := false
+	got, err := l.ReadWith(12, 1<<20, func(int) []byte { called = true; return nil })
+	require.NoError(t, err)
+	require.Nil(t, got)
+	require.False(t, called, "nothing to read at the log's end")
+	_, err = l.ReadWith(13, 1<<20, func(int) []byte { called = true; return nil })
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	require.False(t, called)
+}
+
 func TestRollBoundaries(t *testing.T) {
 	b := makeBatch(t, 1, 100, 0)
 	size := int64(len(b))

@@ -1206,10 +1206,17 @@ func (a *partitionActor) fetchAt(m *messages.FetchRequest, offset int64, maxByte
 // remote.InlineData): the stream would copy them and drop the frame, so
 // they are copied now and the frame goes back, as a tailing reader's are.
 func (a *partitionActor) readFramed(offset int64, maxBytes int, keep func([]byte) []byte) (records, frame []byte, err error) {
-	// Read looks one header past maxBytes, and grows the frame past
-	// maxFramePool when the data does.
-	buf := a.cfg.Transport.Frame(remote.FetchRecordsReserve + min(maxBytes, maxFramePool) + wire.HeaderSize)
-	frame, err = a.log.Read(offset, maxBytes, (*buf)[:remote.FetchRecordsReserve])
+	// The frame is the size of what the read may bring (at the tail, what
+	// was appended since the reader's last fetch), up to maxFramePool; the
+	// read grows it past that when the data does.
+	var buf *[]byte
+	frame, err = a.log.ReadWith(offset, maxBytes, func(most int) []byte {
+		buf = a.cfg.Transport.Frame(remote.FetchRecordsReserve + min(most, maxFramePool))
+		return (*buf)[:remote.FetchRecordsReserve]
+	})
+	if buf == nil {
+		return nil, nil, err
+	}
 	if err != nil {
 		a.cfg.Transport.PutFrame(buf)
 		return nil, nil, err
