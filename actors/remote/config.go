@@ -48,6 +48,18 @@ const (
 	// from a pool when the connection is readable and hands it back once
 	// it has read all of it.
 	RemoteStreamBufferBytes = 256 << 10
+	// RemoteStreamWindowBytes is the HTTP/2 flow-control window of every
+	// stream and connection, in both directions. A window that is set
+	// stays as set: left to gRPC, each side estimates the bandwidth-delay
+	// product with a ping on the first data of every round until its
+	// estimate reaches 16 MiB, which with the small messages of moderate
+	// load it never does, so a ping and its ack went with nearly every
+	// exchange between two nodes. Three nodes of one machine, RF 3
+	// acks=all, 30k records/s of 1 KiB: 0.37-0.39 writes and 0.45-0.47
+	// reads of the nodes a record against 0.63-0.64 and 0.93-0.94, 5-10 %
+	// fewer context switches; at saturation unchanged (300k and 300k
+	// records/s against 300k and 287k, alternated).
+	RemoteStreamWindowBytes = 8 << 20
 )
 
 // Config returns protoactor remote settings for host:port with the
@@ -71,6 +83,8 @@ func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.
 			grpc.ForceServerCodecV2(codec),
 			experimental.BufferPool(t.buffers),
 			grpc.ReadBufferSize(RemoteStreamBufferBytes),
+			grpc.InitialWindowSize(RemoteStreamWindowBytes),
+			grpc.InitialConnWindowSize(RemoteStreamWindowBytes),
 		),
 		remote.WithDialOptions(
 			grpc.WithInsecure(), //nolint:staticcheck // protoactor's own default; peers are on a trusted network
@@ -79,6 +93,8 @@ func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.
 			grpc.WithChainStreamInterceptor(t.faults.streamInterceptor),
 			grpc.WithWriteBufferSize(RemoteStreamBufferBytes),
 			grpc.WithSharedWriteBuffer(true),
+			grpc.WithInitialWindowSize(RemoteStreamWindowBytes),
+			grpc.WithInitialConnWindowSize(RemoteStreamWindowBytes),
 		),
 	)
 }
