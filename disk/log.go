@@ -794,9 +794,11 @@ func (l *Log) ReadWith(offset int64, maxBytes int, buffer func(most int) []byte)
 		return nil, err
 	}
 	limit := max(int64(maxBytes), int64(h.Size()))
-	left := -position
+	left := -position // bytes from the batch to the log's end, counted up to limit
 	for _, seg := range l.segments[i:] {
-		left += seg.size
+		if left += seg.size; left >= limit {
+			break
+		}
 	}
 	dst := buffer(int(min(limit, left)) + wire.HeaderSize)
 	start := len(dst)
