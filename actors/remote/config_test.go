@@ -3,27 +3,23 @@ package remote
 import (
 	"context"
 	"encoding/binary"
-	"io"
 	"net"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
-	"github.com/depot-dev/depot/actors"
 	"github.com/depot-dev/depot/messages"
 )
 
 // pingCounter counts the HTTP/2 PING frames, acks left out, that the
 // connections it dials read: the pings their peers send.
 type pingCounter struct {
-	mu    sync.Mutex
-	pings int
+	pings atomic.Int64
 }
 
 func (c *pingCounter) dial(ctx context.Context, addr string) (net.Conn, error) {
@@ -60,9 +56,7 @@ func (p *pingCountingConn) Read(b []byte) (int, error) {
 		}
 		const typePing, flagAck = 0x6, 0x1
 		if p.header[3] == typePing && p.header[4]&flagAck == 0 {
-			p.c.mu.Lock()
-			p.c.pings++
-			p.c.mu.Unlock()
+			p.c.pings.Add(1)
 		}
 		p.skip = int(binary.BigEndian.Uint32(append([]byte{0}, p.header[:3]...)))
 		p.header = p.header[:0]
@@ -87,18 +81,9 @@ func TestStreamsSendNoBandwidthPings(t *testing.T) {
 	pid, err := receiver.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return echo{} }), "echo")
 	require.NoError(t, err)
 	target := actor.NewPID(receiver.Address(), pid.Id)
-
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	sender := actors.NewActorSystem(logger)
 	counter := &pingCounter{}
-	cfg := NewTransport().Config("127.0.0.1", 0, logrus.NewEntry(logger))
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithContextDialer(counter.dial))
-	r := remote.NewRemote(sender, cfg)
-	r.Start()
-	t.Cleanup(func() {
-		r.Shutdown(false)
-		sender.Shutdown()
+	sender, _ := newRemoteTestSystem(t, func(cfg *remote.Config) {
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithContextDialer(counter.dial))
 	})
 
 	// The answers come back on the receiver's own connection to the
@@ -109,7 +94,5 @@ func TestStreamsSendNoBandwidthPings(t *testing.T) {
 		_, err := sender.Root.RequestFuture(target, req, 10*time.Second).Result()
 		require.NoError(t, err, "request %d", i)
 	}
-	counter.mu.Lock()
-	defer counter.mu.Unlock()
-	require.Zero(t, counter.pings, "pings from the receiver")
+	require.Zero(t, counter.pings.Load(), "pings from the receiver")
 }

@@ -332,10 +332,11 @@ func (s *recordsSink) Receive(ctx actor.Context) {
 }
 
 // newRemoteTestSystem starts an actor system with a remote on loopback,
-// with a transport of its own, which it returns too. Under the race
-// detector it skips the test, whose second remote would race with the
-// first in protoactor (see raceEnabled).
-func newRemoteTestSystem(t *testing.T) (*actor.ActorSystem, *Transport) {
+// with a transport of its own, which it returns too; each of adjust may
+// change the remote's config first. Under the race detector it skips the
+// test, whose second remote would race with the first in protoactor (see
+// raceEnabled).
+func newRemoteTestSystem(t *testing.T, adjust ...func(*remote.Config)) (*actor.ActorSystem, *Transport) {
 	t.Helper()
 	if raceEnabled {
 		t.Skip("protoactor's Remote.Start races with the other remotes of the process (grpclog.SetLoggerV2)")
@@ -344,7 +345,11 @@ func newRemoteTestSystem(t *testing.T) (*actor.ActorSystem, *Transport) {
 	logger.SetOutput(io.Discard)
 	system := actors.NewActorSystem(logger)
 	tr := NewTransport()
-	r := remote.NewRemote(system, tr.Config("127.0.0.1", 0, logrus.NewEntry(logger)))
+	cfg := tr.Config("127.0.0.1", 0, logrus.NewEntry(logger))
+	for _, a := range adjust {
+		a(cfg)
+	}
+	r := remote.NewRemote(system, cfg)
 	r.Start()
 	t.Cleanup(func() {
 		r.Shutdown(false)
