@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	depotremote "github.com/depot-dev/depot/actors/remote"
@@ -453,15 +454,17 @@ func TestProduceBackPressure(t *testing.T) {
 }
 
 // Batches that reach the sender together go to their node in one
-// request: with its mailbox held, the first batches of 50 partitions queue
-// up in it, one message each, and are sent in one ProduceRequests (two if
-// a tick comes between them) rather than 50.
+// request: with its mailbox held, the first batches of 50 partitions of a
+// producer that does not linger (each sealed as its record comes, its
+// partition having nothing outstanding) queue up in it, one message each,
+// and are sent in one ProduceRequests (two if a tick comes between them)
+// rather than 50.
 func TestBatchesQueuedTogetherGoInOneRequest(t *testing.T) {
 	const n = 50
 	fc, c := setup(t)
 	ctx := testContext(t, 30*time.Second)
 	require.NoError(t, fc.createTopic("many", n))
-	p, err := c.NewProducer()
+	p, err := c.NewProducer(Linger(0))
 	require.NoError(t, err)
 	defer p.Close()
 	keys := make([][]byte, n)
@@ -1402,6 +1405,50 @@ func TestCreateTopicOnABusyNodeIsNotUnreachable(t *testing.T) {
 	_, err = c.CreateTopic(ctx, "slower", 3, nil)
 	require.ErrorIs(t, err, ErrTimeout)
 	require.NotErrorIs(t, err, ErrUnreachable)
+}
+
+// A record goes at once, alone, only from a producer with nothing
+// outstanding. While another partition's batch awaits its answer, a record
+// to a partition with nothing outstanding waits out Linger, and the records
+// produced meanwhile go with it: with many partitions the partitioner moves
+// on to an idle one at nearly every batch, and sending each first record
+// alone doubled the batches.
+func TestOnlyAnIdleProducerSendsARecordAtOnce(t *testing.T) {
+	const linger, answerDelay = 300 * time.Millisecond, 900 * time.Millisecond
+	fc, c := setup(t)
+	ctx := testContext(t, 20*time.Second)
+	require.NoError(t, fc.createTopic("busy", 1))
+	require.NoError(t, fc.createTopic("idle", 1))
+	fc.setFaults(faults{produceDelay: answerDelay})
+	p, err := c.NewProducer(Linger(linger))
+	require.NoError(t, err)
+	defer p.Close()
+	var acked sync.WaitGroup
+	produce := func(topic, value string) {
+		acked.Add(1)
+		p.Produce(ctx, &Record{Topic: topic, Value: []byte(value)}, func(_ *Record, err error) {
+			assert.NoError(t, err)
+			acked.Done()
+		})
+	}
+	batches := func(topic string) func() bool {
+		return func() bool { return fc.stats(topic).batches > 0 }
+	}
+
+	start := time.Now()
+	produce("busy", "first")
+	require.Eventually(t, batches("busy"), linger/2, time.Millisecond, "an idle producer's record goes at once")
+	produce("idle", "a")
+	produce("idle", "b")
+	require.Never(t, batches("idle"), linger/2, time.Millisecond, "with a batch outstanding, the record waits out its linger")
+	require.Eventually(t, batches("idle"), answerDelay/2, time.Millisecond, "sealed at its linger, before the outstanding batch is answered")
+	require.Less(t, time.Since(start), answerDelay)
+	acked.Wait()
+	require.Equal(t, 1, fc.stats("idle").batches, "the records produced while it lingered went with it")
+
+	produce("idle", "c")
+	require.Eventually(t, func() bool { return fc.stats("idle").batches == 2 }, linger/2, time.Millisecond, "idle again, the producer sends at once")
+	acked.Wait()
 }
 
 // A record sent at once, alone, because its partition had nothing

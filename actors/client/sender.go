@@ -906,7 +906,7 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 	if owner != nil {
 		// An open batch may wait for the partition to be idle, or for
 		// room in flight after lingering (see Producer.inFlightFull).
-		if n := owner.outstanding.Add(-1); n == 0 || int(n) == s.p.cfg.maxInFlight-1 {
+		if n := s.p.addOutstanding(owner, -1); n == 0 || int(n) == s.p.cfg.maxInFlight-1 {
 			s.p.sealReady(topic, owner)
 		}
 	}
