@@ -1446,6 +1446,8 @@ func TestOnlyAnIdleProducerSendsARecordAtOnce(t *testing.T) {
 	acked.Wait()
 	require.Equal(t, 1, fc.stats("idle").batches, "the records produced while it lingered went with it")
 
+	// The sender counts a batch done after calling its records' promises.
+	require.Eventually(t, func() bool { return p.outstanding.Load() == 0 }, 5*time.Second, time.Millisecond)
 	produce("idle", "c")
 	require.Eventually(t, func() bool { return fc.stats("idle").batches == 2 }, linger/2, time.Millisecond, "idle again, the producer sends at once")
 	acked.Wait()
