@@ -699,10 +699,10 @@ func TestKafkaSaramaClusterOfThree(t *testing.T) {
 			fmt.Sprintf("%d consumed, %d committed, %d members holding partitions", len(seen), committed, holding)
 	})
 	// sarama hands back a group's error in DescribeGroups as it came, with
-	// no state, and keeps the coordinator it asked: on a loaded machine a
-	// node's session can lapse and the group's coordinator move with its
-	// offsets partition. So ask again, the coordinator looked up anew,
-	// until the coordinator answers.
+	// no state, and keeps the coordinator it asked; on a loaded machine the
+	// answer can be such an error (a coordinator that moved with its
+	// offsets partition, an ask past its timeout). So ask again, the
+	// coordinator looked up anew, until the group is described.
 	waitFor(t, "the group described as stable with both members", func() (bool, string) {
 		descriptions, err := admin.DescribeConsumerGroups([]string{group})
 		require.NoError(t, err)
