@@ -132,8 +132,11 @@ func (t *fetchThrottle) took(n int, now time.Time) {
 // under the node's throttle (fetchThrottle). Not shared: all access is
 // through its mailbox.
 type replicaFetcher struct {
-	cfg      fetcherConfig
-	leader   *actor.PID
+	cfg    fetcherConfig
+	leader *actor.PID
+	// stream carries the fetches to the leader and brings their answers,
+	// nil without a transport: the fetches then go as actor messages.
+	stream   *remote.ReplicaStream
 	parts    map[disk.TopicPartition]*followed
 	throttle fetchThrottle
 	timers   *scheduler.TimerScheduler
@@ -176,9 +179,15 @@ func (f *replicaFetcher) Receive(ctx actor.Context) {
 	case *actor.Started:
 		f.timers = scheduler.NewTimerScheduler(ctx)
 		f.stop = f.timers.SendRepeatedly(fetcherTickInterval, fetcherTickInterval, ctx.Self(), &fetcherTick{})
+		if f.cfg.Transport != nil {
+			f.stream = f.cfg.Transport.ReplicaStream(ctx.ActorSystem(), f.cfg.Address, ctx.Self(), f.logger)
+		}
 	case *actor.Stopping:
 		if f.stop != nil {
 			f.stop()
+		}
+		if f.stream != nil {
+			f.stream.Close()
 		}
 	case *follow:
 		f.drop(m.tp)
@@ -272,6 +281,10 @@ func (f *replicaFetcher) kick(ctx actor.Context) {
 	f.nextCorr++
 	f.fetchCorr, f.fetchSent = f.nextCorr, now
 	req.CorrelationId = f.fetchCorr
+	if f.stream != nil {
+		f.stream.Fetch(req)
+		return
+	}
 	ctx.Request(f.leader, req)
 }
 

@@ -269,9 +269,15 @@ func (m *partitionManager) Receive(ctx actor.Context) {
 		m.onPartitionsTick(ctx)
 	case *actor.Started:
 		m.startTicks(ctx)
+		if m.cfg.Transport != nil {
+			m.cfg.Transport.ServeReplicaFetches(ctx.ActorSystem(), ctx.Self(), m.logger)
+		}
 	case *actor.Stopping:
 		m.stopping = true
 		m.stopTicks()
+		if m.cfg.Transport != nil {
+			m.cfg.Transport.ServeReplicaFetches(nil, nil, nil)
+		}
 	case *actor.Restarting:
 		m.stopTicks() // the new incarnation starts its own
 	case *actor.Stopped:

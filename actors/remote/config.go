@@ -70,8 +70,9 @@ const (
 // while the writer batch is lowered, so a burst of large messages is not
 // silently dropped. Streams use remoteCodec and a buffer pool that does not
 // clear, which take copies off the path of record bytes, and the streams
-// to other nodes go through t's Faults; all are t's, so the config is for
-// one actor system only.
+// to other nodes go through t's Faults; the server hands the connections
+// that open as replica streams to t (see ReplicaStream); all are t's, so
+// the config is for one actor system only.
 func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.Config {
 	codec := remoteCodec{t: t}
 	return remote.Configure(host, port,
@@ -79,6 +80,7 @@ func (t *Transport) Config(host string, port int, logger *logrus.Entry) *remote.
 		remote.WithEndpointWriterQueueSize(RemoteWriterQueueSize),
 		remote.WithServerOptions(
 			grpc.MaxRecvMsgSize(MaxRemoteMessageBytes),
+			grpc.Creds(newMuxCredentials(t)),
 			grpc.ChainStreamInterceptor(t.recoverStream(logger)),
 			grpc.ForceServerCodecV2(codec),
 			experimental.BufferPool(t.buffers),

@@ -96,18 +96,26 @@ var (
 // ReplicaFetchMessage is what a leader's partition manager of system sends
 // to the follower to for resp, the answer to a ReplicaFetchRequest, where
 // frames[i] is the frame the records of resp.Partitions[i] were read into
-// (nil when they were not), as FetchesMessage is for a consumer: to
-// another actor system, with any frame, a token for resp's pieces in t,
-// written by the stream with each frame as it lies and then handed back to
-// t's pool; otherwise resp. The caller must not touch resp or the frames
-// after.
-func (t *Transport) ReplicaFetchMessage(system *actor.ActorSystem, to *actor.PID, resp *messages.ReplicaFetchResponse, frames [][]byte) proto.Message {
-	if t == nil || !isRemote(system, to) {
+// (nil when they were not), as FetchesMessage is for a consumer: to a
+// replica stream (see ReplicaStream), with any frame, resp's pieces, which
+// the stream writes with each frame as it lies and then hands back to t's
+// pool; to another actor system, a token for those pieces in t, which its
+// gRPC stream writes likewise; otherwise resp. The caller must not touch
+// resp or the frames after.
+func (t *Transport) ReplicaFetchMessage(system *actor.ActorSystem, to *actor.PID, resp *messages.ReplicaFetchResponse, frames [][]byte) any {
+	if t == nil {
+		return resp
+	}
+	stream := isReplicaStream(system, to)
+	if !stream && !isRemote(system, to) {
 		return resp
 	}
 	g, ok := gatherReplicaFetch(resp, frames)
-	if !ok {
+	switch {
+	case !ok:
 		return resp
+	case stream:
+		return &replicaAnswer{g: g}
 	}
 	return &encodedMessage{desc: replicaFetchResponseDescriptor, b: t.outgoing.put(g)}
 }

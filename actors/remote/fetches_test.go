@@ -105,7 +105,7 @@ func TestFetchesMessage(t *testing.T) {
 		msg := tr.FetchesMessage(system, far, resp, frames)
 		require.IsType(t, &encodedMessage{}, msg)
 		before := tr.PoolStats()
-		out, got := sendThroughCodec(t, tr, msg)
+		out, got := sendThroughCodec(t, tr, msg.(proto.Message))
 		require.True(t, proto.Equal(want, got), "got %v", got)
 		handedOver := 0
 		for i, p := range resp.Partitions {
@@ -201,7 +201,7 @@ func TestReplicaFetchMessage(t *testing.T) {
 	msg := tr.ReplicaFetchMessage(system, far, resp, frames)
 	require.IsType(t, &encodedMessage{}, msg)
 	before := tr.PoolStats()
-	out, got := sendThroughCodec(t, tr, msg)
+	out, got := sendThroughCodec(t, tr, msg.(proto.Message))
 	require.True(t, proto.Equal(want, got), "got %v", got)
 	require.Zero(t, tr.outgoing.pending(), "the stream took the frames")
 	out.Free()

@@ -42,6 +42,8 @@ type Transport struct {
 	reads *heldReads
 	// faults are the faults tests inject into the outgoing streams.
 	faults *Faults
+	// replicas serves the replica streams followers open to this node.
+	replicas *replicaServer
 	// frames counts the frames asked for (see PoolStats).
 	frames atomic.Int64
 }
@@ -55,6 +57,7 @@ func NewTransport() *Transport {
 		reads:    newHeldReads(),
 	}
 	t.faults = &Faults{t: t}
+	t.replicas = &replicaServer{t: t}
 	return t
 }
 
