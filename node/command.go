@@ -99,6 +99,7 @@ func newCommandFlags(flags *pflag.FlagSet) *commandFlags {
 	flags.StringVar(&f.voters, "controllers", "", "voters of the controller quorum, ID@HOST:PORT,... as Kafka's controller.quorum.voters (default: this node alone)")
 	flags.StringVar(&f.cfg.Rack, "rack", "", "this node's rack, for rack-aware replica placement")
 	flags.DurationVar(&f.cfg.GroupInitialRebalanceDelay, "group-initial-rebalance-delay", d.GroupInitialRebalanceDelay, "how long the first rebalance of an empty Kafka consumer group waits for more members (Kafka's group.initial.rebalance.delay.ms)")
+	flags.DurationVar(&f.cfg.ReplicaFetchLinger, "replica-fetch-linger", 0, "how long a follower's parked fetch that an append wakes waits for more appends, when the leader answered it less than that long ago: fewer rounds between the nodes at low rates, later acks=all answers (0: at once)")
 	flags.DurationVar(&f.cfg.ReplicaLagMax, "replica-lag-max", partition.DefaultReplicaLagMax, "a follower that has not caught up with its leader for this long leaves the ISR (Kafka's replica.lag.time.max.ms)")
 	flags.DurationVar(&f.cfg.Quorum.LeaderRebalanceInterval, "leader-rebalance-interval", d.Quorum.LeaderRebalanceInterval, "how often preferred replicas become leaders again where they can (Kafka's auto.leader.rebalance.enable); negative: never")
 	flags.Uint64Var(&f.cfg.Quorum.SnapshotEvery, "metadata-snapshot-every", d.Quorum.SnapshotEvery, "metadata log entries applied between snapshots; each snapshot compacts the log, and a node that was away long catches up from one")

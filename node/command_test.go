@@ -102,6 +102,7 @@ func TestCommandFlagsSetConfig(t *testing.T) {
 		{[]string{"--max-open-files", "500"}, func(c *Config) { c.MaxOpenFiles = 500 }},
 		{[]string{"--syncfs-partitions", "64"}, func(c *Config) { c.SyncfsPartitions = 64 }},
 		{[]string{"--syncfs-partitions", "0"}, func(c *Config) { c.SyncfsPartitions = -1 }},
+		{[]string{"--replica-fetch-linger", "2ms"}, func(c *Config) { c.ReplicaFetchLinger = 2 * time.Millisecond }},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			want := DefaultConfig()

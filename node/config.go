@@ -78,6 +78,20 @@ type Config struct {
 	// caught up with its leader for this long leaves the ISR. Default
 	// partition.DefaultReplicaLagMax (10 s).
 	ReplicaLagMax time.Duration
+	// ReplicaFetchLinger is how long a follower's parked fetch that an
+	// append wakes waits for more appends, when the leader answered that
+	// follower less than that long ago, so that the appends of that time
+	// go in one answer (see partition.PartitionManagerConfig). Each answer
+	// is a round of messages between the nodes and their actors, some 13
+	// context switches on each node of three sharing two cores, so a
+	// linger saves CPU while appends come faster than a fetch round trip
+	// but delays acks=all by up to that time. 0 (the default) answers at
+	// once. Three nodes of one 2-core machine, RF 3 acks=all on replica
+	// streams, 2 ms against 0: at 10k records/s 0.84-0.89 cores of the
+	// nodes against 0.99, p50 3.5-3.6 ms against 2.6-2.7; at 170k (half of
+	// saturation) the same CPU, and p99 a median 34 ms in eight runs
+	// against 16 in eleven, worse in six of eight alternated pairs.
+	ReplicaFetchLinger time.Duration
 	// Policy places new partitions: "load" (default: by projected bytes
 	// against capacity, spread per topic) or "count" (Kafka's rule).
 	Policy string
@@ -290,6 +304,9 @@ func (c Config) validate() error {
 	}
 	if c.ReplicaLagMax < 0 {
 		errs = append(errs, fmt.Errorf("replica lag time %v is negative", c.ReplicaLagMax))
+	}
+	if c.ReplicaFetchLinger < 0 {
+		errs = append(errs, fmt.Errorf("replica fetch linger %v is negative", c.ReplicaFetchLinger))
 	}
 	if limit := processFileLimit(); c.MaxOpenFiles < 1 || limit > 0 && uint64(c.MaxOpenFiles) > limit {
 		errs = append(errs, fmt.Errorf("max open files %d: want at least 1 and at most the process's open-file limit, %d (ulimit -n)", c.MaxOpenFiles, limit))

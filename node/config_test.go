@@ -3,6 +3,7 @@ package node
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -78,4 +79,11 @@ func TestMaxOpenFiles(t *testing.T) {
 			require.ErrorContains(t, err, "max open files", "%d", tc.maxOpenFiles)
 		}
 	}
+}
+
+// A negative replica fetch linger is refused; none answers at once.
+func TestReplicaFetchLinger(t *testing.T) {
+	require.Zero(t, DefaultConfig().ReplicaFetchLinger)
+	require.NoError(t, Config{ReplicaFetchLinger: 2 * time.Millisecond}.withDefaults().validate())
+	require.ErrorContains(t, Config{ReplicaFetchLinger: -time.Millisecond}.withDefaults().validate(), "replica fetch linger")
 }

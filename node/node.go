@@ -199,7 +199,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		Controller:         actor.NewPID(n.address, actors.MetadataActorName),
 		ReplicaLagMax:      cfg.ReplicaLagMax,
 		ReplicaThrottle:    replicaThrottle(cfg.Balance),
-		ReplicaFetchLinger: partition.DefaultReplicaFetchLinger,
+		ReplicaFetchLinger: cfg.ReplicaFetchLinger,
 		Metrics:            n.partitionMetrics,
 		AwaitMetadata:      true,
 		Dispatcher:         n.services,

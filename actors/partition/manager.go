@@ -58,7 +58,6 @@ type PartitionManagerConfig struct {
 	// append woke waits for more appends before it is answered, when the
 	// manager answered a follower's fetch less than that long ago (see
 	// partitionManager.onReplicaWake). 0 answers at once.
-	// DefaultReplicaFetchLinger is the node's.
 	ReplicaFetchLinger time.Duration
 	// Metrics take the partitions' and fetchers' figures; nil records
 	// none.

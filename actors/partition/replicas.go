@@ -97,21 +97,6 @@ func (m *partitionManager) onReplicaFetched(ctx actor.Context, r *replicaFetched
 	m.stepGather(ctx, g, g.core.Answered(r.part, len(r.resp.GetRecords()), r.resp.GetError() != messages.ErrorCode_NONE))
 }
 
-// DefaultReplicaFetchLinger is a node's ReplicaFetchLinger. A follower
-// sends its next fetch as soon as it has appended the last answer, so a
-// leader taking appends more often than a fetch round trip answers each
-// follower's fetch with the one or two batches appended since, and every
-// batch costs a round of messages between the nodes and their actors
-// (some 24 context switches on three nodes of two cores, 0.6-1 ms of
-// CPU), whatever its size. Lingering up to 2 ms from the last answer
-// gathers the appends into fewer answers. acks=all at 150k records/s on
-// three nodes of one 2-core machine, about half their saturation: 8 %
-// fewer context switches and 10-11 % fewer system calls of the nodes;
-// p99 in four alternated pairs 85, 166, 333 and 106 ms against 147, 295,
-// 52 and 168, within that machine's noise. At 10k records/s, p50 4.3 ms
-// against 3.6 and p99 10.3 against 10.6.
-const DefaultReplicaFetchLinger = 2 * time.Millisecond
-
 // onReplicaWake wakes, in the gathers of followers' fetches that have it,
 // the partition that appended. Within ReplicaFetchLinger of the last
 // answer to a follower, it waits out the rest of that time first, so that
