@@ -180,7 +180,7 @@ func (f *replicaFetcher) Receive(ctx actor.Context) {
 		f.timers = scheduler.NewTimerScheduler(ctx)
 		f.stop = f.timers.SendRepeatedly(fetcherTickInterval, fetcherTickInterval, ctx.Self(), &fetcherTick{})
 		if f.cfg.Transport != nil {
-			f.stream = f.cfg.Transport.ReplicaStream(ctx.ActorSystem(), f.cfg.Address, ctx.Self(), f.logger)
+			f.stream = f.cfg.Transport.ReplicaStream(ctx.ActorSystem(), f.leader, ctx.Self(), f.logger)
 		}
 	case *actor.Stopping:
 		if f.stop != nil {

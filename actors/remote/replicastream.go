@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,9 +36,14 @@ import (
 // The stream shares the actor port: the first bytes a connection sends
 // tell a replica stream (replicaStreamMagic) from gRPC (HTTP/2's preface),
 // and the node's gRPC server hands the replica streams over to the
-// transport (see muxCredentials). A stream opens with a hello, the
-// follower's own actor address, so that the leader's Faults act on its
-// answers as they do on its actor messages.
+// transport (see muxCredentials). A stream opens with a hello, the magic,
+// the version of the stream's protocol and the follower's own actor
+// address, so that the leader's Faults act on its answers as they do on
+// its actor messages; the leader answers with the magic and its version
+// once it serves the stream. A leader of a version without replica
+// streams answers as gRPC does, with HTTP/2's settings, and its followers
+// then send their fetches as actor messages, so that a cluster upgraded
+// one node at a time keeps replicating.
 //
 // Delivery is at most once, as it is for actor messages: a fetch written
 // to a connection that fails is lost, and the follower sends another once
@@ -47,6 +53,8 @@ const (
 	// replicaStreamMagic opens a replica stream; a gRPC connection opens
 	// with "PRI * HTTP/2.0".
 	replicaStreamMagic = "DPRS"
+	// replicaStreamVersion is the version of the stream's protocol.
+	replicaStreamVersion byte = 1
 	// maxReplicaFrameBytes bounds a frame of a replica stream, as
 	// MaxRemoteMessageBytes bounds an actor message.
 	maxReplicaFrameBytes = MaxRemoteMessageBytes
@@ -69,6 +77,9 @@ const (
 var (
 	errReplicaFrameSize = errors.New("replica stream: frame size out of bounds")
 	errReplicaHello     = errors.New("replica stream: bad hello")
+	// errNoReplicaStreams is what a follower's dial returns when the
+	// leader answers its hello as a node without replica streams does.
+	errNoReplicaStreams = errors.New("replica stream: the leader does not serve replica streams")
 )
 
 // muxCredentials are the transport credentials of a node's gRPC server:
@@ -126,6 +137,9 @@ type outFrame struct {
 	pooled []bool
 	size   int
 	due    time.Time
+	// msg is the message a follower's frame carries, for the actor
+	// messages that carry it to a leader without replica streams.
+	msg proto.Message
 }
 
 // frameQueue is the frames waiting for one stream's writer, in order.
@@ -233,7 +247,7 @@ func messageFrame(m proto.Message) (outFrame, error) {
 	if err != nil {
 		return outFrame{}, err
 	}
-	return outFrame{pieces: [][]byte{b}, size: len(b)}, nil
+	return outFrame{pieces: [][]byte{b}, size: len(b), msg: m}, nil
 }
 
 // readFrameSize reads a frame's length, which must be at most limit.
@@ -252,12 +266,23 @@ func readFrameSize(r io.Reader, limit int) (int, error) {
 // appendHello appends the hello of a stream from the actor address from.
 func appendHello(b []byte, from string) []byte {
 	b = append(b, replicaStreamMagic...)
+	b = append(b, replicaStreamVersion)
 	return protowire.AppendString(b, from)
 }
 
-// readHello reads the hello that follows the magic: the follower's actor
-// address.
+// helloAnswer is the leader's answer to a hello it serves.
+var helloAnswer = append([]byte(replicaStreamMagic), replicaStreamVersion)
+
+// readHello reads the hello that follows the magic: the version, which
+// must be replicaStreamVersion, and the follower's actor address.
 func readHello(r *bufio.Reader) (string, error) {
+	version, err := r.ReadByte()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", errReplicaHello, err)
+	}
+	if version != replicaStreamVersion {
+		return "", fmt.Errorf("%w: version %d, this node speaks %d", errReplicaHello, version, replicaStreamVersion)
+	}
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", errReplicaHello, err)
@@ -320,25 +345,30 @@ func isReplicaStream(system *actor.ActorSystem, pid *actor.PID) bool {
 // ReplicaStream is a follower's stream of fetches to the partition manager
 // of one leader node, whose answers it sends to the fetcher that opened
 // it. It connects on its first fetch, and again on the first after its
-// connection failed. Safe for concurrent use.
+// connection failed. To a leader without replica streams it sends its
+// fetches as actor messages. Safe for concurrent use.
 type ReplicaStream struct {
 	t       *Transport
 	system  *actor.ActorSystem
-	address string
+	manager *actor.PID
 	to      *actor.PID
 	logger  *logrus.Entry
 	queue   *frameQueue
 	done    chan struct{}
 	once    sync.Once
+	// actorMessages is set once the leader answered a hello as a node
+	// without replica streams. Only run uses it.
+	actorMessages bool
 }
 
-// ReplicaStream opens the stream of fetches from system to the leader
-// node at address, whose answers go to the actor to. Close ends it.
-func (t *Transport) ReplicaStream(system *actor.ActorSystem, address string, to *actor.PID, logger *logrus.Entry) *ReplicaStream {
+// ReplicaStream opens the stream of fetches from system to manager, the
+// partition manager of the leader node, whose answers go to the actor to.
+// Close ends it.
+func (t *Transport) ReplicaStream(system *actor.ActorSystem, manager, to *actor.PID, logger *logrus.Entry) *ReplicaStream {
 	s := &ReplicaStream{
-		t: t, system: system, address: address, to: to,
-		logger: logger.WithField("leader_address", address),
-		queue:  newFrameQueue(t, address), done: make(chan struct{}),
+		t: t, system: system, manager: manager, to: to,
+		logger: logger.WithField("leader_address", manager.Address),
+		queue:  newFrameQueue(t, manager.Address), done: make(chan struct{}),
 	}
 	go s.run()
 	return s
@@ -384,13 +414,28 @@ func (s *ReplicaStream) run() {
 		if len(fs) == 0 {
 			continue
 		}
+		if s.actorMessages {
+			for _, f := range fs {
+				s.system.Root.RequestWithCustomSender(s.manager, f.msg, s.to)
+			}
+			continue
+		}
 		if conn != nil && broken.Load() {
 			conn.Close()
 			conn = nil
 		}
 		if conn == nil {
 			var err error
-			if conn, broken, err = s.dial(); err != nil {
+			conn, broken, err = s.dial()
+			if errors.Is(err, errNoReplicaStreams) {
+				s.logger.Info("the leader serves no replica streams; its fetches go as actor messages")
+				s.actorMessages = true
+				for _, f := range fs {
+					s.system.Root.RequestWithCustomSender(s.manager, f.msg, s.to)
+				}
+				continue
+			}
+			if err != nil {
 				s.logger.WithError(err).Debug("replica stream did not connect")
 				s.t.putFrames(fs)
 				continue
@@ -404,30 +449,50 @@ func (s *ReplicaStream) run() {
 	}
 }
 
-// dial connects to the leader, says hello, and starts reading the answers.
+// dial connects to the leader, says hello, waits for the leader's, and
+// starts reading the answers. It returns errNoReplicaStreams when the
+// leader answers as a node without replica streams.
 func (s *ReplicaStream) dial() (net.Conn, *atomic.Bool, error) {
-	conn, err := net.DialTimeout("tcp", s.address, replicaDialTimeout)
+	conn, err := net.DialTimeout("tcp", s.manager.Address, replicaDialTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	if tcp, ok := conn.(*net.TCPConn); ok {
 		_ = tcp.SetNoDelay(true)
 	}
-	if _, err := conn.Write(appendHello(nil, s.system.Address())); err != nil {
+	r := bufio.NewReaderSize(conn, replicaStreamReadBuffer)
+	if err := s.hello(conn, r); err != nil {
 		conn.Close()
 		return nil, nil, err
 	}
 	broken := &atomic.Bool{}
-	go s.read(conn, broken)
+	go s.read(conn, r, broken)
 	return conn, broken, nil
 }
 
-// read sends each answer conn brings to the stream's actor, until conn
-// fails or closes.
-func (s *ReplicaStream) read(conn net.Conn, broken *atomic.Bool) {
+// hello says the stream's hello on conn and reads the leader's from r.
+func (s *ReplicaStream) hello(conn net.Conn, r *bufio.Reader) error {
+	if err := conn.SetDeadline(time.Now().Add(replicaDialTimeout)); err != nil {
+		return err
+	}
+	if _, err := conn.Write(appendHello(nil, s.system.Address())); err != nil {
+		return err
+	}
+	answer := make([]byte, len(helloAnswer))
+	if _, err := io.ReadFull(r, answer); err != nil {
+		return fmt.Errorf("replica stream: no answer to the hello: %w", err)
+	}
+	if !bytes.Equal(answer, helloAnswer) {
+		return errNoReplicaStreams
+	}
+	return conn.SetDeadline(time.Time{})
+}
+
+// read sends each answer r reads from conn to the stream's actor, until
+// conn fails or closes.
+func (s *ReplicaStream) read(conn net.Conn, r *bufio.Reader, broken *atomic.Bool) {
 	defer broken.Store(true)
 	defer conn.Close()
-	r := bufio.NewReaderSize(conn, replicaStreamReadBuffer)
 	for {
 		resp, err := s.t.readReplicaFetchResponse(r)
 		if err != nil {
@@ -506,6 +571,10 @@ func (s *replicaServer) serve(conn net.Conn) {
 	s.conns[conn] = struct{}{}
 	s.mu.Unlock()
 	logger = logger.WithField("follower_address", peer)
+	if _, err := conn.Write(helloAnswer); err != nil {
+		s.forget(conn)
+		return
+	}
 
 	sc := &replicaStreamProcess{t: s.t, queue: newFrameQueue(s.t, peer), logger: logger}
 	pid, _ := system.ProcessRegistry.Add(sc, replicaStreamPrefix+system.ProcessRegistry.NextId())
@@ -521,9 +590,7 @@ func (s *replicaServer) serve(conn net.Conn) {
 		sc.queue.close()
 		conn.Close()
 		<-written
-		s.mu.Lock()
-		delete(s.conns, conn)
-		s.mu.Unlock()
+		s.forget(conn)
 	}()
 	for {
 		n, err := readFrameSize(r, maxReplicaFrameBytes)
@@ -544,6 +611,13 @@ func (s *replicaServer) serve(conn net.Conn) {
 		}
 		system.Root.RequestWithCustomSender(manager, req, pid)
 	}
+}
+
+// forget takes conn off the streams the server closes when it stops.
+func (s *replicaServer) forget(conn net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, conn)
 }
 
 // writeAnswers writes the answers queued for one stream until done

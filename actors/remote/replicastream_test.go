@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/depot-dev/depot/actors/actortest"
@@ -89,7 +92,7 @@ func newReplicaPair(t *testing.T) *replicaPair {
 }
 
 func (p *replicaPair) stream(t *testing.T) *ReplicaStream {
-	s := p.followerTr.ReplicaStream(p.follower, p.leaderAddr, p.sink, p.logger)
+	s := p.followerTr.ReplicaStream(p.follower, actor.NewPID(p.leaderAddr, p.managerPID.Id), p.sink, p.logger)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -122,8 +125,20 @@ func (p *replicaPair) answer(t *testing.T, corr uint64) {
 func (p *replicaPair) roundTrip(t *testing.T, s *ReplicaStream, corr uint64) {
 	t.Helper()
 	s.Fetch(fetchOf(corr))
-	<-p.manager.asked
+	p.asked(t)
 	p.answer(t, corr)
+}
+
+// asked waits for the manager to be asked a fetch.
+func (p *replicaPair) asked(t *testing.T) *messages.ReplicaFetchRequest {
+	t.Helper()
+	select {
+	case req := <-p.manager.asked:
+		return req
+	case <-time.After(10 * time.Second):
+		t.Fatal("the manager was not asked")
+		return nil
+	}
 }
 
 // noAnswer requires that no answer comes within d.
@@ -146,7 +161,7 @@ func TestReplicaStreamCarriesFetches(t *testing.T) {
 	s := p.stream(t)
 	putsBefore := p.leaderTr.PoolStats().Puts
 	s.Fetch(fetchOf(7))
-	require.True(t, proto.Equal(fetchOf(7), <-p.manager.asked))
+	require.True(t, proto.Equal(fetchOf(7), p.asked(t)))
 	select {
 	case got := <-p.answers:
 		want := &messages.ReplicaFetchResponse{CorrelationId: 7, Partitions: p.parts}
@@ -197,7 +212,7 @@ func TestReplicaStreamTakesFaults(t *testing.T) {
 
 	p.leaderTr.Faults().Cut(p.followerAddr)
 	s.Fetch(fetchOf(4))
-	<-p.manager.asked
+	p.asked(t)
 	p.noAnswer(t, 300*time.Millisecond)
 	p.leaderTr.Faults().HealAll()
 	p.roundTrip(t, s, 5)
@@ -264,24 +279,32 @@ func lengthPrefixed(b []byte) []byte {
 }
 
 // A stream that sends what is not a hello and fetches is closed, with no
-// answer, and nothing reaches the manager; the node serves replica streams
-// and gRPC as before.
+// answer but the leader's hello to a good hello, and nothing reaches the
+// manager; the node serves replica streams and gRPC as before.
 func TestReplicaStreamRefusesBadInput(t *testing.T) {
 	p := newReplicaPair(t)
 	hello := appendHello(nil, p.followerAddr)[len(replicaStreamMagic):]
 	fetch, err := proto.Marshal(fetchOf(1))
 	require.NoError(t, err)
+	version := []byte{replicaStreamVersion}
 	for name, b := range map[string][]byte{
-		"hello too long":      binary.AppendUvarint(nil, maxReplicaHelloBytes+1),
-		"hello cut short":     binary.AppendUvarint(nil, 10),
-		"hello not a varint":  bytes.Repeat([]byte{0xff}, 11),
+		"no version":          nil,
+		"another version":     append([]byte{replicaStreamVersion + 1}, hello[1:]...),
+		"hello too long":      binary.AppendUvarint(version, maxReplicaHelloBytes+1),
+		"hello cut short":     binary.AppendUvarint(version, 10),
+		"hello not a varint":  append(version, bytes.Repeat([]byte{0xff}, 11)...),
 		"frame too large":     append(hello, binary.BigEndian.AppendUint32(nil, maxReplicaFrameBytes+1)...),
 		"frame of max uint32": append(hello, 0xff, 0xff, 0xff, 0xff),
 		"undecodable fetch":   append(hello, lengthPrefixed([]byte{0x0a, 0xff, 0x01})...),
 		"frame cut short":     append(hello, lengthPrefixed(fetch)[:len(fetch)]...),
 	} {
 		t.Run(name, func(t *testing.T) {
-			require.Empty(t, rawStream(t, p.leaderAddr, b))
+			got := rawStream(t, p.leaderAddr, b)
+			if bytes.HasPrefix(b, hello) {
+				require.Equal(t, helloAnswer, got)
+			} else {
+				require.Empty(t, got)
+			}
 			require.Empty(t, p.manager.asked)
 		})
 	}
@@ -289,6 +312,25 @@ func TestReplicaStreamRefusesBadInput(t *testing.T) {
 	p.roundTrip(t, s, 2)
 	_, err = p.follower.Root.RequestFuture(actor.NewPID(p.leaderAddr, p.managerPID.Id), fetchOf(3), 10*time.Second).Result()
 	require.NoError(t, err)
+}
+
+// A leader of a version without replica streams answers the hello as gRPC
+// does; the follower's fetches then go to its manager as actor messages,
+// and their answers come back to the follower's actor over gRPC.
+func TestReplicaStreamToALeaderWithoutThem(t *testing.T) {
+	p := newReplicaPair(t)
+	old, oldTr := newRemoteTestSystem(t, func(c *remote.Config) {
+		c.ServerOptions = append(c.ServerOptions, grpc.Creds(insecure.NewCredentials())) // the last one counts
+	})
+	manager := &fakeManager{tr: oldTr, parts: p.parts, asked: make(chan *messages.ReplicaFetchRequest, 16)}
+	_, err := old.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return manager }), "manager")
+	require.NoError(t, err)
+	s := p.followerTr.ReplicaStream(p.follower, actor.NewPID(old.Address(), "manager"), p.sink, p.logger)
+	t.Cleanup(s.Close)
+	p.manager = manager
+	for corr := uint64(1); corr <= 3; corr++ {
+		p.roundTrip(t, s, corr)
+	}
 }
 
 // Only what stands for a replica stream of the system takes an answer as
@@ -380,6 +422,7 @@ func FuzzReplicaStreamServe(f *testing.F) {
 			defer close(done)
 			tr.replicas.serve(server)
 		}()
+		go func() { _, _ = io.Copy(io.Discard, client) }() // the leader's hello
 		go func() {
 			_, _ = client.Write(b)
 			client.Close()
