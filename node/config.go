@@ -90,7 +90,8 @@ type Config struct {
 	// streams, 2 ms against 0: at 10k records/s 0.84-0.89 cores of the
 	// nodes against 0.99, p50 3.5-3.6 ms against 2.6-2.7; at 170k (half of
 	// saturation) the same CPU, and p99 a median 34 ms in eight runs
-	// against 16 in eleven, worse in six of eight alternated pairs.
+	// against 16 in eleven, worse in six of eight alternated pairs; at
+	// saturation 2 ms made 2-6 % more in four of five alternated pairs.
 	ReplicaFetchLinger time.Duration
 	// Policy places new partitions: "load" (default: by projected bytes
 	// against capacity, spread per topic) or "count" (Kafka's rule).
