@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,7 +136,6 @@ func (c *peekedConn) Read(p []byte) (int, error) {
 type outFrame struct {
 	pieces [][]byte
 	pooled []bool
-	size   int
 	due    time.Time
 	// msg is the message a follower's frame carries, for the actor
 	// messages that carry it to a leader without replica streams.
@@ -159,9 +159,8 @@ func newFrameQueue(t *Transport, peer string) *frameQueue {
 
 // push queues f, as the faults of q's peer have it: dropped while the peer
 // is cut, due later while it is delayed. A frame that finds the queue
-// closed or full is dropped too, at most once as any message is. It
-// reports whether f was queued.
-func (q *frameQueue) push(f outFrame) bool {
+// closed or full is dropped too, at most once as any message is.
+func (q *frameQueue) push(f outFrame) {
 	lf := q.t.faults.link(q.peer)
 	if lf.delay > 0 {
 		f.due = time.Now().Add(lf.delay)
@@ -170,7 +169,7 @@ func (q *frameQueue) push(f outFrame) bool {
 	if lf.cut || q.closed || len(q.frames) >= replicaQueueLimit {
 		q.mu.Unlock()
 		q.t.putPieces(f)
-		return false
+		return
 	}
 	q.frames = append(q.frames, f)
 	q.mu.Unlock()
@@ -178,7 +177,6 @@ func (q *frameQueue) push(f outFrame) bool {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	return true
 }
 
 // take returns the frames queued, and empties the queue.
@@ -227,8 +225,12 @@ func (t *Transport) writeFrames(conn net.Conn, fs []outFrame, stop <-chan struct
 				timer.Stop()
 			}
 		}
+		size := 0
+		for _, p := range f.pieces {
+			size += len(p)
+		}
 		var head [4]byte
-		binary.BigEndian.PutUint32(head[:], uint32(f.size))
+		binary.BigEndian.PutUint32(head[:], uint32(size))
 		bufs := make(net.Buffers, 0, len(f.pieces)+1)
 		bufs = append(append(bufs, head[:]), f.pieces...)
 		_, err := bufs.WriteTo(conn)
@@ -247,7 +249,7 @@ func messageFrame(m proto.Message) (outFrame, error) {
 	if err != nil {
 		return outFrame{}, err
 	}
-	return outFrame{pieces: [][]byte{b}, size: len(b), msg: m}, nil
+	return outFrame{pieces: [][]byte{b}, msg: m}, nil
 }
 
 // readFrameSize reads a frame's length, which must be at most limit.
@@ -310,18 +312,12 @@ func (t *Transport) readReplicaFetchResponse(r io.Reader) (*messages.ReplicaFetc
 		t.buffers.Put(b)
 		return nil, err
 	}
-	return t.decodeReplicaFetchResponse(b)
-}
-
-// decodeReplicaFetchResponse decodes the answer in b, a buffer of t's
-// pool, which its records go on to hold; b goes back to the pool when none
-// does.
-func (t *Transport) decodeReplicaFetchResponse(b *[]byte) (*messages.ReplicaFetchResponse, error) {
 	resp, err := unmarshalReplicaFetchResponse(*b)
 	if err != nil {
 		t.buffers.Put(b)
 		return nil, fmt.Errorf("replica stream: undecodable answer: %w", err)
 	}
+	// b goes back to the pool once no records hold it.
 	shared := &sharedRead{buf: b, pool: t.buffers}
 	shared.refs.Store(1) // the reader's, until the records hold it
 	t.received.hold(replicaFetchResponseName, *b, shared)
@@ -339,7 +335,7 @@ type replicaAnswer struct {
 // system's transport.
 func isReplicaStream(system *actor.ActorSystem, pid *actor.PID) bool {
 	return pid != nil && system != nil && len(pid.Id) > len(replicaStreamPrefix) &&
-		pid.Id[:len(replicaStreamPrefix)] == replicaStreamPrefix && !isRemote(system, pid)
+		strings.HasPrefix(pid.Id, replicaStreamPrefix) && !isRemote(system, pid)
 }
 
 // ReplicaStream is a follower's stream of fetches to the partition manager
@@ -414,32 +410,28 @@ func (s *ReplicaStream) run() {
 		if len(fs) == 0 {
 			continue
 		}
+		if conn != nil && broken.Load() {
+			conn.Close()
+			conn = nil
+		}
+		if conn == nil && !s.actorMessages {
+			var err error
+			conn, broken, err = s.dial()
+			switch {
+			case errors.Is(err, errNoReplicaStreams):
+				s.logger.Info("the leader serves no replica streams; its fetches go as actor messages")
+				s.actorMessages = true
+			case err != nil:
+				s.logger.WithError(err).Debug("replica stream did not connect")
+				s.t.putFrames(fs)
+				continue
+			}
+		}
 		if s.actorMessages {
 			for _, f := range fs {
 				s.system.Root.RequestWithCustomSender(s.manager, f.msg, s.to)
 			}
 			continue
-		}
-		if conn != nil && broken.Load() {
-			conn.Close()
-			conn = nil
-		}
-		if conn == nil {
-			var err error
-			conn, broken, err = s.dial()
-			if errors.Is(err, errNoReplicaStreams) {
-				s.logger.Info("the leader serves no replica streams; its fetches go as actor messages")
-				s.actorMessages = true
-				for _, f := range fs {
-					s.system.Root.RequestWithCustomSender(s.manager, f.msg, s.to)
-				}
-				continue
-			}
-			if err != nil {
-				s.logger.WithError(err).Debug("replica stream did not connect")
-				s.t.putFrames(fs)
-				continue
-			}
 		}
 		if err := s.t.writeFrames(conn, fs, s.done); err != nil {
 			s.logger.WithError(err).Debug("replica stream failed")
@@ -649,7 +641,7 @@ func (p *replicaStreamProcess) SendUserMessage(_ *actor.PID, message any) {
 	var f outFrame
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
 	case *replicaAnswer:
-		f = outFrame{pieces: m.g.pieces, pooled: m.g.pooled, size: m.g.size}
+		f = outFrame{pieces: m.g.pieces, pooled: m.g.pooled}
 	case *messages.ReplicaFetchResponse:
 		var err error
 		if f, err = messageFrame(m); err != nil {
