@@ -135,7 +135,9 @@ func TestKafkaSaramaAsyncProducer(t *testing.T) {
 	seeds := []string{n.KafkaAddress()}
 	createTopic(t, n, "sarama-async", 3)
 	cfg := saramaConfig(saramaVersion)
-	cfg.Producer.Flush.Messages = 20
+	// Batches of 20 messages, and whatever is left after 5 ms: without a
+	// frequency, sarama keeps a remainder below 20 until it is closed.
+	cfg.Producer.Flush.Messages, cfg.Producer.Flush.Frequency = 20, 5*time.Millisecond
 	producer, err := sarama.NewAsyncProducer(seeds, cfg)
 	require.NoError(t, err)
 
