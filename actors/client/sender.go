@@ -885,9 +885,19 @@ func (s *sender) remove(ps *partSender, i int) {
 // complete returns b's bytes to the buffer, calls the promises of its
 // records, and recycles it when no broker can still hold its bytes.
 func (s *sender) complete(b *batch, baseOffset int64, err error) {
-	// The bytes are released first: a caller woken by a promise finds
-	// them no longer buffered.
+	// The bytes are released first, and the batch no longer counted
+	// outstanding: a caller woken by a promise finds them no longer
+	// buffered, and, producing again, finds the producer idle if it is, so
+	// that its record is sent at once as the one before was.
 	s.p.release(b.bytes)
+	owner, topic := b.owner, b.inTopic
+	if owner != nil {
+		// An open batch may wait for the partition to be idle, or for
+		// room in flight after lingering (see Producer.inFlightFull).
+		if n := s.p.addOutstanding(owner, -1); n == 0 || int(n) == s.p.cfg.maxInFlight-1 {
+			s.p.sealReady(topic, owner)
+		}
+	}
 	for i, pd := range b.records {
 		if err == nil {
 			if baseOffset >= 0 {
@@ -899,16 +909,8 @@ func (s *sender) complete(b *batch, baseOffset int64, err error) {
 		s.callPromise(pd, err)
 	}
 	s.leaveUnsent(b)
-	owner, topic := b.owner, b.inTopic
 	if s.p.cfg.acks != 0 && b.attempts == 1 && err == nil {
 		s.p.recycle(b)
-	}
-	if owner != nil {
-		// An open batch may wait for the partition to be idle, or for
-		// room in flight after lingering (see Producer.inFlightFull).
-		if n := s.p.addOutstanding(owner, -1); n == 0 || int(n) == s.p.cfg.maxInFlight-1 {
-			s.p.sealReady(topic, owner)
-		}
 	}
 }
 
