@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -126,6 +127,47 @@ func TestConnectionLostRefetchesAtOnce(t *testing.T) {
 	require.NoError(t, fc.moveLeader("t", 1))
 	fc.loseEndpoint(fc.system.Address())
 	got = pollUntil(t, cons, got, len(produced), promptly)
+	checkExactlyOnce(t, produced, got, 2, true)
+}
+
+// A consumer whose fetch goes to an actor that is not there (a node's
+// partition manager stopped, or not yet started again) hears of it at once
+// and fetches again after its retry backoff, not after its request
+// timeout: no record is skipped or read twice.
+func TestDeadLetterRefetchesAtOnce(t *testing.T) {
+	fc, c := setup(t, RequestTimeout(longTimeout))
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("t", 2))
+	p, err := c.NewProducer(Linger(0))
+	require.NoError(t, err)
+	defer p.Close()
+	produced := numbered("t", 0, 200)
+	require.NoError(t, p.ProduceSync(ctx, produced...))
+
+	manager := actor.NewPID(fc.system.Address(), actors.PartitionManagerName)
+	require.NoError(t, fc.system.Root.PoisonFuture(manager).Wait())
+	errs := make(chan error, 64)
+	cons, err := c.NewConsumer(ConsumerRequestTimeout(longTimeout), FetchMaxWait(100*time.Millisecond), ConsumerRetryBackoff(10*time.Millisecond),
+		OnFetchError(func(e FetchError) {
+			select {
+			case errs <- e.Err:
+			default:
+			}
+		}))
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.AssignTopic("t", AtStart())
+	for deadLetter := false; !deadLetter; {
+		select {
+		case err := <-errs:
+			deadLetter = errors.Is(err, actor.ErrDeadLetter)
+		case <-time.After(promptly):
+			t.Fatalf("no fetch failed within %v of going to a stopped actor (requests time out after %v)", promptly, longTimeout)
+		}
+	}
+	_, err = fc.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newFakeManager(fc) }), actors.PartitionManagerName)
+	require.NoError(t, err)
+	got := pollUntil(t, cons, nil, len(produced), promptly)
 	checkExactlyOnce(t, produced, got, 2, true)
 }
 

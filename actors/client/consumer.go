@@ -643,6 +643,8 @@ func (f *fetcher) Receive(ctx actor.Context) {
 		f.onTick(ctx)
 	case *connectionLost:
 		f.onConnectionLost(ctx, m.address)
+	case *actor.DeadLetterResponse:
+		f.onDeadLetter(ctx, m.Target)
 	case *actor.Stopping:
 		if f.stopTick != nil {
 			f.stopTick()
@@ -1120,6 +1122,50 @@ func (f *fetcher) onConnectionLost(ctx actor.Context, addr string) {
 	for topic := range topics {
 		f.refresh(ctx, topic)
 	}
+}
+
+// onDeadLetter fails at once the fetches sent to target, an actor that is
+// not there (its node stopped it, or has yet to start it again), rather
+// than wait out the request timeout for answers that will not come: their
+// partitions fetch again from the same offsets after the retry backoff,
+// from the leaders the metadata names then. protoactor names the target
+// only when its connection failed; otherwise which fetch went nowhere
+// cannot be told, and every fetch in flight is asked again (the answers to
+// those it replaces are ignored).
+func (f *fetcher) onDeadLetter(ctx actor.Context, target *actor.PID) {
+	sentTo := func(pid *actor.PID) bool { return target == nil || pid.Equal(target) }
+	var failed []*fetchPart
+	for _, n := range f.nodes {
+		if !n.inflight || !sentTo(n.manager) {
+			continue
+		}
+		parts, corrID := n.parts, n.corrID
+		f.endNodeFetch(n)
+		for _, fp := range parts {
+			if !fp.inflight && fp.corrID == corrID {
+				fp.corrID = 0
+				failed = append(failed, fp)
+			}
+		}
+	}
+	for _, fp := range f.order {
+		if fp.inflight && fp.node == nil && fp.leader != nil && sentTo(fp.leader) {
+			fp.inflight, fp.corrID = false, 0
+			f.asked -= int64(fp.asked)
+			failed = append(failed, fp)
+		}
+	}
+	gone := actor.ErrDeadLetter
+	if target != nil {
+		gone = fmt.Errorf("%w: %s", actor.ErrDeadLetter, target)
+	}
+	retryAt := time.Now().Add(f.cons.cfg.retryBackoff)
+	for _, fp := range failed {
+		f.fetchFailed(fp, fp.offset, gone)
+		fp.leader, fp.retryAt = nil, retryAt
+		f.cons.client.forget(fp.key.topic)
+	}
+	f.feed(ctx)
 }
 
 // retryLater backs off the partitions of topic; a topic awaiting its first
