@@ -366,7 +366,8 @@ func (c *Client) startSystem() (err error) {
 func (c *Client) System() *actor.ActorSystem { return c.system }
 
 // Close stops the client's own actor system, if it started one. Producers
-// and consumers should be closed first.
+// and consumers should be closed first; a consumer that was not stops
+// fetching, and its Poll returns ErrClosed.
 func (c *Client) Close() {
 	if !c.closed.CompareAndSwap(false, true) {
 		return

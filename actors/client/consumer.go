@@ -349,7 +349,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 func (c *Consumer) poll(ctx context.Context, interrupted func() bool) ([]*Record, error) {
 	for {
 		c.mu.Lock()
-		if c.closed {
+		if c.closed || c.client.closed.Load() {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
@@ -616,8 +616,19 @@ func newFetcher(c *Consumer) *fetcher {
 	return &fetcher{cons: c, parts: map[partKey]*fetchPart{}, refreshing: map[string]refreshCall{}, waiting: map[string]Offset{}, nodes: map[string]*nodeFetch{}}
 }
 
-// Receive dispatches the fetcher's messages.
+// Receive dispatches the fetcher's messages. Once the client is closed
+// under the consumer, it stops at its next message (its ticks go on until
+// then), and Poll says so.
 func (f *fetcher) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case actor.SystemMessage, actor.AutoReceiveMessage:
+	default:
+		if f.cons.client.closed.Load() {
+			ctx.Stop(ctx.Self())
+			f.cons.wake()
+			return
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		d := max(min(f.cons.cfg.retryBackoff, 50*time.Millisecond), 5*time.Millisecond)

@@ -502,3 +502,37 @@ func TestBehind(t *testing.T) {
 		})
 	}
 }
+
+// A consumer whose client is closed under it stops fetching, and a Poll
+// waiting for records returns ErrClosed.
+func TestConsumerStopsWithItsClient(t *testing.T) {
+	fc, c := setup(t)
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("t", 2))
+	p, err := c.NewProducer()
+	require.NoError(t, err)
+	defer p.Close()
+	produced := produceAll(t, ctx, p, "t", 100)
+	cons, err := c.NewConsumer(FetchMaxWait(20 * time.Millisecond))
+	require.NoError(t, err)
+	defer cons.Close()
+	cons.AssignTopic("t", AtStart())
+	got := pollUntil(t, cons, nil, len(produced), 10*time.Second)
+	checkExactlyOnce(t, produced, got, 2, true)
+
+	polled := make(chan error, 1)
+	go func() {
+		_, err := cons.Poll(ctx)
+		polled <- err
+	}()
+	c.Close()
+	select {
+	case err := <-polled:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-time.After(promptly):
+		t.Fatalf("Poll still waiting %v after the client closed", promptly)
+	}
+	requests := fc.fetchesRequests.Load()
+	time.Sleep(200 * time.Millisecond) // ten times the fetch's max wait
+	require.LessOrEqual(t, fc.fetchesRequests.Load(), requests+1, "fetches after the client closed")
+}
