@@ -49,9 +49,6 @@ func (m *partitionManager) onReplicaFetch(ctx actor.Context, req *messages.Repli
 	for i, p := range req.GetPartitions() {
 		tp := disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}
 		g.parts[i], g.index[tp] = tp, i
-		// Until the partition answers, and in the answer if it never does.
-		k.resps[i] = &messages.ReplicaFetchedPartition{Topic: tp.Topic, Partition: tp.Partition, FetchOffset: p.GetFetchOffset(),
-			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)}
 	}
 	m.startGather(ctx, g)
 }
@@ -61,10 +58,10 @@ func (k *replicaFetches) ask(ctx actor.Context, g *gather, i int, pid *actor.PID
 }
 
 func (k *replicaFetches) refuse(i int, code messages.ErrorCode, message string) {
-	putFrame(k.t, k.frames[i])
-	k.frames[i] = nil
-	k.resps[i].Records = nil
-	k.resps[i].Error, k.resps[i].ErrorMessage = code, message
+	p := k.req.GetPartitions()[i]
+	k.take(i, &messages.ReplicaFetchedPartition{
+		Topic: p.GetTopic(), Partition: p.GetPartition(), FetchOffset: p.GetFetchOffset(), Error: code, ErrorMessage: message,
+	}, nil)
 }
 
 // take keeps resp and its frame as part i's answer, and hands the frame of
@@ -77,6 +74,13 @@ func (k *replicaFetches) take(i int, resp *messages.ReplicaFetchedPartition, fra
 // answer sends the response: to another node, each frame as it lies (see
 // remote.Transport.ReplicaFetchMessage).
 func (k *replicaFetches) answer(ctx actor.Context, m *partitionManager) {
+	for i, r := range k.resps {
+		if r == nil {
+			// Never answered: the partition stopped or is stuck.
+			p := k.req.GetPartitions()[i]
+			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s-%d: node %d's replica did not answer in time", p.GetTopic(), p.GetPartition(), m.cfg.NodeID))
+		}
+	}
 	resp := &messages.ReplicaFetchResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
 	m.outboxes.Send(ctx, k.to, m.cfg.Transport.ReplicaFetchMessage(ctx.ActorSystem(), k.to, resp, k.frames), nil)
 	m.lastReplicaAnswer = time.Now()

@@ -43,7 +43,13 @@ func TestReplicaFetchNotHeldBackByASilentPartition(t *testing.T) {
 	require.Len(t, res.GetPartitions(), 2)
 	require.Equal(t, messages.ErrorCode_REQUEST_TIMED_OUT, res.GetPartitions()[0].GetError())
 	require.Equal(t, int64(5), res.GetPartitions()[0].GetFetchOffset())
+	require.Equal(t, "t-0: node 1's replica did not answer in time", res.GetPartitions()[0].GetErrorMessage())
 	require.Equal(t, messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, res.GetPartitions()[1].GetError(), "no replica of it here")
+	for i, p := range res.GetPartitions() {
+		require.Equal(t, "t", p.GetTopic())
+		require.Equal(t, int32(i), p.GetPartition())
+		require.Empty(t, p.GetRecords())
+	}
 
 	epochs, err := actors.Request[*messages.OffsetForLeaderEpochResponse](context.Background(), system.Root, pid,
 		&messages.OffsetForLeaderEpochRequest{ReplicaId: 2, CorrelationId: 8, Partitions: []*messages.EpochQuery{{Topic: "t", Partition: 0}}}, 10*time.Second)
