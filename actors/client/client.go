@@ -366,8 +366,9 @@ func (c *Client) startSystem() (err error) {
 func (c *Client) System() *actor.ActorSystem { return c.system }
 
 // Close stops the client's own actor system, if it started one. Producers
-// and consumers should be closed first; a consumer that was not stops
-// fetching, and its Poll returns ErrClosed.
+// and consumers should be closed first: a producer that was not fails the
+// records it holds, and those produced after, with ErrClosed; a consumer
+// that was not stops fetching, and its Poll returns ErrClosed.
 func (c *Client) Close() {
 	if !c.closed.CompareAndSwap(false, true) {
 		return

@@ -53,14 +53,15 @@ func produceAsync(ctx context.Context, p *Producer, rs []*Record) <-chan error {
 	return done
 }
 
-// promptError waits promptly for an error (or nil) from done.
+// promptError waits promptly for an error (or nil) from done: within
+// promptly of the event the test caused.
 func promptError(t *testing.T, done <-chan error, what string) error {
 	t.Helper()
 	select {
 	case err := <-done:
 		return err
 	case <-time.After(promptly):
-		t.Fatalf("%s: not done within %v of the connection's loss (requests time out after %v)", what, promptly, longTimeout)
+		t.Fatalf("%s: not done within %v (requests time out after %v)", what, promptly, longTimeout)
 		return nil
 	}
 }
@@ -349,4 +350,28 @@ func TestNodeDiesUnderProducerAndConsumer(t *testing.T) {
 	requireProducedInOrder(t, produced)
 	got = pollUntil(t, cons, got, len(produced), promptly)
 	checkExactlyOnce(t, produced, got, 1, true)
+}
+
+// A producer whose client is closed under it fails what it holds with
+// ErrClosed at once, rather than retrying it against the nodes until its
+// delivery timeout, and so does a record produced after; Flush returns.
+func TestProducerFailsWithItsClient(t *testing.T) {
+	fc, c := setup(t, RequestTimeout(longTimeout))
+	ctx := testContext(t, 30*time.Second)
+	require.NoError(t, fc.createTopic("t", 2))
+	p, err := c.NewProducer(Linger(0), ProducerRequestTimeout(longTimeout), DeliveryTimeout(2*longTimeout))
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.ProduceSync(ctx, numbered("t", 0, 10)...))
+
+	// The node takes the next batches, and its answers never come.
+	fc.setFaults(faults{loseAnswerEvery: 1})
+	done := produceAsync(ctx, p, numbered("t", 10, 100))
+	require.Eventually(t, func() bool { return fc.stats("t").unanswered >= 1 }, 10*time.Second, time.Millisecond)
+	c.Close()
+	require.ErrorIs(t, promptError(t, done, "produce"), ErrClosed)
+	require.ErrorIs(t, p.ProduceSync(ctx, numbered("t", 110, 1)...), ErrClosed)
+	flushed := make(chan error, 1)
+	go func() { flushed <- p.Flush(ctx) }()
+	require.NoError(t, promptError(t, flushed, "flush"))
 }

@@ -528,7 +528,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, promise func(*Record,
 		promise(r, err)
 		return
 	}
-	if p.closed {
+	if p.closed || p.client.closed.Load() {
 		p.mu.Unlock()
 		promise(r, ErrClosed)
 		return

@@ -66,6 +66,9 @@ type sender struct {
 	// looks only at backingOff, so that its cost is not that of the
 	// partitions the producer has ever written to.
 	checkAt time.Time
+	// abandoned is set once the client is closed under the producer (see
+	// closedUnder).
+	abandoned bool
 }
 
 // fullCheckInterval bounds the time between a tick's passes over every
@@ -290,6 +293,9 @@ func (s *sender) tickInterval() time.Duration {
 
 // Receive dispatches the sender's messages.
 func (s *sender) Receive(ctx actor.Context) {
+	if s.closedUnder(ctx) {
+		return
+	}
 	if _, ok := ctx.Message().(*batch); !ok {
 		// What the batches before left in the outboxes goes first:
 		// nothing but a batch's turn may change the batches in them.
@@ -323,17 +329,48 @@ func (s *sender) Receive(ctx actor.Context) {
 		if s.stopTick != nil {
 			s.stopTick()
 		}
-		for _, ps := range s.parts {
-			for _, b := range ps.queue {
-				s.complete(b, -1, ErrClosed)
-			}
-			ps.queue, ps.inflight = nil, 0
-		}
+		s.failQueued()
 	case *actor.Stopped, *actor.Restarting:
 	default:
 		s.p.logger.WithField("type", fmt.Sprintf("%T", m)).Warn("unhandled message")
 	}
 	s.flush(ctx)
+}
+
+// failQueued fails every batch the sender holds with ErrClosed.
+func (s *sender) failQueued() {
+	for _, ps := range s.parts {
+		for _, b := range ps.queue {
+			s.complete(b, -1, ErrClosed)
+		}
+		ps.queue, ps.inflight = nil, 0
+	}
+}
+
+// closedUnder reports whether the client was closed under the producer,
+// which nothing the sender sends could then reach: the first message after
+// stops its ticks and fails the batches it holds with ErrClosed, as
+// Shutdown would, and each batch that comes after fails with ErrClosed on
+// arrival, so that every promise is called and Flush returns.
+func (s *sender) closedUnder(ctx actor.Context) bool {
+	switch ctx.Message().(type) {
+	case actor.SystemMessage, actor.AutoReceiveMessage:
+		return false
+	}
+	if !s.p.client.closed.Load() {
+		return false
+	}
+	if !s.abandoned {
+		s.abandoned = true
+		if s.stopTick != nil {
+			s.stopTick()
+		}
+		s.failQueued()
+	}
+	if b, ok := ctx.Message().(*batch); ok {
+		s.complete(b, -1, ErrClosed)
+	}
+	return true
 }
 
 // flushLater has the requests made in a batch's turn sent once the
