@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -127,7 +126,7 @@ func (k *partitionFetches) answer(ctx actor.Context, m *partitionManager) {
 		if r == nil {
 			// Never answered: the partition stopped or is stuck.
 			p := k.req.GetPartitions()[i]
-			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s-%d: node %d's replica did not answer in time", p.GetTopic(), p.GetPartition(), m.cfg.NodeID))
+			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, m.notAnswered(disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}))
 			r = k.resps[i]
 		}
 		sizes[i] = len(r.GetRecords())

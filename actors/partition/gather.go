@@ -106,6 +106,12 @@ func (m *partitionManager) noReplica(tp disk.TopicPartition) string {
 	return fmt.Sprintf("%s: node %d has no replica of it running", tp, m.cfg.NodeID)
 }
 
+// notAnswered is the error message of a part whose partition did not
+// answer in time.
+func (m *partitionManager) notAnswered(tp disk.TopicPartition) string {
+	return fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)
+}
+
 // stepGather does what g's core said: answer it (also when it would park or
 // ask again while the manager stops), park it, or ask parts again.
 func (m *partitionManager) stepGather(ctx actor.Context, g *gather, s state.GatherStep) {

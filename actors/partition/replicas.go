@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -78,7 +77,7 @@ func (k *replicaFetches) answer(ctx actor.Context, m *partitionManager) {
 		if r == nil {
 			// Never answered: the partition stopped or is stuck.
 			p := k.req.GetPartitions()[i]
-			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, fmt.Sprintf("%s-%d: node %d's replica did not answer in time", p.GetTopic(), p.GetPartition(), m.cfg.NodeID))
+			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, m.notAnswered(disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}))
 		}
 	}
 	resp := &messages.ReplicaFetchResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
@@ -134,12 +133,12 @@ func (m *partitionManager) onEpochQueries(ctx actor.Context, req *messages.Offse
 	for i, q := range req.GetPartitions() {
 		tp := disk.TopicPartition{Topic: q.GetTopic(), Partition: q.GetPartition()}
 		end := &messages.EpochEnd{Topic: tp.Topic, Partition: tp.Partition, LeaderEpoch: -1, EndOffset: -1,
-			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: fmt.Sprintf("%s: node %d's replica did not answer in time", tp, m.cfg.NodeID)}
+			Error: messages.ErrorCode_REQUEST_TIMED_OUT, ErrorMessage: m.notAnswered(tp)}
 		g.resp.Partitions = append(g.resp.Partitions, end)
 		g.index[tp] = i
 		pid := m.children[tp]
 		if pid == nil || m.stopping {
-			end.Error, end.ErrorMessage = messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, fmt.Sprintf("%s: node %d has no replica of it running", tp, m.cfg.NodeID)
+			end.Error, end.ErrorMessage = messages.ErrorCode_NOT_LEADER_OR_FOLLOWER, m.noReplica(tp)
 			continue
 		}
 		g.waiting++
