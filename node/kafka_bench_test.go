@@ -32,7 +32,7 @@ func benchValue() []byte {
 // and Kafka's own producer (max.in.flight.requests.per.connection) have by
 // default: acks=1 needs idempotence off, where kgo's default is one.
 // With one, kgo produced through a node at 67-82 % of the actor client's
-// rate in three runs of 2026-12-06; with five, at 120-134 % in four.
+// rate in three runs of 2026-12-06; with five, at 120-140 % in four.
 func benchKgoProducer(b *testing.B, seeds []string) *kgo.Client {
 	return kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("orders"), kgo.RequiredAcks(kgo.LeaderAck()),
 		kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5), kgo.ProducerBatchCompression(kgo.NoCompression()))
