@@ -1014,9 +1014,7 @@ func (f *fetcher) onTick(ctx actor.Context) {
 	for _, fp := range f.order {
 		if fp.inflight && fp.node == nil && now.Sub(fp.sentAt) > cfg.fetchMaxWait+cfg.requestTimeout {
 			f.fetchFailed(fp, fp.offset, fmt.Errorf("%w: no answer to a fetch in %v", ErrTimeout, cfg.fetchMaxWait+cfg.requestTimeout))
-			fp.inflight = false
-			fp.corrID = 0
-			f.asked -= int64(fp.asked)
+			f.dropFetch(fp)
 		}
 	}
 	f.feed(ctx)
@@ -1117,8 +1115,7 @@ func (f *fetcher) onConnectionLost(ctx actor.Context, addr string) {
 		topics[fp.key.topic] = true
 		switch {
 		case fp.inflight:
-			fp.inflight, fp.corrID, fp.node = false, 0, nil
-			f.asked -= int64(fp.asked)
+			f.dropFetch(fp)
 			f.fetchFailed(fp, fp.offset, lost)
 		case fp.resolving:
 			fp.resolving = false
@@ -1135,6 +1132,13 @@ func (f *fetcher) onConnectionLost(ctx actor.Context, addr string) {
 	}
 }
 
+// dropFetch gives up fp's fetch in flight: an answer to it is ignored, and
+// its bytes are off the budget.
+func (f *fetcher) dropFetch(fp *fetchPart) {
+	fp.inflight, fp.corrID, fp.node = false, 0, nil
+	f.asked -= int64(fp.asked)
+}
+
 // onDeadLetter fails at once the fetches sent to target, an actor that is
 // not there (its node stopped it, or has yet to start it again), rather
 // than wait out the request timeout for answers that will not come: their
@@ -1147,22 +1151,13 @@ func (f *fetcher) onDeadLetter(ctx actor.Context, target *actor.PID) {
 	sentTo := func(pid *actor.PID) bool { return target == nil || pid.Equal(target) }
 	var failed []*fetchPart
 	for _, n := range f.nodes {
-		if !n.inflight || !sentTo(n.manager) {
-			continue
-		}
-		parts, corrID := n.parts, n.corrID
-		f.endNodeFetch(n)
-		for _, fp := range parts {
-			if !fp.inflight && fp.corrID == corrID {
-				fp.corrID = 0
-				failed = append(failed, fp)
-			}
+		if n.inflight && sentTo(n.manager) {
+			failed = append(failed, f.abandonNodeFetch(n)...)
 		}
 	}
 	for _, fp := range f.order {
 		if fp.inflight && fp.node == nil && fp.leader != nil && sentTo(fp.leader) {
-			fp.inflight, fp.corrID = false, 0
-			f.asked -= int64(fp.asked)
+			f.dropFetch(fp)
 			failed = append(failed, fp)
 		}
 	}

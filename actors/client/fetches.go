@@ -230,6 +230,22 @@ func (f *fetcher) endNodeFetch(n *nodeFetch) {
 	n.inflight, n.asked, n.parts = false, 0, nil
 }
 
+// abandonNodeFetch ends n's fetch in flight and returns the partitions it
+// carried that no fetch since has taken, their correlation ids reset: an
+// answer to it is ignored, and they fetch again from the same offsets.
+func (f *fetcher) abandonNodeFetch(n *nodeFetch) []*fetchPart {
+	parts, corrID := n.parts, n.corrID
+	f.endNodeFetch(n)
+	abandoned := parts[:0]
+	for _, fp := range parts {
+		if !fp.inflight && fp.corrID == corrID {
+			fp.corrID = 0
+			abandoned = append(abandoned, fp)
+		}
+	}
+	return abandoned
+}
+
 // expireNodes gives up the node fetches unanswered past their max wait and
 // the request timeout: their partitions fetch again, from the same
 // offsets, and OnFetchError hears of each.
@@ -240,13 +256,8 @@ func (f *fetcher) expireNodes(now time.Time) {
 		if !n.inflight || now.Sub(n.sentAt) <= limit {
 			continue
 		}
-		parts, corrID := n.parts, n.corrID
-		f.endNodeFetch(n)
-		for _, fp := range parts {
-			if !fp.inflight && fp.corrID == corrID {
-				fp.corrID = 0
-				f.fetchFailed(fp, fp.offset, fmt.Errorf("%w: no answer to a fetch in %v", ErrTimeout, limit))
-			}
+		for _, fp := range f.abandonNodeFetch(n) {
+			f.fetchFailed(fp, fp.offset, fmt.Errorf("%w: no answer to a fetch in %v", ErrTimeout, limit))
 		}
 	}
 }

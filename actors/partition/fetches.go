@@ -110,6 +110,8 @@ func (k *partitionFetches) refuse(i int, code messages.ErrorCode, message string
 	}, nil)
 }
 
+func (k *partitionFetches) answered(i int) bool { return k.resps[i] != nil }
+
 // take keeps resp and its frame as part i's answer, and hands the frame of
 // the answer it replaces back to the pool: only the manager held it.
 func (k *partitionFetches) take(i int, resp *messages.FetchResponse, frame []byte) {
@@ -123,12 +125,6 @@ func (k *partitionFetches) take(i int, resp *messages.FetchResponse, frame []byt
 func (k *partitionFetches) answer(ctx actor.Context, m *partitionManager) {
 	sizes := make([]int, len(k.resps))
 	for i, r := range k.resps {
-		if r == nil {
-			// Never answered: the partition stopped or is stuck.
-			p := k.req.GetPartitions()[i]
-			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, m.notAnswered(disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}))
-			r = k.resps[i]
-		}
 		sizes[i] = len(r.GetRecords())
 	}
 	for i, keep := range state.FitResponse(sizes, int(k.req.GetMaxBytes())) {

@@ -44,7 +44,10 @@ type gatherKind interface {
 	ask(ctx actor.Context, g *gather, i int, pid *actor.PID)
 	// refuse answers part i with an error, without asking its partition.
 	refuse(i int, code messages.ErrorCode, message string)
-	// answer sends the request's answer from what the parts answered.
+	// answered reports whether part i has an answer.
+	answered(i int) bool
+	// answer sends the request's answer from the parts' answers, one for
+	// each part.
 	answer(ctx actor.Context, m *partitionManager)
 }
 
@@ -190,6 +193,12 @@ func (m *partitionManager) answerGather(ctx actor.Context, g *gather) {
 	}
 	if g.stopDeadline != nil {
 		g.stopDeadline()
+	}
+	for i, tp := range g.parts {
+		if !g.kind.answered(i) {
+			// Never answered: the partition stopped or is stuck.
+			g.kind.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, m.notAnswered(tp))
+		}
 	}
 	g.kind.answer(ctx, m)
 }

@@ -63,6 +63,8 @@ func (k *replicaFetches) refuse(i int, code messages.ErrorCode, message string) 
 	}, nil)
 }
 
+func (k *replicaFetches) answered(i int) bool { return k.resps[i] != nil }
+
 // take keeps resp and its frame as part i's answer, and hands the frame of
 // the answer it replaces back to the pool: only the manager held it.
 func (k *replicaFetches) take(i int, resp *messages.ReplicaFetchedPartition, frame []byte) {
@@ -73,13 +75,6 @@ func (k *replicaFetches) take(i int, resp *messages.ReplicaFetchedPartition, fra
 // answer sends the response: to another node, each frame as it lies (see
 // remote.Transport.ReplicaFetchMessage).
 func (k *replicaFetches) answer(ctx actor.Context, m *partitionManager) {
-	for i, r := range k.resps {
-		if r == nil {
-			// Never answered: the partition stopped or is stuck.
-			p := k.req.GetPartitions()[i]
-			k.refuse(i, messages.ErrorCode_REQUEST_TIMED_OUT, m.notAnswered(disk.TopicPartition{Topic: p.GetTopic(), Partition: p.GetPartition()}))
-		}
-	}
 	resp := &messages.ReplicaFetchResponse{CorrelationId: k.req.GetCorrelationId(), Partitions: k.resps}
 	m.outboxes.Send(ctx, k.to, m.cfg.Transport.ReplicaFetchMessage(ctx.ActorSystem(), k.to, resp, k.frames), nil)
 	m.lastReplicaAnswer = time.Now()
