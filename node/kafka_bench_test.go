@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -54,6 +55,7 @@ func kafkaBenchTargets(partitions int32) map[string]func(b *testing.B) []string 
 			require.NoError(b, err)
 			return []string{n.KafkaAddress()}
 		},
+		"floor": startFloorBroker,
 		"kfake": func(b *testing.B) []string {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "orders"))
 			require.NoError(b, err)
@@ -133,12 +135,13 @@ func BenchmarkKafkaProduce(b *testing.B) {
 
 // BenchmarkKafkaConsume reads b.N records of 1 KiB from one partition
 // from the start, written beforehand: kgo through a node's Kafka listener
-// ("kgo-depot") and through kfake ("kgo-kfake"), and Depot's actor client
-// from a node over protoactor remote ("actor-client"). Run with:
+// ("kgo-depot"), through kfake ("kgo-kfake") and through a floorBroker
+// ("kgo-floor", the most a broker could give kgo here), and Depot's actor
+// client from a node over protoactor remote ("actor-client"). Run with:
 //
 //	go test -run '^$' -bench KafkaConsume -benchtime 200000x ./node/
 func BenchmarkKafkaConsume(b *testing.B) {
-	for _, target := range []string{"depot", "kfake"} {
+	for _, target := range []string{"depot", "kfake", "floor"} {
 		b.Run("kgo-"+target, func(b *testing.B) {
 			seeds := kafkaBenchTargets(1)[target](b)
 			benchReadBack(b, seeds, benchKgoProducer(b, seeds))
@@ -251,9 +254,16 @@ func processCPU() time.Duration {
 // the throughput it reports the consumer's fetches: their count, and per
 // fetch the wall time of the read (us-cycle/fetch), of reading each answer
 // from its request's write on, the server's time included
-// (us-read/fetch), and the bytes answered (kB/fetch). kgo sends a
-// broker's next fetch once the last is polled, so the cycle is the read
-// plus kgo's own decoding.
+// (us-read/fetch), the bytes answered (kB/fetch), and the records a batch
+// (records/batch: the same for every target, as prod makes them). kgo
+// sends a broker's next fetch once the last is polled, so the cycle is the
+// read plus kgo's own decoding. It also reports the CPU time of the whole
+// process a record (cpu-ns/record: kgo's, the server's and the garbage
+// collector's), and the garbage collections of the read (gcs) with the
+// heap after it (heap-MB): kgo allocates about a fetch's bytes for each
+// answer, and the collector runs each time the heap has grown by what it
+// held, so a server that holds every record in the process's heap, as
+// kfake and the floor do, spares kgo nearly all of them.
 func benchReadBack(b *testing.B, seeds []string, prod *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -266,7 +276,9 @@ func benchReadBack(b *testing.B, seeds []string, prod *kgo.Client) {
 	cl := kafkaClient(b, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("orders"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(fetches))
 	b.SetBytes(benchRecordBytes)
-	start := time.Now()
+	start, cpu := time.Now(), processCPU()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
 	b.ResetTimer()
 	for got := 0; got < b.N; {
 		fs := cl.PollFetches(ctx)
@@ -274,16 +286,29 @@ func benchReadBack(b *testing.B, seeds []string, prod *kgo.Client) {
 		got += fs.NumRecords()
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/record")
+	runtime.ReadMemStats(&ms1)
+	b.ReportMetric(float64(ms1.NumGC-ms0.NumGC), "gcs")
+	b.ReportMetric(float64(ms1.HeapAlloc)/1e6, "heap-MB")
 	fetches.report(b, time.Since(start))
 }
 
 // fetchTimes is a kgo hook that adds up the consumer's fetches, as kgo
 // measures each request's round trip.
 type fetchTimes struct {
-	mu    sync.Mutex
-	n     int
-	bytes int
-	read  time.Duration
+	mu      sync.Mutex
+	n       int
+	bytes   int
+	read    time.Duration
+	batches int
+	records int
+}
+
+func (f *fetchTimes) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches++
+	f.records += m.NumRecords
 }
 
 func (f *fetchTimes) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
@@ -309,4 +334,7 @@ func (f *fetchTimes) report(b *testing.B, elapsed time.Duration) {
 	b.ReportMetric(float64(elapsed.Microseconds())/n, "us-cycle/fetch")
 	b.ReportMetric(float64(f.read.Microseconds())/n, "us-read/fetch")
 	b.ReportMetric(float64(f.bytes)/n/1e3, "kB/fetch")
+	if f.batches > 0 {
+		b.ReportMetric(float64(f.records)/float64(f.batches), "records/batch")
+	}
 }
