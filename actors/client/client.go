@@ -264,6 +264,9 @@ type Client struct {
 	nextBroker atomic.Uint32
 	contacted  atomic.Bool
 	closed     atomic.Bool
+	// done is closed by Close: what runs in the background for the
+	// client stops on it.
+	done chan struct{}
 
 	mu     sync.RWMutex
 	routes map[string]*topicRoute
@@ -323,7 +326,8 @@ func New(opts ...Opt) (*Client, error) {
 	if cfg.logger == nil {
 		cfg.logger = logrus.NewEntry(logrus.StandardLogger())
 	}
-	c := &Client{cfg: cfg, logger: cfg.logger.WithField("actor", "client"), routes: map[string]*topicRoute{}, endpoints: map[string]*endpoint{}}
+	c := &Client{cfg: cfg, logger: cfg.logger.WithField("actor", "client"), routes: map[string]*topicRoute{}, endpoints: map[string]*endpoint{},
+		done: make(chan struct{})}
 	if cfg.system != nil {
 		c.system = cfg.system
 		c.transport = cfg.transport
@@ -368,11 +372,13 @@ func (c *Client) System() *actor.ActorSystem { return c.system }
 // Close stops the client's own actor system, if it started one. Producers
 // and consumers should be closed first: a producer that was not fails the
 // records it holds, and those produced after, with ErrClosed; a consumer
-// that was not stops fetching, and its Poll returns ErrClosed.
+// that was not stops fetching, and its Poll returns ErrClosed; a group
+// consumer that was not stops its heartbeats too.
 func (c *Client) Close() {
 	if !c.closed.CompareAndSwap(false, true) {
 		return
 	}
+	close(c.done)
 	c.stopWatchingEndpoints()
 	if c.ownSystem {
 		c.remote.Shutdown(false)

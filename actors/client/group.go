@@ -1048,7 +1048,7 @@ func (g *GroupConsumer) commit(job commitJob) error {
 }
 
 // heartbeatLoop sends a heartbeat every interval while the member is in a
-// settled generation, until Close.
+// settled generation, until Close or until its client is closed.
 func (g *GroupConsumer) heartbeatLoop() {
 	defer close(g.heartbeatDone)
 	ticker := time.NewTicker(g.cfg.heartbeatInterval)
@@ -1057,6 +1057,8 @@ func (g *GroupConsumer) heartbeatLoop() {
 		select {
 		case <-g.stop:
 			return
+		case <-g.client.done:
+			return // a closed client answers no heartbeat
 		case <-ticker.C:
 		}
 		g.heartbeat()

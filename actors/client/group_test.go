@@ -635,3 +635,33 @@ func TestNewGroupConsumerRefusesBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// A client closed under a group consumer stops its heartbeats: the
+// consumer sends no more, and its heartbeat goroutine ends, where it went
+// on asking the coordinator every interval until the process exited.
+func TestGroupHeartbeatsStopWithTheClient(t *testing.T) {
+	_, fg, c := groupSetup(t, 1)
+	ctx := testContext(t, 20*time.Second)
+	produceTo(t, ctx, c, "orders", 0, 0, 5)
+	g, err := c.NewGroupConsumer("g", []string{"orders"}, ResetOffset(ResetEarliest), AutoCommit(0),
+		HeartbeatInterval(20*time.Millisecond), SessionTimeout(time.Second))
+	require.NoError(t, err)
+	defer g.Close()
+	pollN(t, ctx, g, 5)
+	heartbeats := func() int {
+		var n int
+		fg.with("g", func(fg *fakeGroup) { n = fg.heartbeats })
+		return n
+	}
+	require.Eventually(t, func() bool { return heartbeats() > 0 }, 5*time.Second, 5*time.Millisecond, "no heartbeat")
+
+	c.Close()
+	select {
+	case <-g.heartbeatDone:
+	case <-time.After(promptly):
+		t.Fatalf("heartbeats still sent %v after the client closed", promptly)
+	}
+	sent := heartbeats()
+	time.Sleep(200 * time.Millisecond) // ten heartbeat intervals
+	require.Equal(t, sent, heartbeats(), "heartbeats after the client closed")
+}
