@@ -11,6 +11,9 @@ require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/google/uuid v1.6.0
 	github.com/klauspost/compress v1.20.4
+	// protoactor-go's process registry is made of these maps; Depot's
+	// actor systems make it smaller (actors.NewActorSystem).
+	github.com/orcaman/concurrent-map v1.0.0
 	github.com/pierrec/lz4/v4 v4.1.33
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
@@ -32,8 +35,6 @@ require (
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 )
-
-require github.com/orcaman/concurrent-map v1.0.0
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
