@@ -36,31 +36,44 @@ type floorBroker struct {
 	end    int64
 }
 
-// startFloorBroker starts a floorBroker on 127.0.0.1, stopped at the end of
-// the benchmark, and returns its address.
+// startFloorBroker starts a floorBroker on 127.0.0.1, stopped with its
+// connections at the end of the benchmark, and returns its address.
 func startFloorBroker(b *testing.B) []string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(b, err)
 	f := &floorBroker{topicID: [16]byte{1}}
-	var conns sync.WaitGroup
-	b.Cleanup(func() {
-		_ = ln.Close()
-		conns.Wait()
-	})
+	var (
+		mu      sync.Mutex
+		conns   []net.Conn
+		serving sync.WaitGroup
+	)
+	serving.Add(1)
 	go func() {
+		defer serving.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			conns.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			serving.Add(1)
 			go func() {
-				defer conns.Done()
+				defer serving.Done()
 				f.serve(b, c)
 			}()
-			b.Cleanup(func() { _ = c.Close() })
 		}
 	}()
+	b.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		serving.Wait()
+	})
 	return []string{ln.Addr().String()}
 }
 
