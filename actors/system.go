@@ -23,7 +23,7 @@ func NewActorSystem(logger *logrus.Logger) *actor.ActorSystem {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(endpointChatter{handler})
 	}))
-	shrinkRegistry(system, registryBuckets)
+	shrinkRegistry(system)
 	return system
 }
 
@@ -34,12 +34,12 @@ func NewActorSystem(logger *logrus.Logger) *actor.ActorSystem {
 // 64 still give 2,048 locks to actors spawned and stopped at once.
 const registryBuckets = 64
 
-// shrinkRegistry spreads the process registry of system over n buckets,
-// with the processes it already holds (its event stream, its dead
-// letters): before anything else uses the system.
-func shrinkRegistry(system *actor.ActorSystem, n int) {
+// shrinkRegistry spreads the process registry of system over
+// registryBuckets buckets, with the processes it already holds (its event
+// stream, its dead letters): before anything else uses the system.
+func shrinkRegistry(system *actor.ActorSystem) {
 	old := system.ProcessRegistry.LocalPIDs
-	buckets := &actor.SliceMap{LocalPIDs: make([]cmap.ConcurrentMap, n)}
+	buckets := &actor.SliceMap{LocalPIDs: make([]cmap.ConcurrentMap, registryBuckets)}
 	for i := range buckets.LocalPIDs {
 		buckets.LocalPIDs[i] = cmap.New()
 	}

@@ -94,9 +94,11 @@ func (f *floorBroker) serve(b *testing.B, c net.Conn) {
 			b.Errorf("floor broker: request %d v%d: %v", req.Key, req.Version, err)
 			return
 		}
-		pieces := [][]byte{wirekafka.AppendResponse(nil, req.CorrelationID, f.answer(c, req.Body))}
+		var pieces [][]byte
 		if fetch, ok := req.Body.(*kmsg.FetchRequest); ok {
 			pieces = wirekafka.FetchResponseFrame(req.CorrelationID, f.fetch(fetch))
+		} else {
+			pieces = [][]byte{wirekafka.AppendResponse(nil, req.CorrelationID, f.answer(c, req.Body))}
 		}
 		if _, err := (*net.Buffers)(&pieces).WriteTo(c); err != nil {
 			return

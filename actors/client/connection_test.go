@@ -98,18 +98,27 @@ func TestConnectionLostResendsProducesAtOnce(t *testing.T) {
 	checkExactlyOnce(t, produced, got, 1, true)
 }
 
-// A consumer whose fetches are in flight to a node when the connection to
-// it drops fetches again at once, from the same offsets, from the leaders
-// the metadata names now: no record is skipped or read twice.
-func TestConnectionLostRefetchesAtOnce(t *testing.T) {
+// refetchSetup is a fake cluster and a client of it with long request
+// timeouts, and 200 records produced to the two partitions of topic "t"
+// by a producer that stays open until the test ends.
+func refetchSetup(t *testing.T) (*fakeCluster, *Client, *Producer, context.Context, []*Record) {
+	t.Helper()
 	fc, c := setup(t, RequestTimeout(longTimeout))
 	ctx := testContext(t, 30*time.Second)
 	require.NoError(t, fc.createTopic("t", 2))
 	p, err := c.NewProducer(Linger(0))
 	require.NoError(t, err)
-	defer p.Close()
+	t.Cleanup(func() { _ = p.Close() })
 	produced := numbered("t", 0, 200)
 	require.NoError(t, p.ProduceSync(ctx, produced...))
+	return fc, c, p, ctx, produced
+}
+
+// A consumer whose fetches are in flight to a node when the connection to
+// it drops fetches again at once, from the same offsets, from the leaders
+// the metadata names now: no record is skipped or read twice.
+func TestConnectionLostRefetchesAtOnce(t *testing.T) {
+	fc, c, p, ctx, produced := refetchSetup(t)
 	cons, err := c.NewConsumer(ConsumerRequestTimeout(longTimeout), FetchMaxWait(100*time.Millisecond), PartitionMaxBytes(4<<10), ConsumerRetryBackoff(10*time.Millisecond))
 	require.NoError(t, err)
 	defer cons.Close()
@@ -136,14 +145,7 @@ func TestConnectionLostRefetchesAtOnce(t *testing.T) {
 // and fetches again after its retry backoff, not after its request
 // timeout: no record is skipped or read twice.
 func TestDeadLetterRefetchesAtOnce(t *testing.T) {
-	fc, c := setup(t, RequestTimeout(longTimeout))
-	ctx := testContext(t, 30*time.Second)
-	require.NoError(t, fc.createTopic("t", 2))
-	p, err := c.NewProducer(Linger(0))
-	require.NoError(t, err)
-	defer p.Close()
-	produced := numbered("t", 0, 200)
-	require.NoError(t, p.ProduceSync(ctx, produced...))
+	fc, c, _, _, produced := refetchSetup(t)
 
 	manager := actor.NewPID(fc.system.Address(), actors.PartitionManagerName)
 	require.NoError(t, fc.system.Root.PoisonFuture(manager).Wait())
